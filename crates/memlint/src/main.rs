@@ -1,0 +1,81 @@
+//! `memlint`: find the lines of PyTorch code that cause GPU out-of-memory errors.
+
+mod check;
+mod report;
+mod walk;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit statuses: a public contract (CI configurations depend on them).
+pub mod exit {
+    /// No findings.
+    pub const CLEAN: u8 = 0;
+    /// Findings (or files memlint could not lint) remain.
+    pub const FINDINGS: u8 = 1;
+    /// memlint itself could not do its job: bad arguments, a missing path.
+    pub const ERROR: u8 = 2;
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "memlint",
+    version,
+    about = "Find the lines of PyTorch code that cause GPU out-of-memory errors",
+    long_about = "memlint finds the GPU-memory anti-patterns of PyTorch training code (evaluation \
+without torch.no_grad(), loss tensors summed across iterations, float16 without a GradScaler, \
+torch.cuda.empty_cache() in the hot loop, ...), explains what each costs, and fixes most of them.",
+    after_help = "Exit status: 0 no findings, 1 findings, 2 memlint could not do its job.\n\
+Rules: `memlint rule --all`."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Lint Python files and folders.
+    Check(check::CheckArgs),
+    /// Print a rule's documentation (by code or name), or every rule's with --all.
+    Rule(RuleArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct RuleArgs {
+    /// A rule code (`MEM001`) or name (`eval-without-no-grad`).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    rule: Option<String>,
+    /// Print every rule's documentation.
+    #[arg(long)]
+    all: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let status = match cli.command {
+        Command::Check(args) => check::run(args),
+        Command::Rule(args) => rule(args),
+    };
+    ExitCode::from(status)
+}
+
+fn rule(args: RuleArgs) -> u8 {
+    if args.all {
+        let pages: Vec<String> = memlint_linter::Rule::ALL.iter().map(|r| r.doc().render()).collect();
+        println!("{}", pages.join("\n---\n\n"));
+        return exit::CLEAN;
+    }
+    let name = args.rule.expect("clap requires a rule without --all");
+    match memlint_linter::Rule::from_code_or_name(&name) {
+        Ok(rule) => {
+            print!("{}", rule.doc().render());
+            exit::CLEAN
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::ERROR
+        }
+    }
+}

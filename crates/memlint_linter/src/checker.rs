@@ -1,0 +1,111 @@
+//! Runs the enabled rules over one module: each rule's query finds candidates, the rule
+//! decides with the semantic model.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use memlint_python::tree_sitter::{Node, Query, QueryCursor, Tree};
+use memlint_python::SemanticModel;
+use streaming_iterator::StreamingIterator;
+
+use crate::{Diagnostic, LinterSettings, Rule};
+
+/// Every rule's query, compiled once per process.
+fn queries() -> &'static [Query] {
+    static QUERIES: OnceLock<Vec<Query>> = OnceLock::new();
+    QUERIES.get_or_init(|| {
+        Rule::ALL
+            .iter()
+            .map(|rule| {
+                Query::new(&memlint_python::language(), rule.query_source()).unwrap_or_else(|e| {
+                    // The query test compiles every query, so this is a build defect.
+                    panic!("query for {} does not compile: {e}", rule.name())
+                })
+            })
+            .collect()
+    })
+}
+
+/// The compiled query of a rule.
+pub fn query(rule: Rule) -> &'static Query {
+    &queries()[Rule::ALL.iter().position(|r| *r == rule).expect("rule in ALL")]
+}
+
+/// One match of a rule's query: its captures by name.
+pub struct QueryMatch<'t> {
+    captures: HashMap<&'static str, Node<'t>>,
+}
+
+impl<'t> QueryMatch<'t> {
+    pub fn get(&self, name: &str) -> Option<Node<'t>> {
+        self.captures.get(name).copied()
+    }
+}
+
+/// What a rule sees while it checks a module.
+pub struct Checker<'a, 't> {
+    pub model: &'a SemanticModel<'t>,
+    pub rule: Rule,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl<'a, 't> Checker<'a, 't> {
+    /// The matches of the current rule's query, in source order.
+    pub fn matches(&self) -> Vec<QueryMatch<'t>> {
+        let query = query(self.rule);
+        let names = query.capture_names();
+        let mut cursor = QueryCursor::new();
+        let mut found = Vec::new();
+        let source = self.model.source().as_bytes();
+        let mut matches = cursor.matches(query, self.model.root(), source);
+        while let Some(m) = matches.next() {
+            let captures = m.captures.iter().map(|c| (names[c.index as usize], c.node)).collect();
+            found.push(QueryMatch { captures });
+        }
+        found
+    }
+
+    pub fn text(&self, node: Node<'_>) -> &'t str {
+        self.model.text(node)
+    }
+
+    pub fn report(&mut self, diagnostic: Diagnostic) {
+        self.diagnostics.push(diagnostic);
+    }
+}
+
+pub(crate) fn run_rules(model: &SemanticModel<'_>, settings: &LinterSettings) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    for rule in settings.rules.iter() {
+        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
+        rule.check(&mut checker);
+        diagnostics.append(&mut checker.diagnostics);
+    }
+    diagnostics
+}
+
+/// Is `range` in code a syntax error may have mangled? Such findings are dropped so an
+/// error never produces a false finding: the enclosing function (or, at module level,
+/// the statement and the one before it) must parse cleanly.
+pub(crate) fn in_error_region(tree: &Tree, range: Range<usize>) -> bool {
+    let root = tree.root_node();
+    let Some(mut node) = root.descendant_for_byte_range(range.start, range.end.max(range.start)) else {
+        return true;
+    };
+    loop {
+        if node.has_error() {
+            return true;
+        }
+        let Some(parent) = node.parent() else { return false };
+        if node.kind() == "function_definition" {
+            return false;
+        }
+        if parent.id() == root.id() {
+            // A top-level statement: a broken statement right before it (a `with` whose
+            // header failed to parse, say) may have been meant to contain it.
+            return node.prev_sibling().map(|p| p.has_error()).unwrap_or(false);
+        }
+        node = parent;
+    }
+}

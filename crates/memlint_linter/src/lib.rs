@@ -1,0 +1,66 @@
+//! memlint's linter: the rule registry, one module per rule under [`rules`], the
+//! tree-sitter queries they start from (`queries/python/<rule-name>.scm`, embedded at
+//! build time), diagnostics with fixes, and suppression comments.
+//!
+//! Invariant: this crate does no I/O. It takes source text and settings and returns
+//! diagnostics; reading files, printing and writing fixes belong to the callers.
+
+mod checker;
+mod diagnostic;
+pub mod fix;
+mod noqa;
+mod registry;
+pub mod rules;
+mod settings;
+
+pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, Severity};
+pub use fix::{apply_fixes, FixMode, FixOutcome};
+pub use memlint_python::{LineIndex, SourcePosition, SyntaxError};
+pub use noqa::Directives;
+pub use registry::{Rule, RuleDoc, UnknownRule, RULE_DOCS_URL};
+pub use settings::{LinterSettings, RuleSelection};
+
+use memlint_python::tree_sitter::Tree;
+
+/// What linting one module found.
+#[derive(Debug, Clone, Default)]
+pub struct LintResult {
+    /// Findings after suppression comments, sorted by position.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Syntax errors in the module (the rest of the module is still linted).
+    pub syntax_errors: Vec<SyntaxError>,
+    /// `# memlint: skip-file` was found.
+    pub skipped: bool,
+}
+
+/// Lint Python `source` with `settings`.
+pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
+    if !settings.rules.any_enabled() {
+        return LintResult::default();
+    }
+    let tree = memlint_python::parse_with(source, None);
+    lint_tree(source, &tree, settings)
+}
+
+/// Lint `source` whose tree is already parsed (the language server keeps trees).
+pub fn lint_tree(source: &str, tree: &Tree, settings: &LinterSettings) -> LintResult {
+    let directives = Directives::from_tree(tree, source);
+    if directives.skip_file {
+        return LintResult { skipped: true, ..LintResult::default() };
+    }
+    let syntax_errors = memlint_python::syntax_errors(tree, source);
+    let model = memlint_python::SemanticModel::new(tree, source);
+    let mut diagnostics = checker::run_rules(&model, settings);
+    if !syntax_errors.is_empty() {
+        diagnostics.retain(|d| !checker::in_error_region(tree, d.range.clone()));
+    }
+    let line_index = LineIndex::new(source);
+    diagnostics.retain(|d| !directives.suppresses(d.rule, line_index.line_of(d.range.start)));
+    for d in &mut diagnostics {
+        if let Some(severity) = settings.severity.get(&d.rule) {
+            d.severity = *severity;
+        }
+    }
+    diagnostics.sort_by(|a, b| (a.range.start, a.rule).cmp(&(b.range.start, b.rule)));
+    LintResult { diagnostics, syntax_errors, skipped: false }
+}

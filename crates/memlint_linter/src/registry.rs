@@ -1,0 +1,179 @@
+//! The rule registry: every rule's code, kebab-case name, query and documentation.
+//!
+//! Codes and names are a public contract (users' `noqa` comments and CI configs name
+//! them): a rule keeps its code forever, and a retired code is never reused.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+/// Where each rule's documentation is published (`<url>/<rule-name>.md`).
+pub const RULE_DOCS_URL: &str = "https://github.com/memlint/memlint/blob/main/docs/rules";
+
+macro_rules! rules {
+    ($( $variant:ident => $code:literal, $name:literal, $module:ident, $file:literal; )*) => {
+        /// A memlint rule.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Rule {
+            $( $variant, )*
+        }
+
+        impl Rule {
+            /// Every rule, by code.
+            pub const ALL: &'static [Rule] = &[$( Rule::$variant, )*];
+
+            /// The stable code, e.g. `MEM001`.
+            pub fn code(self) -> &'static str {
+                match self { $( Rule::$variant => $code, )* }
+            }
+
+            /// The stable kebab-case name, e.g. `eval-without-no-grad`.
+            pub fn name(self) -> &'static str {
+                match self { $( Rule::$variant => $name, )* }
+            }
+
+            /// The tree-sitter query the rule starts from (`queries/python/<name>.scm`).
+            pub fn query_source(self) -> &'static str {
+                match self {
+                    $( Rule::$variant => include_str!(concat!("../../../queries/python/", $name, ".scm")), )*
+                }
+            }
+
+            /// The rule's source file, whose module doc comment is its documentation.
+            fn source_file(self) -> &'static str {
+                match self {
+                    $( Rule::$variant => include_str!(concat!("rules/", $file)), )*
+                }
+            }
+
+            pub(crate) fn check(self, checker: &mut crate::checker::Checker<'_, '_>) {
+                match self {
+                    $( Rule::$variant => crate::rules::$module::check(checker), )*
+                }
+            }
+
+            /// One line saying what the rule finds.
+            pub fn summary(self) -> &'static str {
+                match self { $( Rule::$variant => crate::rules::$module::SUMMARY, )* }
+            }
+
+            /// The captures the rule's code reads from its query.
+            pub fn captures(self) -> &'static [&'static str] {
+                match self { $( Rule::$variant => crate::rules::$module::CAPTURES, )* }
+            }
+
+            /// Whether the rule can fix some of its findings.
+            pub fn fixable(self) -> bool {
+                match self { $( Rule::$variant => crate::rules::$module::FIXABLE, )* }
+            }
+        }
+    };
+}
+
+rules! {
+    EvalWithoutNoGrad => "MEM001", "eval-without-no-grad", eval_without_no_grad, "eval_without_no_grad.rs";
+    AccumulatedLossTensor => "MEM002", "accumulated-loss-tensor", accumulated_loss_tensor, "accumulated_loss_tensor.rs";
+    HalfWithoutGradScaler => "MEM003", "half-without-grad-scaler", half_without_grad_scaler, "half_without_grad_scaler.rs";
+    EmptyCacheInLoop => "MEM004", "empty-cache-in-loop", empty_cache_in_loop, "empty_cache_in_loop.rs";
+}
+
+impl Rule {
+    /// Looks a rule up by code (`MEM001`, any case) or name (`eval-without-no-grad`).
+    pub fn from_code_or_name(text: &str) -> Result<Rule, UnknownRule> {
+        let text = text.trim();
+        Rule::ALL
+            .iter()
+            .copied()
+            .find(|r| r.code().eq_ignore_ascii_case(text) || r.name() == text)
+            .ok_or_else(|| UnknownRule(text.to_owned()))
+    }
+
+    /// The documentation URL of the rule.
+    pub fn url(self) -> String {
+        format!("{RULE_DOCS_URL}/{}.md", self.name())
+    }
+
+    /// The rule's documentation: the module doc comment of its source file, in Markdown.
+    pub fn doc(self) -> RuleDoc {
+        let markdown = self
+            .source_file()
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| l.strip_prefix("//! ").unwrap_or(l.strip_prefix("//!").unwrap_or(l)))
+            .collect::<Vec<_>>()
+            .join("\n");
+        RuleDoc { rule: self, markdown }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+impl FromStr for Rule {
+    type Err = UnknownRule;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Rule::from_code_or_name(s)
+    }
+}
+
+impl Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.code())
+    }
+}
+
+/// A rule code or name that memlint does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownRule(pub String);
+
+impl fmt::Display for UnknownRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let close = Rule::ALL
+            .iter()
+            .find(|r| r.name().contains(&self.0.to_lowercase()) || self.0.to_lowercase().contains(r.name()))
+            .map(|r| format!(" (did you mean `{}` / `{}`?)", r.code(), r.name()))
+            .unwrap_or_default();
+        write!(f, "unknown rule `{}`{close}; `memlint rule --all` lists the rules", self.0)
+    }
+}
+
+impl std::error::Error for UnknownRule {}
+
+/// A rule's documentation.
+#[derive(Debug, Clone)]
+pub struct RuleDoc {
+    pub rule: Rule,
+    /// Markdown with ruff's sections: `## What it does`, `## Why is this bad?`,
+    /// `## Example`, `Use instead:`, and `## Fix safety` for fixable rules.
+    pub markdown: String,
+}
+
+impl RuleDoc {
+    /// The text of one `## Section`, without its heading.
+    pub fn section(&self, heading: &str) -> Option<String> {
+        let marker = format!("## {heading}");
+        let start = self.markdown.lines().position(|l| l.trim() == marker)?;
+        let body: Vec<&str> = self
+            .markdown
+            .lines()
+            .skip(start + 1)
+            .take_while(|l| !l.starts_with("## "))
+            .collect();
+        Some(body.join("\n").trim().to_owned())
+    }
+
+    /// The whole page: a title line, then the documentation.
+    pub fn render(&self) -> String {
+        format!(
+            "# {} ({})\n\n{}\n\nFix: {}.\n",
+            self.rule.name(),
+            self.rule.code(),
+            self.markdown.trim_end(),
+            if self.rule.fixable() { "sometimes available" } else { "not available" }
+        )
+    }
+}

@@ -1,0 +1,168 @@
+//! ## What it does
+//! Checks for a tensor with autograd history (a loss, a model's output, arithmetic on
+//! them) accumulated across iterations of a loop into something that outlives the
+//! iteration: `total += loss`, `total = total + loss`, `losses.append(loss)`, or a dict of
+//! such (`stats["loss"] += loss`, `history[k].append(loss)`).
+//!
+//! Not flagged: accumulating `loss.item()`, `loss.detach()` or `float(loss)`; and the sum
+//! of per-step losses inside one iteration that is then backpropagated (BPTT-style
+//! `loss += criterion(out[t], y[t])` followed by `loss.backward()`), or any accumulator
+//! that is itself backpropagated later.
+//!
+//! ## Why is this bad?
+//! A tensor with autograd history holds on to the graph that produced it. Adding it to a
+//! running total links every iteration's graph into the total, so nothing is freed until
+//! the total is dropped:
+//! - in an evaluation loop without `torch.no_grad()`, each batch's saved activations stay
+//!   on the GPU, and memory grows batch by batch until it runs out (severe);
+//! - in a training loop after `backward()`, the saved activations are freed, but each
+//!   step's graph nodes and loss scalar stay alive: a slow leak for the whole epoch.
+//!
+//! ## Example
+//! ```python
+//! total_loss = 0
+//! for x, y in train_loader:
+//!     loss = criterion(model(x), y)
+//!     loss.backward()
+//!     optimizer.step()
+//!     total_loss += loss
+//! ```
+//!
+//! Use instead:
+//! ```python
+//! total_loss = 0
+//! for x, y in train_loader:
+//!     loss = criterion(model(x), y)
+//!     loss.backward()
+//!     optimizer.step()
+//!     total_loss += loss.item()
+//! ```
+//!
+//! ## Fix safety
+//! The fix accumulates `<term>.item()` instead. It is unsafe: the accumulator becomes a
+//! Python float instead of a tensor (code that later calls tensor methods on it would
+//! break), and `.item()` fails on a term with more than one element.
+
+use memlint_python::tree_sitter::Node;
+use memlint_python::{contains, BindingKind, SemanticModel};
+
+use crate::checker::Checker;
+use crate::rules::snippet;
+use crate::{Diagnostic, Edit, Fix, Severity};
+
+pub const SUMMARY: &str = "Tensor with autograd history accumulated across loop iterations";
+pub const CAPTURES: &[&str] = &["accumulation", "accumulator", "term"];
+pub const FIXABLE: bool = true;
+
+pub fn check(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    for m in checker.matches() {
+        let (Some(statement), Some(accumulator), Some(term)) = (m.get("accumulation"), m.get("accumulator"), m.get("term")) else {
+            continue;
+        };
+        if !model.has_autograd_history(term) {
+            continue;
+        }
+        let Some(base) = accumulator_base(model, accumulator) else { continue };
+        let loops = model.enclosing_loops(statement);
+        // The loops whose iterations the accumulator survives: those that contain no
+        // plain (re)definition of it. They are the innermost ones, up to the loop that
+        // resets it.
+        let definitions: Vec<Node> = if base.contains('.') {
+            Vec::new()
+        } else {
+            model
+                .bindings_in_scope(&base, statement)
+                .iter()
+                .filter(|b| matches!(b.kind, BindingKind::Assign | BindingKind::LoopTarget | BindingKind::WithTarget))
+                .filter(|b| !contains(b.statement, statement))
+                .map(|b| b.statement)
+                .collect()
+        };
+        let surviving: Vec<_> = loops
+            .iter()
+            .take_while(|l| {
+                let body = l.node.child_by_field_name("body");
+                !definitions.iter().any(|d| body.map(|b| contains(b, *d)).unwrap_or(false))
+            })
+            .collect();
+        let Some(outermost) = surviving.last() else { continue };
+        if backpropagated_later(model, &base, statement) {
+            continue;
+        }
+        let training = subtree_has(model, outermost.node, |n| n.kind() == "call" && model.is_backward_call(n));
+        let statement_text = snippet(model, statement);
+        let term_text = snippet(model, term);
+        let (message, severity) = if training {
+            (
+                format!(
+                    "`{statement_text}` keeps each step's graph nodes and loss tensor alive after `backward()`: `{term_text}` carries autograd history, so `{base}` grows by one graph per step for the whole loop"
+                ),
+                Severity::Warning,
+            )
+        } else {
+            (
+                format!(
+                    "`{statement_text}` keeps every batch's activations on the GPU: `{term_text}` carries autograd history in a loop with no `backward()` and no `torch.no_grad()`, so each iteration's graph stays alive in `{base}`"
+                ),
+                Severity::Error,
+            )
+        };
+        let fix = item_fix(model, term);
+        checker.report(
+            Diagnostic::new(checker.rule, statement.byte_range(), message)
+                .with_help(format!("accumulate a number (`{}.item()`) or a detached tensor (`.detach()`)", term_text))
+                .with_severity(severity)
+                .with_fix(Some(fix)),
+        );
+    }
+}
+
+/// The name that holds the accumulation: `total`, `stats` for `stats["loss"]`,
+/// `self.total` for an attribute.
+fn accumulator_base(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String> {
+    match node.kind() {
+        "identifier" => Some(model.text(node).to_owned()),
+        "attribute" => model.dotted_name(node),
+        "subscript" => accumulator_base(model, node.child_by_field_name("value")?),
+        _ => None,
+    }
+}
+
+/// Is the accumulator backpropagated after `statement` in the same scope
+/// (`total.backward()`, `torch.stack(losses).mean().backward()`, `scaler.scale(total).backward()`)?
+fn backpropagated_later<'t>(model: &SemanticModel<'t>, base: &str, statement: Node<'t>) -> bool {
+    let scope = model.enclosing_function(statement).map(|f| f.node.id());
+    model.calls().iter().any(|c| {
+        c.start_byte() > statement.start_byte()
+            && model.is_backward_call(*c)
+            && model.enclosing_function(*c).map(|f| f.node.id()) == scope
+            && model.identifiers_in(*c).iter().any(|n| n == base)
+    })
+}
+
+fn subtree_has<'t>(_model: &SemanticModel<'t>, node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> bool {
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if predicate(n) {
+            return true;
+        }
+        if matches!(n.kind(), "function_definition" | "class_definition") && n.id() != node.id() {
+            continue;
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    false
+}
+
+fn item_fix(model: &SemanticModel<'_>, term: Node<'_>) -> Fix {
+    let simple = matches!(term.kind(), "identifier" | "attribute" | "call" | "subscript" | "parenthesized_expression");
+    let edits = if simple {
+        vec![Edit::insert(term.end_byte(), ".item()")]
+    } else {
+        vec![Edit::insert(term.start_byte(), "("), Edit::insert(term.end_byte(), ").item()")]
+    };
+    let shown = snippet(model, term);
+    Fix::unsafe_(format!("Accumulate `{shown}.item()`"), edits)
+}

@@ -1,0 +1,263 @@
+//! ## What it does
+//! Checks for forward passes in evaluation or inference code that run with gradient
+//! tracking: after `model.eval()`, in a loop over a validation or test loader, or in a
+//! function whose name says evaluate / validate / test / predict / infer / generate /
+//! sample, outside `torch.no_grad()` / `torch.inference_mode()`.
+//!
+//! Also checks for the legacy guard `Variable(x, volatile=True)`, which has done nothing
+//! since PyTorch 0.4.
+//!
+//! Code counts as running without gradients inside `with torch.no_grad():`,
+//! `with torch.inference_mode():` or `with torch.set_grad_enabled(False):` (also as one
+//! item of a multi-item `with`, and after `stack.enter_context(torch.no_grad())`), in a
+//! function decorated `@torch.no_grad()` / `@torch.inference_mode()` (or a decorator whose
+//! name says so), in Lightning's `validation_step` / `test_step` / `predict_step`, and in a
+//! function of the same module that is only ever called from such code.
+//!
+//! Code that needs gradients after `.eval()` (a `.backward()` or `torch.autograd.grad` in
+//! the same function, as in adversarial examples or saliency maps) is not flagged.
+//!
+//! ## Why is this bad?
+//! `model.eval()` only switches layers such as dropout and batch norm to inference
+//! behaviour; it does not stop autograd. Without `no_grad`, every layer saves its inputs
+//! for a backward pass that never comes, so an evaluation step holds as much activation
+//! memory as a training step. Evaluation then runs out of GPU memory at batch sizes that
+//! would fit several times over, and anything kept from the loop (a loss, the outputs)
+//! keeps each batch's graph alive too.
+//!
+//! ## Example
+//! ```python
+//! def evaluate(model, val_loader):
+//!     model.eval()
+//!     correct = 0
+//!     for x, y in val_loader:
+//!         out = model(x.cuda())
+//!         correct += (out.argmax(1) == y.cuda()).sum().item()
+//!     return correct
+//! ```
+//!
+//! Use instead:
+//! ```python
+//! @torch.no_grad()
+//! def evaluate(model, val_loader):
+//!     model.eval()
+//!     correct = 0
+//!     for x, y in val_loader:
+//!         out = model(x.cuda())
+//!         correct += (out.argmax(1) == y.cuda()).sum().item()
+//!     return correct
+//! ```
+//!
+//! ## Fix safety
+//! The fix decorates the evaluation function with `@torch.no_grad()`, or wraps the
+//! evaluation loop (or statement) in `with torch.no_grad():`, re-indenting it with the
+//! file's indentation, and adds `import torch` when the module does not import it.
+//! The values computed are the same; only autograd history is dropped. The fix is safe
+//! when the function returns nothing (or the code is at module level); it is unsafe when
+//! the function returns or yields values, because a caller elsewhere could backpropagate
+//! through them. It is not offered when re-indenting would change a multi-line string.
+
+use memlint_python::tree_sitter::Node;
+use memlint_python::{name_says_eval, GradContext, SemanticModel};
+
+use crate::checker::Checker;
+use crate::rules::{has_multiline_string, indent_lines, indent_unit, line_indent, line_start, snippet, torch_name};
+use crate::{Diagnostic, Edit, Fix, Severity};
+
+pub const SUMMARY: &str = "Forward pass in evaluation code without `torch.no_grad()`";
+pub const CAPTURES: &[&str] = &["call", "callee", "volatile_call"];
+pub const FIXABLE: bool = true;
+
+const HELP: &str = "run evaluation under `with torch.no_grad():` (or `torch.inference_mode()`), or decorate the function with `@torch.no_grad()`";
+
+pub fn check(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    for m in checker.matches() {
+        if let Some(call) = m.get("volatile_call") {
+            if !model.grad_context(call).is_disabled() {
+                checker.report(
+                    Diagnostic::new(
+                        checker.rule,
+                        call.byte_range(),
+                        "`volatile=True` has had no effect since PyTorch 0.4: this code still records autograd history and keeps every activation",
+                    )
+                    .with_help(HELP),
+                );
+            }
+            continue;
+        }
+        let Some(call) = m.get("call") else { continue };
+        let Some(module) = model.forward_callee(call) else { continue };
+        if model.grad_context(call) != GradContext::Enabled {
+            continue;
+        }
+        let Some(reason) = evaluation_reason(model, call, module) else { continue };
+        if needs_gradients(model, call) {
+            continue;
+        }
+        let message = format!(
+            "forward pass `{}` in evaluation code ({}) runs with gradient tracking: autograd keeps every layer's activations for a backward pass that never comes",
+            snippet(model, call),
+            reason.describe(),
+        );
+        let fix = no_grad_fix(model, call, &reason);
+        checker.report(
+            Diagnostic::new(checker.rule, call.byte_range(), message)
+                .with_help(HELP)
+                .with_severity(Severity::Warning)
+                .with_fix(fix),
+        );
+    }
+}
+
+/// Why a forward pass counts as evaluation.
+enum EvaluationReason<'t> {
+    AfterEval(String),
+    EvalLoop(Node<'t>, String),
+    EvalFunction(String),
+}
+
+impl EvaluationReason<'_> {
+    fn describe(&self) -> String {
+        match self {
+            EvaluationReason::AfterEval(call) => format!("after `{call}`"),
+            EvaluationReason::EvalLoop(_, over) => format!("in a loop over `{over}`"),
+            EvaluationReason::EvalFunction(name) => format!("in `{name}()`"),
+        }
+    }
+}
+
+fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> Option<EvaluationReason<'t>> {
+    let function = model.enclosing_function(call);
+    if let Some(f) = function {
+        if name_says_eval(&f.name) && f.name != "forward" {
+            return Some(EvaluationReason::EvalFunction(f.name.clone()));
+        }
+    }
+    for l in model.enclosing_loops(call) {
+        if l.over_eval_data {
+            let over = l
+                .node
+                .child_by_field_name("right")
+                .map(|r| snippet(model, r))
+                .unwrap_or_default();
+            return Some(EvaluationReason::EvalLoop(l.node, over));
+        }
+    }
+    // `model.eval()` earlier in the same scope on the module called (or its parent), and
+    // no `model.train()` in between.
+    let module_text = model.text(module);
+    let scope = function.map(|f| f.node.id());
+    let mut state: Option<String> = None;
+    let mut toggles: Vec<(usize, Option<String>)> = Vec::new();
+    for (method, is_eval) in [("eval", true), ("train", false)] {
+        for toggle in model.calls_named(method) {
+            if toggle.start_byte() >= call.start_byte() || model.enclosing_function(*toggle).map(|f| f.node.id()) != scope {
+                continue;
+            }
+            let Some(object) = toggle.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")) else {
+                continue;
+            };
+            let object_text = model.text(object);
+            let applies = module_text == object_text || module_text.starts_with(&format!("{object_text}."));
+            if !applies {
+                continue;
+            }
+            let arg = toggle.child_by_field_name("arguments").and_then(|a| a.named_child(0)).map(|a| model.text(a));
+            let eval = if is_eval { true } else { arg == Some("False") };
+            toggles.push((toggle.start_byte(), eval.then(|| model.text(*toggle).to_owned())));
+        }
+    }
+    toggles.sort_by_key(|t| t.0);
+    for (_, t) in toggles {
+        state = t;
+    }
+    state.map(EvaluationReason::AfterEval)
+}
+
+/// Does the scope backpropagate (so the forward pass needs its graph)?
+fn needs_gradients<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let scope = model.enclosing_function(call).map(|f| f.node.id());
+    model
+        .calls()
+        .iter()
+        .any(|c| model.is_backward_call(*c) && model.enclosing_function(*c).map(|f| f.node.id()) == scope)
+}
+
+fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &EvaluationReason<'t>) -> Option<Fix> {
+    let source = model.source();
+    let (torch, import) = torch_name(model);
+    let function = model.enclosing_function(call);
+    let returns_values = function.map(|f| returns_values(f.node)).unwrap_or(false);
+    let mut edits: Vec<Edit> = import.into_iter().collect();
+    let message;
+    match (reason, function) {
+        (EvaluationReason::EvalFunction(name), Some(f)) => {
+            let at = line_start(source, f.outer.start_byte());
+            let indent = line_indent(source, f.outer.start_byte());
+            edits.push(Edit::insert(at, format!("{indent}@{torch}.no_grad()\n")));
+            message = format!("Decorate `{name}` with `@{torch}.no_grad()`");
+        }
+        _ => {
+            // Wrap the evaluation loop, else the outermost loop in the scope around the
+            // call, else the statement itself.
+            let target = match reason {
+                EvaluationReason::EvalLoop(node, _) => *node,
+                _ => model
+                    .enclosing_loops(call)
+                    .last()
+                    .map(|l| l.node)
+                    .unwrap_or_else(|| statement_of(call)),
+            };
+            if has_multiline_string(target) || !crate::rules::owns_its_lines(source, target) {
+                return None;
+            }
+            let unit = indent_unit(source);
+            let indent = line_indent(source, target.start_byte());
+            let at = line_start(source, target.start_byte());
+            edits.push(Edit::insert(at, format!("{indent}with {torch}.no_grad():\n")));
+            // Both edits insert at `at`: merge them so the fix stays non-overlapping.
+            let mut body = indent_lines(source, target, &unit);
+            if let Some(first) = body.first_mut() {
+                if first.range.start == at {
+                    let wrap = edits.pop().expect("pushed above");
+                    first.content = format!("{}{}", wrap.content, first.content);
+                }
+            }
+            edits.extend(body);
+            message = format!("Wrap in `with {torch}.no_grad():`");
+        }
+    }
+    let fix = if returns_values { Fix::unsafe_(message, edits) } else { Fix::safe(message, edits) };
+    Some(fix)
+}
+
+/// The statement a node is part of (the child of a block or the module).
+fn statement_of(node: Node<'_>) -> Node<'_> {
+    let mut current = node;
+    while let Some(parent) = current.parent() {
+        if matches!(parent.kind(), "block" | "module") {
+            return current;
+        }
+        current = parent;
+    }
+    current
+}
+
+/// Does a function return or yield a value (not counting nested functions)?
+fn returns_values(function: Node<'_>) -> bool {
+    let Some(body) = function.child_by_field_name("body") else { return false };
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        match n.kind() {
+            "function_definition" | "class_definition" | "lambda" => continue,
+            "return_statement" if n.named_child_count() > 0 => return true,
+            "yield" => return true,
+            _ => {
+                let mut cursor = n.walk();
+                stack.extend(n.named_children(&mut cursor));
+            }
+        }
+    }
+    false
+}

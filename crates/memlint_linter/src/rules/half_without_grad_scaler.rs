@@ -1,0 +1,202 @@
+//! ## What it does
+//! Checks for float16 training without loss scaling: a model converted with `.half()` or
+//! `.to(torch.float16)`, or `autocast` with `dtype=torch.float16` (or CUDA autocast's
+//! default dtype, which is float16), in a module that calls `.backward()` and uses no
+//! `GradScaler`.
+//!
+//! bfloat16 (`.bfloat16()`, `autocast(dtype=torch.bfloat16)`, CPU autocast's default) is
+//! not flagged: it has float32's exponent range. Inference-only code (no `.backward()`,
+//! or autocast under `torch.no_grad()`) is not flagged either, and neither are modules
+//! that scale the loss another way (apex's `amp.scale_loss`, DeepSpeed's or Accelerate's
+//! `backward`).
+//!
+//! ## Why is this bad?
+//! float16 cannot represent magnitudes below about 6e-8 (and keeps little precision
+//! below 6e-5). Many gradients of a deep network are smaller than that: in float16 they
+//! underflow to zero, so layers silently stop learning or training diverges. A
+//! `GradScaler` multiplies the loss before `backward()` so gradients stay representable,
+//! unscales them before the optimizer step, and skips steps that overflowed.
+//!
+//! ## Example
+//! ```python
+//! model = Net().cuda().half()
+//! for x, y in loader:
+//!     loss = criterion(model(x.half()), y)
+//!     loss.backward()
+//!     optimizer.step()
+//! ```
+//!
+//! Use instead:
+//! ```python
+//! model = Net().cuda()
+//! scaler = torch.amp.GradScaler("cuda")
+//! for x, y in loader:
+//!     with torch.autocast("cuda", dtype=torch.float16):
+//!         loss = criterion(model(x), y)
+//!     scaler.scale(loss).backward()
+//!     scaler.step(optimizer)
+//!     scaler.update()
+//! ```
+
+use memlint_python::tree_sitter::Node;
+use memlint_python::{named_children, SemanticModel, ValueKind};
+
+use crate::checker::Checker;
+use crate::rules::snippet;
+use crate::{Diagnostic, Severity};
+
+pub const SUMMARY: &str = "float16 training without a `GradScaler`";
+pub const CAPTURES: &[&str] = &["conversion", "receiver", "autocast"];
+pub const FIXABLE: bool = false;
+
+const AUTOCASTS: &[&str] = &[
+    "torch.autocast",
+    "torch.amp.autocast",
+    "torch.amp.autocast_mode.autocast",
+    "torch.cuda.amp.autocast",
+    "torch.cuda.amp.autocast_mode.autocast",
+];
+const HELP: &str = "scale the loss with `scaler = torch.amp.GradScaler(\"cuda\")`: `scaler.scale(loss).backward()`, `scaler.step(optimizer)`, `scaler.update()`; or train in bfloat16";
+
+pub fn check(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    if scales_loss(model) {
+        return;
+    }
+    let backward_calls: Vec<Node> = model
+        .calls_named("backward")
+        .iter()
+        .copied()
+        .filter(|c| !backward_scales_itself(model, *c))
+        .collect();
+    if backward_calls.is_empty() {
+        return;
+    }
+    for m in checker.matches() {
+        if let (Some(conversion), Some(receiver)) = (m.get("conversion"), m.get("receiver")) {
+            let method = conversion
+                .child_by_field_name("function")
+                .and_then(|f| f.child_by_field_name("attribute"))
+                .map(|a| model.text(a))
+                .unwrap_or("");
+            let to_fp16 = match method {
+                "half" => true,
+                "to" => conversion
+                    .child_by_field_name("arguments")
+                    .map(|args| named_children(args).into_iter().any(|a| is_float16(model, argument_value(a))))
+                    .unwrap_or(false),
+                _ => false,
+            };
+            if !to_fp16 || model.value_kind(receiver) != ValueKind::Model {
+                continue;
+            }
+            checker.report(
+                Diagnostic::new(
+                    checker.rule,
+                    conversion.byte_range(),
+                    format!(
+                        "`{}` trains in float16 without loss scaling: gradients smaller than about 6e-8 underflow to zero in float16, so layers silently stop learning",
+                        snippet(model, conversion)
+                    ),
+                )
+                .with_help(HELP)
+                .with_severity(Severity::Warning),
+            );
+        } else if let Some(call) = m.get("autocast") {
+            if model.call_resolves_to(call, AUTOCASTS).is_none() || !autocasts_to_float16(model, call) {
+                continue;
+            }
+            if model.grad_context(call).is_disabled() {
+                continue;
+            }
+            let scope = model.enclosing_function(call).map(|f| f.node.id());
+            let trains_here = scope.is_none()
+                || backward_calls.iter().any(|b| model.enclosing_function(*b).map(|f| f.node.id()) == scope);
+            if !trains_here {
+                continue;
+            }
+            checker.report(
+                Diagnostic::new(
+                    checker.rule,
+                    call.byte_range(),
+                    format!(
+                        "`{}` runs the forward pass in float16 and this code calls `backward()` without a `GradScaler`: gradients smaller than about 6e-8 underflow to zero in float16",
+                        snippet(model, call)
+                    ),
+                )
+                .with_help(HELP)
+                .with_severity(Severity::Warning),
+            );
+        }
+    }
+}
+
+fn argument_value(arg: Node<'_>) -> Node<'_> {
+    if arg.kind() == "keyword_argument" {
+        arg.child_by_field_name("value").unwrap_or(arg)
+    } else {
+        arg
+    }
+}
+
+fn is_float16(model: &SemanticModel<'_>, expr: Node<'_>) -> bool {
+    matches!(
+        model.qualified_name(expr).as_deref(),
+        Some("torch.float16" | "torch.half")
+    )
+}
+
+/// Does this autocast compute in float16 (explicitly, or by CUDA's default)?
+fn autocasts_to_float16(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
+    let Some(args) = call.child_by_field_name("arguments") else { return false };
+    let args = named_children(args);
+    let keyword = |name: &str| {
+        args.iter().find(|a| {
+            a.kind() == "keyword_argument" && a.child_by_field_name("name").map(|n| model.text(n) == name).unwrap_or(false)
+        })
+        .and_then(|a| a.child_by_field_name("value"))
+    };
+    if keyword("enabled").map(|v| model.text(v) == "False").unwrap_or(false) {
+        return false;
+    }
+    if let Some(dtype) = keyword("dtype") {
+        return is_float16(model, dtype);
+    }
+    let qualified = model.qualified_name(call.child_by_field_name("function").expect("a call has a callee")).unwrap_or_default();
+    if qualified.starts_with("torch.cuda.amp") {
+        return true;
+    }
+    // `torch.autocast(device_type, dtype=None)`: float16 on CUDA, bfloat16 on CPU.
+    let device = keyword("device_type").or_else(|| args.iter().copied().find(|a| a.kind() != "keyword_argument"));
+    match device {
+        Some(d) if d.kind() == "string" => {
+            let text = model.text(d).trim_matches(|c| c == '"' || c == '\'');
+            text == "cuda"
+        }
+        // A variable (`device.type`): assume the CUDA default, as training code means.
+        Some(_) => true,
+        None => false,
+    }
+}
+
+/// Does the module scale the loss somehow (a `GradScaler`, apex, DeepSpeed)?
+fn scales_loss(model: &SemanticModel<'_>) -> bool {
+    ["GradScaler", "ShardedGradScaler", "scale_loss"].iter().any(|n| !model.calls_named(n).is_empty())
+        || model.calls_named("scale").iter().any(|c| {
+            c.child_by_field_name("function")
+                .and_then(|f| f.child_by_field_name("object"))
+                .map(|o| model.text(o).to_lowercase().contains("scaler"))
+                .unwrap_or(false)
+        })
+}
+
+/// `accelerator.backward(loss)`, `model_engine.backward(loss)`, `fabric.backward(loss)`:
+/// frameworks that scale float16 losses themselves.
+fn backward_scales_itself(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
+    let object = call
+        .child_by_field_name("function")
+        .and_then(|f| f.child_by_field_name("object"))
+        .map(|o| model.text(o).to_lowercase())
+        .unwrap_or_default();
+    ["accelerator", "fabric", "engine", "deepspeed", "trainer"].iter().any(|w| object.contains(w))
+}

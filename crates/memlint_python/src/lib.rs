@@ -1,0 +1,99 @@
+//! Python front end for memlint: parsing with tree-sitter-python, byte/line/column
+//! conversions, and a semantic model of one module ([`SemanticModel`]).
+//!
+//! Nothing here does I/O: callers hand in source text.
+
+mod line_index;
+mod semantic;
+
+pub use line_index::{LineIndex, SourcePosition};
+pub use semantic::{
+    contains, name_says_data, name_says_eval, name_says_loss, name_says_model, name_words,
+    named_children, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo,
+    LoopKind, SemanticModel, ValueKind,
+};
+pub use tree_sitter;
+
+use tree_sitter::{Language, Node, Parser, Tree};
+
+/// The tree-sitter grammar memlint parses Python with.
+pub fn language() -> Language {
+    tree_sitter_python::LANGUAGE.into()
+}
+
+/// A parsed Python module: its text and its concrete syntax tree.
+pub struct ParsedModule {
+    pub source: String,
+    pub tree: Tree,
+}
+
+impl ParsedModule {
+    pub fn root(&self) -> Node<'_> {
+        self.tree.root_node()
+    }
+}
+
+/// Parse `source` from scratch.
+pub fn parse(source: &str) -> ParsedModule {
+    let tree = parse_with(source, None);
+    ParsedModule { source: source.to_owned(), tree }
+}
+
+/// Parse `source`, reusing `old_tree` (already edited with `Tree::edit`) for an
+/// incremental re-parse.
+pub fn parse_with(source: &str, old_tree: Option<&Tree>) -> Tree {
+    let mut parser = Parser::new();
+    parser
+        .set_language(&language())
+        .expect("tree-sitter-python is ABI-compatible with the tree-sitter crate");
+    // `parse` only returns None on cancellation or without a language; neither applies.
+    parser
+        .parse(source, old_tree)
+        .expect("parsing without a timeout or cancellation flag always yields a tree")
+}
+
+/// A syntax error found in the tree: where and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub start: usize,
+    pub end: usize,
+    pub message: String,
+}
+
+/// Every syntax error in the tree (ERROR and MISSING nodes), outermost first.
+pub fn syntax_errors(tree: &Tree, source: &str) -> Vec<SyntaxError> {
+    let mut errors = Vec::new();
+    if !tree.root_node().has_error() {
+        return errors;
+    }
+    let mut stack = vec![tree.root_node()];
+    while let Some(node) = stack.pop() {
+        if node.is_missing() {
+            errors.push(SyntaxError {
+                start: node.start_byte(),
+                end: node.end_byte(),
+                message: format!("expected `{}`", node.kind()),
+            });
+            continue;
+        }
+        if node.is_error() {
+            let text = node.utf8_text(source.as_bytes()).unwrap_or("");
+            let first = text.lines().next().unwrap_or("").trim();
+            let shown: String = first.chars().take(40).collect();
+            let message = if shown.is_empty() {
+                "unexpected token".to_owned()
+            } else {
+                format!("unexpected `{shown}`")
+            };
+            errors.push(SyntaxError { start: node.start_byte(), end: node.end_byte(), message });
+            continue;
+        }
+        if node.has_error() {
+            let mut cursor = node.walk();
+            let children: Vec<_> = node.children(&mut cursor).collect();
+            stack.extend(children.into_iter().rev());
+        }
+    }
+    errors.sort_by_key(|e| e.start);
+    errors
+}

@@ -1,0 +1,1337 @@
+//! A semantic model of one Python module, as far as memlint's rules need it.
+//!
+//! It answers, for any node: what a dotted name resolves to through imports
+//! ([`SemanticModel::qualified_name`]), whether the code runs with autograd
+//! disabled ([`SemanticModel::grad_context`]), which loops surround it and what they
+//! iterate ([`SemanticModel::enclosing_loops`]), and what kind of value an
+//! expression holds ([`SemanticModel::value_kind`]): a tensor with autograd history,
+//! a tensor without, a Python number, or a `torch.nn.Module`.
+//!
+//! The model is flow-insensitive on purpose: a name's value is the last assignment
+//! before the use in the same scope. That is what a reader of a training script
+//! assumes, and it keeps the model linear in the size of the module.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use tree_sitter::{Node, Tree};
+
+/// Nearest enclosing function (its node id), or `None` for module level.
+type ScopeId = Option<usize>;
+
+/// What an expression evaluates to, as far as GPU memory is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// A tensor that carries autograd history (keeps its graph alive).
+    GradTensor,
+    /// A tensor without autograd history (detached, created under no-grad, data).
+    PlainTensor,
+    /// A Python number (`.item()`, `float()`, a literal).
+    Number,
+    /// A `torch.nn.Module` that computes a forward pass (a model).
+    Model,
+    /// A loss module or loss function object (`nn.CrossEntropyLoss()`, `criterion`).
+    Loss,
+    Unknown,
+}
+
+impl ValueKind {
+    pub fn is_module(self) -> bool {
+        matches!(self, ValueKind::Model | ValueKind::Loss)
+    }
+}
+
+/// Whether autograd records operations at a point in the code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GradContext {
+    /// Gradients are disabled; the string says by what (for messages).
+    Disabled(String),
+    /// Gradients are explicitly enabled (`torch.enable_grad()`).
+    ExplicitlyEnabled,
+    /// The default: gradients are recorded.
+    Enabled,
+}
+
+impl GradContext {
+    pub fn is_disabled(&self) -> bool {
+        matches!(self, GradContext::Disabled(_))
+    }
+}
+
+/// One assignment of a name.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding<'t> {
+    /// Where the binding takes effect (the start of its statement).
+    pub position: usize,
+    /// The statement or construct that binds the name.
+    pub statement: Node<'t>,
+    /// The value assigned, when there is a single expression for it.
+    pub value: Option<Node<'t>>,
+    pub kind: BindingKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindingKind {
+    /// `x = value` (also one element of a tuple target: the value is the whole right side).
+    Assign,
+    /// `x += value`
+    AugAssign,
+    /// The target of a `for` loop or comprehension.
+    LoopTarget,
+    /// A function parameter.
+    Parameter,
+    /// `with ... as x`
+    WithTarget,
+    /// `import` / `def` / `class`
+    Definition,
+}
+
+/// A function or method definition.
+#[derive(Debug, Clone)]
+pub struct FunctionInfo<'t> {
+    pub node: Node<'t>,
+    pub name: String,
+    /// The class this is a method of, if any.
+    pub class: Option<String>,
+    /// The decorator expressions (without `@`).
+    pub decorators: Vec<Node<'t>>,
+    /// The `decorated_definition` when there are decorators (where a new decorator goes).
+    pub outer: Node<'t>,
+}
+
+/// What kind of loop a `for`/`while` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopKind {
+    /// The loop over epochs (or another loop around the per-step loop).
+    Epoch,
+    /// The per-step loop: over a loader/dataset, or a loop whose body runs a step.
+    Step,
+    /// Some other loop.
+    Other,
+}
+
+/// A loop around a node.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopInfo<'t> {
+    pub node: Node<'t>,
+    pub kind: LoopKind,
+    /// The loop iterates over validation/test data (by the names in its iterable).
+    pub over_eval_data: bool,
+}
+
+#[derive(Debug)]
+struct Import {
+    scope: ScopeId,
+    local: String,
+    qualified: String,
+}
+
+#[derive(Debug)]
+struct ClassInfo {
+    is_module: bool,
+    is_lightning: bool,
+}
+
+/// The semantic model of one module. Build it once per parse with [`SemanticModel::new`].
+pub struct SemanticModel<'t> {
+    source: &'t str,
+    root: Node<'t>,
+    imports: Vec<Import>,
+    functions: HashMap<usize, FunctionInfo<'t>>,
+    /// Every call, in source order.
+    calls: Vec<Node<'t>>,
+    /// Calls by the last part of their callee's name (`f(...)`, `x.f(...)` -> "f").
+    calls_by_name: HashMap<String, Vec<Node<'t>>>,
+    bindings: HashMap<(ScopeId, String), Vec<Binding<'t>>>,
+    /// `self.<attr> = value` assignments anywhere in a class, by attribute name.
+    self_attributes: HashMap<String, Vec<Node<'t>>>,
+    classes: HashMap<String, ClassInfo>,
+    /// Functions that always run with gradients disabled (decorated, framework hooks,
+    /// or only ever called from a no-grad context).
+    no_grad_functions: HashMap<usize, String>,
+    value_cache: RefCell<HashMap<usize, ValueKind>>,
+}
+
+/// Words in a name that say "this is a model".
+const MODEL_WORDS: &[&str] = &[
+    "model", "models", "net", "network", "encoder", "decoder", "backbone", "classifier",
+    "generator", "discriminator", "teacher", "student", "unet", "vae", "transformer", "critic",
+    "actor", "policy", "resnet", "vgg", "bert", "gpt", "llm", "extractor", "autoencoder",
+    "detector", "segmenter", "lm", "vit", "clip", "gan",
+];
+/// Words in a name that say "this is a loss function object".
+const LOSS_WORDS: &[&str] = &["criterion", "criteria", "loss_fn", "lossfn", "loss_func", "loss_function", "loss_module"];
+/// Words in a name that say evaluation or inference.
+const EVAL_WORDS: &[&str] = &[
+    "eval", "evaluate", "evaluation", "evaluating", "validate", "validation", "validating", "val",
+    "valid", "test", "testing", "predict", "prediction", "predictions", "infer", "inference",
+    "generate", "generation", "sample", "sampling", "dev", "holdout",
+];
+/// Lightning hooks that run under `torch.no_grad()` already.
+const NO_GRAD_HOOKS: &[&str] = &["validation_step", "test_step", "predict_step"];
+
+/// Splits an identifier into lower-case words: `valLoader2` -> [val, loader2], `train_dl` -> [train, dl].
+pub fn name_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if c == '_' || c == '.' || !c.is_alphanumeric() {
+            if !current.is_empty() {
+                words.push(std::mem::take(&mut current));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && prev_lower && !current.is_empty() {
+            words.push(std::mem::take(&mut current));
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        current.extend(c.to_lowercase());
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    words
+}
+
+fn strip_digits(word: &str) -> &str {
+    word.trim_end_matches(|c: char| c.is_ascii_digit())
+}
+
+/// Does a name say it holds a model (`model`, `self.encoder`, `resnet50`, `G_net`)?
+pub fn name_says_model(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let words = name_words(last);
+    if words.iter().any(|w| MODEL_WORDS.contains(&strip_digits(w))) {
+        return true;
+    }
+    let lower = last.to_lowercase();
+    let lower = strip_digits(&lower);
+    lower.ends_with("model") || lower.ends_with("net")
+}
+
+/// Does a name say it holds a loss function object (`criterion`, `loss_fn`)?
+pub fn name_says_loss(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name).to_lowercase();
+    LOSS_WORDS.iter().any(|w| last == *w || last.ends_with(&format!("_{w}")) || last.starts_with(&format!("{w}_")))
+}
+
+/// Does a name say evaluation/inference (`evaluate`, `val_loader`, `test_step`, `run_inference`)?
+pub fn name_says_eval(name: &str) -> bool {
+    name_words(name).iter().any(|w| EVAL_WORDS.contains(&strip_digits(w)))
+}
+
+/// Does a name say it holds batches of data (`train_loader`, `dataset`, `dl`)?
+pub fn name_says_data(name: &str) -> bool {
+    let words = name_words(name);
+    words.iter().any(|w| {
+        let w = strip_digits(w);
+        matches!(w, "loader" | "dataloader" | "dataset" | "ds" | "dl" | "batches" | "data" | "iterator" | "datapipe" | "minibatches" | "samples")
+            || w.ends_with("loader")
+    })
+}
+
+/// Named children of a node, collected.
+pub fn named_children<'t>(node: Node<'t>) -> Vec<Node<'t>> {
+    let mut cursor = node.walk();
+    node.named_children(&mut cursor).collect()
+}
+
+/// True when `inner` lies within `outer` (inclusive).
+pub fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
+    outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
+}
+
+impl<'t> SemanticModel<'t> {
+    pub fn new(tree: &'t Tree, source: &'t str) -> Self {
+        let root = tree.root_node();
+        let mut model = SemanticModel {
+            source,
+            root,
+            imports: Vec::new(),
+            functions: HashMap::new(),
+            calls: Vec::new(),
+            calls_by_name: HashMap::new(),
+            bindings: HashMap::new(),
+            self_attributes: HashMap::new(),
+            classes: HashMap::new(),
+            no_grad_functions: HashMap::new(),
+            value_cache: RefCell::new(HashMap::new()),
+        };
+        model.collect(root, None, None);
+        for bindings in model.bindings.values_mut() {
+            bindings.sort_by_key(|b| b.position);
+        }
+        model.compute_no_grad_functions();
+        model
+    }
+
+    pub fn source(&self) -> &'t str {
+        self.source
+    }
+
+    pub fn root(&self) -> Node<'t> {
+        self.root
+    }
+
+    /// The text of a node.
+    pub fn text(&self, node: Node<'_>) -> &'t str {
+        &self.source[node.byte_range()]
+    }
+
+    /// Every call expression of the module, in source order.
+    pub fn calls(&self) -> &[Node<'t>] {
+        &self.calls
+    }
+
+    /// Calls whose callee's last name part is `name` (`name(...)`, `x.name(...)`).
+    pub fn calls_named(&self, name: &str) -> &[Node<'t>] {
+        self.calls_by_name.get(name).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    // ----- collection -------------------------------------------------------------
+
+    fn collect(&mut self, node: Node<'t>, scope: ScopeId, class: Option<&str>) {
+        match node.kind() {
+            "function_definition" => {
+                let name = node
+                    .child_by_field_name("name")
+                    .map(|n| self.text(n).to_owned())
+                    .unwrap_or_default();
+                let parent = node.parent();
+                let (decorators, outer) = match parent {
+                    Some(p) if p.kind() == "decorated_definition" => (
+                        named_children(p)
+                            .into_iter()
+                            .filter(|c| c.kind() == "decorator")
+                            .filter_map(|d| d.named_child(0))
+                            .collect(),
+                        p,
+                    ),
+                    _ => (Vec::new(), node),
+                };
+                self.add_binding(scope, &name, node, None, BindingKind::Definition);
+                self.functions.insert(
+                    node.id(),
+                    FunctionInfo { node, name, class: class.map(str::to_owned), decorators, outer },
+                );
+                let inner = Some(node.id());
+                if let Some(params) = node.child_by_field_name("parameters") {
+                    for param in named_children(params) {
+                        let ident = match param.kind() {
+                            "identifier" => Some(param),
+                            "typed_parameter" => param.named_child(0).filter(|n| n.kind() == "identifier"),
+                            "default_parameter" | "typed_default_parameter" => param.child_by_field_name("name"),
+                            _ => None,
+                        };
+                        if let Some(ident) = ident {
+                            let pname = self.text(ident).to_owned();
+                            self.add_binding(inner, &pname, param, None, BindingKind::Parameter);
+                        }
+                    }
+                }
+                if let Some(body) = node.child_by_field_name("body") {
+                    // Methods see their class only for `self` attribute bookkeeping.
+                    self.collect(body, inner, class);
+                }
+                return;
+            }
+            "class_definition" => {
+                let name = node
+                    .child_by_field_name("name")
+                    .map(|n| self.text(n).to_owned())
+                    .unwrap_or_default();
+                let bases = node
+                    .child_by_field_name("superclasses")
+                    .map(|s| self.text(s).to_owned())
+                    .unwrap_or_default();
+                let is_lightning = bases.contains("LightningModule");
+                let is_module = is_lightning
+                    || bases.contains("Module")
+                    || bases.split(|c: char| !c.is_alphanumeric() && c != '_').any(|b| {
+                        self.classes.get(b).map(|c| c.is_module).unwrap_or(false)
+                    });
+                self.classes.insert(name.clone(), ClassInfo { is_module, is_lightning });
+                self.add_binding(scope, &name, node, None, BindingKind::Definition);
+                if let Some(body) = node.child_by_field_name("body") {
+                    self.collect(body, scope, Some(&name));
+                }
+                return;
+            }
+            "import_statement" => {
+                for child in named_children(node) {
+                    match child.kind() {
+                        "dotted_name" => {
+                            let full = self.text(child).to_owned();
+                            let first = full.split('.').next().unwrap_or("").to_owned();
+                            // `import torch.nn` binds `torch`.
+                            self.imports.push(Import { scope, local: first.clone(), qualified: first.clone() });
+                            self.add_binding(scope, &first, node, None, BindingKind::Definition);
+                        }
+                        "aliased_import" => {
+                            let (Some(name), Some(alias)) =
+                                (child.child_by_field_name("name"), child.child_by_field_name("alias"))
+                            else {
+                                continue;
+                            };
+                            let local = self.text(alias).to_owned();
+                            self.imports.push(Import { scope, local: local.clone(), qualified: self.text(name).to_owned() });
+                            self.add_binding(scope, &local, node, None, BindingKind::Definition);
+                        }
+                        _ => {}
+                    }
+                }
+                return;
+            }
+            "import_from_statement" => {
+                let module = node
+                    .child_by_field_name("module_name")
+                    .map(|m| self.text(m).to_owned())
+                    .unwrap_or_default();
+                let mut cursor = node.walk();
+                let names: Vec<Node> = node.children_by_field_name("name", &mut cursor).collect();
+                for child in names {
+                    let (name, local) = match child.kind() {
+                        "dotted_name" => (self.text(child).to_owned(), self.text(child).to_owned()),
+                        "aliased_import" => match (child.child_by_field_name("name"), child.child_by_field_name("alias")) {
+                            (Some(n), Some(a)) => (self.text(n).to_owned(), self.text(a).to_owned()),
+                            _ => continue,
+                        },
+                        _ => continue,
+                    };
+                    self.imports.push(Import { scope, local: local.clone(), qualified: format!("{module}.{name}") });
+                    self.add_binding(scope, &local, node, None, BindingKind::Definition);
+                }
+                return;
+            }
+            "assignment" => {
+                if let Some(left) = node.child_by_field_name("left") {
+                    let value = node.child_by_field_name("right");
+                    let statement = node.parent().filter(|p| p.kind() == "expression_statement").unwrap_or(node);
+                    self.bind_target(scope, left, statement, value, BindingKind::Assign);
+                }
+            }
+            "augmented_assignment" => {
+                if let Some(left) = node.child_by_field_name("left") {
+                    let value = node.child_by_field_name("right");
+                    let statement = node.parent().filter(|p| p.kind() == "expression_statement").unwrap_or(node);
+                    self.bind_target(scope, left, statement, value, BindingKind::AugAssign);
+                }
+            }
+            "for_statement" | "for_in_clause" => {
+                if let Some(left) = node.child_by_field_name("left") {
+                    self.bind_target(scope, left, node, None, BindingKind::LoopTarget);
+                }
+            }
+            "with_item" => {
+                if let Some(value) = node.child_by_field_name("value") {
+                    if value.kind() == "as_pattern" {
+                        if let Some(target) = value.child_by_field_name("alias") {
+                            let expr = value.named_child(0);
+                            self.bind_target(scope, target, node, expr, BindingKind::WithTarget);
+                        }
+                    }
+                }
+            }
+            "call" => {
+                self.calls.push(node);
+                if let Some(callee) = node.child_by_field_name("function") {
+                    let last = match callee.kind() {
+                        "identifier" => Some(self.text(callee)),
+                        "attribute" => callee.child_by_field_name("attribute").map(|a| self.text(a)),
+                        _ => None,
+                    };
+                    if let Some(last) = last {
+                        self.calls_by_name.entry(last.to_owned()).or_default().push(node);
+                    }
+                }
+            }
+            _ => {}
+        }
+        let mut cursor = node.walk();
+        for child in node.named_children(&mut cursor) {
+            self.collect(child, scope, class);
+        }
+    }
+
+    fn bind_target(&mut self, scope: ScopeId, target: Node<'t>, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
+        match target.kind() {
+            "identifier" => {
+                let name = self.text(target).to_owned();
+                self.add_binding(scope, &name, statement, value, kind);
+            }
+            "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list" | "parenthesized_expression" => {
+                for child in named_children(target) {
+                    self.bind_target(scope, child, statement, value, kind);
+                }
+            }
+            "list_splat_pattern" => {
+                if let Some(inner) = target.named_child(0) {
+                    self.bind_target(scope, inner, statement, value, kind);
+                }
+            }
+            "attribute" => {
+                if let (Some(obj), Some(attr), Some(value)) =
+                    (target.child_by_field_name("object"), target.child_by_field_name("attribute"), value)
+                {
+                    if self.text(obj) == "self" && kind == BindingKind::Assign {
+                        self.self_attributes.entry(self.text(attr).to_owned()).or_default().push(value);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn add_binding(&mut self, scope: ScopeId, name: &str, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
+        // A loop or `with` target takes effect where its body starts.
+        let position = match kind {
+            BindingKind::LoopTarget | BindingKind::WithTarget => statement
+                .child_by_field_name("body")
+                .or_else(|| statement.parent().and_then(|p| p.parent()).and_then(|w| w.child_by_field_name("body")))
+                .map(|b| b.start_byte())
+                .unwrap_or_else(|| statement.start_byte()),
+            _ => statement.start_byte(),
+        };
+        self.bindings
+            .entry((scope, name.to_owned()))
+            .or_default()
+            .push(Binding { position, statement, value, kind });
+    }
+
+    // ----- scopes, functions ------------------------------------------------------
+
+    /// The innermost function around `node` (a `function_definition`), if any.
+    pub fn enclosing_function(&self, node: Node<'t>) -> Option<&FunctionInfo<'t>> {
+        let mut current = node.parent();
+        while let Some(n) = current {
+            if n.kind() == "function_definition" {
+                return self.functions.get(&n.id());
+            }
+            current = n.parent();
+        }
+        None
+    }
+
+    fn scope_of(&self, node: Node<'t>) -> ScopeId {
+        self.enclosing_function(node).map(|f| f.node.id())
+    }
+
+    /// The statements block that `node`'s scope runs in: the function body, or the module.
+    pub fn scope_body(&self, node: Node<'t>) -> Node<'t> {
+        self.enclosing_function(node)
+            .and_then(|f| f.node.child_by_field_name("body"))
+            .unwrap_or(self.root)
+    }
+
+    pub fn function(&self, def: Node<'t>) -> Option<&FunctionInfo<'t>> {
+        self.functions.get(&def.id())
+    }
+
+    pub fn functions(&self) -> impl Iterator<Item = &FunctionInfo<'t>> {
+        self.functions.values()
+    }
+
+    /// Is `class` (a name defined in this module) a `torch.nn.Module` subclass?
+    pub fn is_module_class(&self, class: &str) -> bool {
+        self.classes.get(class).map(|c| c.is_module).unwrap_or(false)
+    }
+
+    pub fn is_lightning_class(&self, class: &str) -> bool {
+        self.classes.get(class).map(|c| c.is_lightning).unwrap_or(false)
+    }
+
+    // ----- names ------------------------------------------------------------------
+
+    /// The dotted text of a name expression (`a.b.c`), or `None` for anything else.
+    pub fn dotted_name(&self, node: Node<'_>) -> Option<String> {
+        match node.kind() {
+            "identifier" => Some(self.text(node).to_owned()),
+            "attribute" => {
+                let object = node.child_by_field_name("object")?;
+                let attr = node.child_by_field_name("attribute")?;
+                Some(format!("{}.{}", self.dotted_name(object)?, self.text(attr)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The fully qualified name a name expression refers to through the imports in
+    /// scope: `th.cuda.empty_cache` -> `torch.cuda.empty_cache` after `import torch as th`.
+    /// `None` when the first part is not imported.
+    pub fn qualified_name(&self, node: Node<'t>) -> Option<String> {
+        let dotted = self.dotted_name(node)?;
+        let (first, rest) = match dotted.split_once('.') {
+            Some((f, r)) => (f, Some(r)),
+            None => (dotted.as_str(), None),
+        };
+        let import = self.lookup_import(first, node)?;
+        Some(match rest {
+            Some(rest) => format!("{}.{}", import, rest),
+            None => import.to_owned(),
+        })
+    }
+
+    fn lookup_import(&self, local: &str, at: Node<'t>) -> Option<&str> {
+        // Innermost function scopes first, then the module; function-local imports count.
+        let mut scopes: Vec<ScopeId> = Vec::new();
+        let mut current = at.parent();
+        while let Some(n) = current {
+            if n.kind() == "function_definition" {
+                scopes.push(Some(n.id()));
+            }
+            current = n.parent();
+        }
+        scopes.push(None);
+        for scope in scopes {
+            if let Some(import) = self.imports.iter().rev().find(|i| i.scope == scope && i.local == local) {
+                return Some(&import.qualified);
+            }
+        }
+        None
+    }
+
+    /// The name a module-level import binds `qualified` to (`th` after `import torch as th`).
+    pub fn local_name_for(&self, qualified: &str) -> Option<&str> {
+        self.imports
+            .iter()
+            .find(|i| i.scope.is_none() && i.qualified == qualified)
+            .map(|i| i.local.as_str())
+    }
+
+    /// Does the callee of `call` resolve to one of `names` (fully qualified)?
+    pub fn call_resolves_to(&self, call: Node<'t>, names: &[&str]) -> Option<String> {
+        let callee = call.child_by_field_name("function")?;
+        let qualified = self.qualified_name(callee)?;
+        names.iter().any(|n| *n == qualified).then_some(qualified)
+    }
+
+    /// The binding of `name` in effect at `at` (the last one before it in the same scope,
+    /// then the module scope).
+    pub fn binding_at(&self, name: &str, at: Node<'t>) -> Option<&Binding<'t>> {
+        let position = at.start_byte();
+        let scope = self.scope_of(at);
+        let find = |scope: ScopeId| {
+            self.bindings.get(&(scope, name.to_owned())).and_then(|bs| {
+                bs.iter().rev().find(|b| b.position <= position && !self.binding_contains_use(b, at))
+            })
+        };
+        match find(scope) {
+            Some(b) => Some(b),
+            None if scope.is_some() => {
+                // A name only assigned later in a function is still local, but module-level
+                // bindings are visible anywhere (functions run after the module body).
+                self.bindings.get(&(None, name.to_owned())).and_then(|bs| bs.iter().rev().find(|b| !self.binding_contains_use(b, at)))
+            }
+            None => None,
+        }
+    }
+
+    /// `x = f(x)`: the use of `x` on the right refers to the binding before this one.
+    fn binding_contains_use(&self, binding: &Binding<'t>, at: Node<'t>) -> bool {
+        matches!(binding.kind, BindingKind::Assign | BindingKind::AugAssign) && contains(binding.statement, at)
+    }
+
+    /// Every binding of `name` in the scope of `at` (the function, or the module).
+    pub fn bindings_in_scope(&self, name: &str, at: Node<'t>) -> &[Binding<'t>] {
+        self.bindings.get(&(self.scope_of(at), name.to_owned())).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    // ----- gradient context -------------------------------------------------------
+
+    /// Whether `node` runs with gradients disabled, and by what.
+    pub fn grad_context(&self, node: Node<'t>) -> GradContext {
+        self.grad_context_with(node, &self.no_grad_functions)
+    }
+
+    fn grad_context_with(&self, node: Node<'t>, no_grad_fns: &HashMap<usize, String>) -> GradContext {
+        let mut child = node;
+        let mut current = node.parent();
+        while let Some(n) = current {
+            match n.kind() {
+                "with_statement" => {
+                    let in_body = n.child_by_field_name("body").map(|b| contains(b, child)).unwrap_or(false);
+                    if in_body {
+                        if let Some(ctx) = self.with_grad_effect(n) {
+                            return ctx;
+                        }
+                    }
+                }
+                "block" | "module" => {
+                    if let Some(ctx) = self.preceding_grad_toggle(n, child) {
+                        return ctx;
+                    }
+                }
+                "function_definition" => {
+                    return match no_grad_fns.get(&n.id()) {
+                        Some(why) => GradContext::Disabled(why.clone()),
+                        None => GradContext::Enabled,
+                    };
+                }
+                "lambda" => return GradContext::Enabled,
+                _ => {}
+            }
+            child = n;
+            current = n.parent();
+        }
+        GradContext::Enabled
+    }
+
+    /// What a `with` statement does to autograd, if anything.
+    fn with_grad_effect(&self, with: Node<'t>) -> Option<GradContext> {
+        let clause = named_children(with).into_iter().find(|c| c.kind() == "with_clause")?;
+        // The last item wins when several are given (`with a(), b():` enters a then b).
+        let mut effect = None;
+        for item in named_children(clause) {
+            let Some(mut value) = item.child_by_field_name("value") else { continue };
+            if value.kind() == "as_pattern" {
+                match value.named_child(0) {
+                    Some(v) => value = v,
+                    None => continue,
+                }
+            }
+            if let Some(e) = self.grad_effect_of_call(value) {
+                effect = Some(e);
+            }
+        }
+        effect
+    }
+
+    /// The effect of entering the context manager `expr` (a call like `torch.no_grad()`).
+    pub fn grad_effect_of_call(&self, expr: Node<'t>) -> Option<GradContext> {
+        let expr = unparenthesize(expr);
+        if expr.kind() != "call" {
+            // `with torch.no_grad:` (no call) does not work, but a bare decorator-style
+            // reference is common in decorators; handled there.
+            return None;
+        }
+        let callee = expr.child_by_field_name("function")?;
+        let qualified = self.qualified_name(callee).unwrap_or_else(|| self.dotted_name(callee).unwrap_or_default());
+        let last = qualified.rsplit('.').next().unwrap_or("");
+        let args = expr.child_by_field_name("arguments");
+        let first_arg = args.and_then(|a| a.named_child(0));
+        let torchy = qualified.starts_with("torch.") || !qualified.contains('.');
+        match last {
+            "no_grad" if torchy => Some(GradContext::Disabled(format!("`{}()`", self.text(callee)))),
+            "inference_mode" if torchy => {
+                // `inference_mode(False)` / `inference_mode(mode=False)` keeps gradients on.
+                let off = first_arg.map(|a| {
+                    let value = if a.kind() == "keyword_argument" { a.child_by_field_name("value") } else { Some(a) };
+                    value.map(|v| self.text(v) == "False").unwrap_or(false)
+                });
+                if off == Some(true) {
+                    None
+                } else {
+                    Some(GradContext::Disabled(format!("`{}()`", self.text(callee))))
+                }
+            }
+            "set_grad_enabled" if torchy => {
+                let arg = first_arg.map(|a| {
+                    if a.kind() == "keyword_argument" { a.child_by_field_name("value").unwrap_or(a) } else { a }
+                });
+                match arg.map(|a| self.text(a)) {
+                    Some("True") => Some(GradContext::ExplicitlyEnabled),
+                    // `set_grad_enabled(is_train)` may disable gradients: the code is written
+                    // for both, so it is not an evaluation pass that forgot `no_grad`.
+                    Some(text) => Some(GradContext::Disabled(format!("`{}({})`", self.text(callee), text))),
+                    None => None,
+                }
+            }
+            "enable_grad" if torchy => Some(GradContext::ExplicitlyEnabled),
+            _ => None,
+        }
+    }
+
+    /// A statement before `child` in `block` that toggles autograd for the rest of the
+    /// block: `torch.set_grad_enabled(False)` or `stack.enter_context(torch.no_grad())`.
+    fn preceding_grad_toggle(&self, block: Node<'t>, child: Node<'t>) -> Option<GradContext> {
+        let mut result = None;
+        for statement in named_children(block) {
+            if statement.start_byte() >= child.start_byte() {
+                break;
+            }
+            if statement.kind() != "expression_statement" {
+                continue;
+            }
+            let Some(call) = statement.named_child(0).filter(|c| c.kind() == "call") else { continue };
+            let Some(callee) = call.child_by_field_name("function") else { continue };
+            let last = callee
+                .child_by_field_name("attribute")
+                .map(|a| self.text(a))
+                .unwrap_or_else(|| self.text(callee));
+            if last == "enter_context" {
+                if let Some(arg) = call.child_by_field_name("arguments").and_then(|a| a.named_child(0)) {
+                    if let Some(effect) = self.grad_effect_of_call(arg) {
+                        result = Some(effect);
+                    }
+                }
+            } else if last == "set_grad_enabled" {
+                if let Some(effect) = self.grad_effect_of_call(call) {
+                    result = Some(effect);
+                }
+            }
+        }
+        result
+    }
+
+    /// Does a decorator disable gradients (`@torch.no_grad()`, `@torch.inference_mode`,
+    /// or a decorator whose name says so)?
+    fn decorator_disables_grad(&self, decorator: Node<'t>) -> bool {
+        let target = if decorator.kind() == "call" {
+            match decorator.child_by_field_name("function") {
+                Some(f) => f,
+                None => return false,
+            }
+        } else {
+            decorator
+        };
+        if decorator.kind() == "call" {
+            if let Some(effect) = self.grad_effect_of_call(decorator) {
+                return effect.is_disabled();
+            }
+        }
+        let name = self.dotted_name(target).unwrap_or_default().to_lowercase();
+        let last = name.rsplit('.').next().unwrap_or("");
+        last.contains("no_grad") || last.contains("nograd") || last.contains("inference")
+    }
+
+    fn compute_no_grad_functions(&mut self) {
+        let mut no_grad: HashMap<usize, String> = HashMap::new();
+        for info in self.functions.values() {
+            if let Some(d) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
+                no_grad.insert(info.node.id(), format!("`@{}`", self.text(*d)));
+            } else if info.class.is_some() && NO_GRAD_HOOKS.contains(&info.name.as_str()) {
+                no_grad.insert(info.node.id(), format!("Lightning's `{}` hook", info.name));
+            }
+        }
+        // Functions only ever called from no-grad code: iterate to a fixed point
+        // (each round adds at least one function, so it is bounded by their number).
+        let mut functions: Vec<(usize, String, bool)> = self
+            .functions
+            .values()
+            .map(|f| (f.node.id(), f.name.clone(), f.class.is_some()))
+            .collect();
+        functions.sort();
+        loop {
+            let mut changed = false;
+            for (id, name, is_method) in &functions {
+                if no_grad.contains_key(id) {
+                    continue;
+                }
+                let calls: Vec<Node<'t>> = self
+                    .calls_named(name)
+                    .iter()
+                    .copied()
+                    .filter(|c| {
+                        let callee = c.child_by_field_name("function");
+                        match callee.map(|c| c.kind()) {
+                            Some("identifier") => !is_method,
+                            Some("attribute") => *is_method,
+                            _ => false,
+                        }
+                    })
+                    .collect();
+                if calls.is_empty() {
+                    continue;
+                }
+                let contexts: Vec<GradContext> = calls.iter().map(|c| self.grad_context_with(*c, &no_grad)).collect();
+                if contexts.iter().all(GradContext::is_disabled) {
+                    let GradContext::Disabled(why) = &contexts[0] else { unreachable!() };
+                    no_grad.insert(*id, format!("only called under {why}"));
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        self.no_grad_functions = no_grad;
+    }
+
+    // ----- loops ------------------------------------------------------------------
+
+    /// The loops whose *body* contains `node`, innermost first, up to the enclosing function.
+    pub fn enclosing_loops(&self, node: Node<'t>) -> Vec<LoopInfo<'t>> {
+        let mut loops = Vec::new();
+        let mut child = node;
+        let mut current = node.parent();
+        while let Some(n) = current {
+            match n.kind() {
+                "for_statement" | "while_statement" => {
+                    if n.child_by_field_name("body").map(|b| contains(b, child)).unwrap_or(false) {
+                        loops.push(self.loop_info(n));
+                    }
+                }
+                "function_definition" | "lambda" | "class_definition" => break,
+                _ => {}
+            }
+            child = n;
+            current = n.parent();
+        }
+        loops
+    }
+
+    /// Classifies a `for` or `while` loop.
+    pub fn loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
+        let (header_names, target) = if node.kind() == "for_statement" {
+            (
+                node.child_by_field_name("right").map(|r| self.identifiers_in(r)).unwrap_or_default(),
+                node.child_by_field_name("left").map(|l| self.text(l)).unwrap_or(""),
+            )
+        } else {
+            (node.child_by_field_name("condition").map(|c| self.identifiers_in(c)).unwrap_or_default(), "")
+        };
+        let over_data = header_names.iter().any(|n| name_says_data(n));
+        let over_eval_data = over_data && header_names.iter().any(|n| name_says_eval(n) && name_says_data(n) || n.contains("val") || n.contains("test"));
+        let says_epoch = name_words(target).iter().any(|w| w.starts_with("epoch"))
+            || header_names.iter().any(|n| name_words(n).iter().any(|w| w.starts_with("epoch")));
+        let body = node.child_by_field_name("body");
+        let kind = if says_epoch {
+            LoopKind::Epoch
+        } else if over_data {
+            LoopKind::Step
+        } else if body.map(|b| self.contains_nested_step_loop(b)).unwrap_or(false) {
+            LoopKind::Epoch
+        } else if body.map(|b| self.runs_a_step(b)).unwrap_or(false) {
+            LoopKind::Step
+        } else {
+            LoopKind::Other
+        };
+        LoopInfo { node, kind, over_eval_data }
+    }
+
+    fn contains_nested_step_loop(&self, body: Node<'t>) -> bool {
+        let mut stack = named_children(body);
+        while let Some(n) = stack.pop() {
+            match n.kind() {
+                "function_definition" | "class_definition" | "lambda" => continue,
+                "for_statement" | "while_statement" => {
+                    if self.loop_info(n).kind != LoopKind::Other {
+                        return true;
+                    }
+                    continue;
+                }
+                _ => stack.extend(named_children(n)),
+            }
+        }
+        false
+    }
+
+    /// Does `body` (not counting nested loops and functions) run a training or inference
+    /// step: a forward pass, a `backward()`, or an optimizer step?
+    pub fn runs_a_step(&self, body: Node<'t>) -> bool {
+        let mut stack = named_children(body);
+        while let Some(n) = stack.pop() {
+            match n.kind() {
+                "function_definition" | "class_definition" | "lambda" | "for_statement" | "while_statement" => continue,
+                "call" => {
+                    if self.is_forward_call(n) || self.is_backward_call(n) || self.is_optimizer_step(n) {
+                        return true;
+                    }
+                    stack.extend(named_children(n));
+                }
+                _ => stack.extend(named_children(n)),
+            }
+        }
+        false
+    }
+
+    /// Every identifier (and attribute's last part) inside an expression, as dotted names.
+    pub fn identifiers_in(&self, expr: Node<'t>) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut stack = vec![expr];
+        while let Some(n) = stack.pop() {
+            match n.kind() {
+                "identifier" => names.push(self.text(n).to_owned()),
+                "attribute" => {
+                    if let Some(d) = self.dotted_name(n) {
+                        names.push(d);
+                    }
+                    if let Some(o) = n.child_by_field_name("object") {
+                        stack.push(o);
+                    }
+                }
+                "string" => {}
+                _ => stack.extend(named_children(n)),
+            }
+        }
+        names
+    }
+
+    // ----- calls ------------------------------------------------------------------
+
+    /// `x.backward(...)` on a tensor, or `torch.autograd.backward(x)` / `torch.autograd.grad(...)`.
+    pub fn is_backward_call(&self, call: Node<'t>) -> bool {
+        let Some(callee) = call.child_by_field_name("function") else { return false };
+        if callee.kind() == "attribute" {
+            let attr = callee.child_by_field_name("attribute").map(|a| self.text(a));
+            if attr == Some("backward") {
+                return true;
+            }
+        }
+        matches!(
+            self.qualified_name(callee).as_deref(),
+            Some("torch.autograd.backward" | "torch.autograd.grad")
+        )
+    }
+
+    /// `optimizer.step()` (a `.step()` on something named like an optimizer) or `scaler.step(opt)`.
+    pub fn is_optimizer_step(&self, call: Node<'t>) -> bool {
+        let Some(callee) = call.child_by_field_name("function").filter(|c| c.kind() == "attribute") else {
+            return false;
+        };
+        let attr = callee.child_by_field_name("attribute").map(|a| self.text(a));
+        if attr != Some("step") {
+            return false;
+        }
+        let object = callee.child_by_field_name("object").map(|o| self.text(o).to_lowercase()).unwrap_or_default();
+        object.contains("opt") || object.contains("scaler")
+    }
+
+    /// Is `call` a forward pass of a model: `model(x)`, `self.encoder(x)`, `model.forward(x)`,
+    /// or `self(x)` in a `Module` subclass? Loss modules are not models.
+    pub fn is_forward_call(&self, call: Node<'t>) -> bool {
+        self.forward_callee(call).is_some()
+    }
+
+    /// The module expression a forward call calls (`model` in `model(x)` and `model.forward(x)`).
+    pub fn forward_callee(&self, call: Node<'t>) -> Option<Node<'t>> {
+        let callee = call.child_by_field_name("function")?;
+        if callee.kind() == "attribute" {
+            let attr = callee.child_by_field_name("attribute").map(|a| self.text(a));
+            if attr == Some("forward") {
+                let object = callee.child_by_field_name("object")?;
+                if self.text(object) == "self" || self.value_kind(object) == ValueKind::Model {
+                    return Some(object);
+                }
+                return None;
+            }
+        }
+        if callee.kind() == "identifier" && self.text(callee) == "self" {
+            let class = self.enclosing_function(call)?.class.clone()?;
+            return self.is_module_class(&class).then_some(callee);
+        }
+        (self.value_kind(callee) == ValueKind::Model).then_some(callee)
+    }
+
+    // ----- values -----------------------------------------------------------------
+
+    /// What `expr` holds, taking the gradient context at `expr` into account.
+    pub fn value_kind(&self, expr: Node<'t>) -> ValueKind {
+        if let Some(kind) = self.value_cache.borrow().get(&expr.id()) {
+            return *kind;
+        }
+        // Guard against cycles (`x = x + 1` is looked up through earlier bindings only,
+        // but a malformed tree could still loop).
+        self.value_cache.borrow_mut().insert(expr.id(), ValueKind::Unknown);
+        let kind = self.compute_value_kind(expr, 0);
+        self.value_cache.borrow_mut().insert(expr.id(), kind);
+        kind
+    }
+
+    /// Does `expr` hold a tensor with autograd history?
+    pub fn has_autograd_history(&self, expr: Node<'t>) -> bool {
+        self.value_kind(expr) == ValueKind::GradTensor
+    }
+
+    fn grad_or_plain(&self, at: Node<'t>) -> ValueKind {
+        if self.grad_context(at).is_disabled() {
+            ValueKind::PlainTensor
+        } else {
+            ValueKind::GradTensor
+        }
+    }
+
+    fn compute_value_kind(&self, expr: Node<'t>, depth: usize) -> ValueKind {
+        if depth > 24 {
+            return ValueKind::Unknown;
+        }
+        match expr.kind() {
+            "parenthesized_expression" => expr.named_child(0).map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown),
+            "integer" | "float" | "true" | "false" => ValueKind::Number,
+            "unary_operator" | "not_operator" => {
+                expr.child_by_field_name("argument").map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown)
+            }
+            "binary_operator" => {
+                let left = expr.child_by_field_name("left").map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown);
+                let right = expr.child_by_field_name("right").map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown);
+                combine_arithmetic(left, right)
+            }
+            "conditional_expression" => {
+                let kinds: Vec<ValueKind> = named_children(expr).into_iter().take(1).chain(named_children(expr).into_iter().skip(2)).map(|e| self.value_kind(e)).collect();
+                kinds.into_iter().fold(ValueKind::Unknown, |acc, k| if acc == ValueKind::GradTensor { acc } else if k != ValueKind::Unknown { k } else { acc })
+            }
+            "subscript" => match expr.child_by_field_name("value").map(|v| self.value_kind(v)) {
+                Some(ValueKind::GradTensor) => ValueKind::GradTensor,
+                Some(ValueKind::PlainTensor) => ValueKind::PlainTensor,
+                Some(k @ (ValueKind::Model | ValueKind::Loss)) => k,
+                _ => ValueKind::Unknown,
+            },
+            "identifier" => self.identifier_kind(expr, depth),
+            "attribute" => self.attribute_kind(expr, depth),
+            "call" => self.call_kind(expr, depth),
+            "await" => expr.named_child(0).map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown),
+            _ => ValueKind::Unknown,
+        }
+    }
+
+    fn identifier_kind(&self, expr: Node<'t>, depth: usize) -> ValueKind {
+        let name = self.text(expr);
+        if matches!(name, "None" | "True" | "False") {
+            return ValueKind::Unknown;
+        }
+        let from_binding = match self.binding_at(name, expr) {
+            Some(binding) => match (binding.kind, binding.value) {
+                (BindingKind::Assign, Some(value)) | (BindingKind::WithTarget, Some(value)) => {
+                    // A tuple target takes one element of a call's result: same kind.
+                    self.value_kind_at_depth(value, depth + 1)
+                }
+                (BindingKind::AugAssign, Some(value)) => {
+                    // `x += y`: the kind of x before, combined with y.
+                    let before = self
+                        .bindings_in_scope(name, expr)
+                        .iter()
+                        .rev()
+                        .find(|b| b.position < binding.position && b.kind != BindingKind::AugAssign)
+                        .and_then(|b| b.value)
+                        .map(|v| self.value_kind_at_depth(v, depth + 1))
+                        .unwrap_or(ValueKind::Unknown);
+                    combine_arithmetic(before, self.value_kind_at_depth(value, depth + 1))
+                }
+                (BindingKind::Definition, _) => {
+                    if binding.statement.kind() == "class_definition" {
+                        return ValueKind::Unknown;
+                    }
+                    ValueKind::Unknown
+                }
+                (BindingKind::LoopTarget, _) => return ValueKind::Unknown,
+                _ => ValueKind::Unknown,
+            },
+            None => ValueKind::Unknown,
+        };
+        if from_binding != ValueKind::Unknown {
+            return from_binding;
+        }
+        // Unknown value (a parameter, an import, a call we cannot see into): fall back
+        // to what the name says.
+        if name_says_loss(name) {
+            ValueKind::Loss
+        } else if name_says_model(name) {
+            ValueKind::Model
+        } else {
+            ValueKind::Unknown
+        }
+    }
+
+    fn value_kind_at_depth(&self, expr: Node<'t>, depth: usize) -> ValueKind {
+        if let Some(kind) = self.value_cache.borrow().get(&expr.id()) {
+            return *kind;
+        }
+        self.value_cache.borrow_mut().insert(expr.id(), ValueKind::Unknown);
+        let kind = self.compute_value_kind(expr, depth);
+        self.value_cache.borrow_mut().insert(expr.id(), kind);
+        kind
+    }
+
+    fn attribute_kind(&self, expr: Node<'t>, depth: usize) -> ValueKind {
+        let (Some(object), Some(attr)) = (expr.child_by_field_name("object"), expr.child_by_field_name("attribute")) else {
+            return ValueKind::Unknown;
+        };
+        let attr = self.text(attr);
+        if self.text(object) == "self" {
+            // `self.model`: what `__init__` assigned, else what the name says.
+            if let Some(values) = self.self_attributes.get(attr) {
+                for v in values {
+                    let k = self.value_kind_at_depth(*v, depth + 1);
+                    if k.is_module() {
+                        return k;
+                    }
+                }
+            }
+            return if name_says_loss(attr) {
+                ValueKind::Loss
+            } else if name_says_model(attr) {
+                ValueKind::Model
+            } else {
+                ValueKind::Unknown
+            };
+        }
+        match attr {
+            "data" | "grad" => return ValueKind::PlainTensor,
+            "shape" | "dtype" | "device" | "requires_grad" | "ndim" | "is_cuda" => return ValueKind::Unknown,
+            _ => {}
+        }
+        if let Some(qualified) = self.qualified_name(expr) {
+            if qualified.starts_with("torch.") {
+                return ValueKind::Unknown;
+            }
+        }
+        match self.value_kind_at_depth(object, depth + 1) {
+            // `outputs.loss`, `out.logits`: fields of a model's output keep its history.
+            ValueKind::GradTensor => ValueKind::GradTensor,
+            ValueKind::PlainTensor => ValueKind::PlainTensor,
+            ValueKind::Model | ValueKind::Loss | ValueKind::Unknown | ValueKind::Number => {
+                if name_says_loss(attr) {
+                    ValueKind::Loss
+                } else if name_says_model(attr) {
+                    ValueKind::Model
+                } else {
+                    ValueKind::Unknown
+                }
+            }
+        }
+    }
+
+    fn any_argument_has_history(&self, call: Node<'t>, depth: usize) -> bool {
+        let Some(args) = call.child_by_field_name("arguments") else { return false };
+        named_children(args).into_iter().any(|a| {
+            let value = match a.kind() {
+                "keyword_argument" => a.child_by_field_name("value"),
+                "list_splat" | "dictionary_splat" => a.named_child(0),
+                _ => Some(a),
+            };
+            value.map(|v| self.value_kind_at_depth(v, depth + 1) == ValueKind::GradTensor).unwrap_or(false)
+        })
+    }
+
+    fn call_kind(&self, call: Node<'t>, depth: usize) -> ValueKind {
+        let Some(callee) = call.child_by_field_name("function") else { return ValueKind::Unknown };
+        if callee.kind() == "attribute" {
+            let object = callee.child_by_field_name("object");
+            let method = callee.child_by_field_name("attribute").map(|a| self.text(a)).unwrap_or("");
+            if let Some(qualified) = self.qualified_name(callee) {
+                return self.library_call_kind(call, &qualified, depth);
+            }
+            let Some(object) = object else { return ValueKind::Unknown };
+            match method {
+                "item" | "tolist" | "__float__" | "numel" | "dim" | "size" | "nelement" | "element_size" => return ValueKind::Number,
+                "numpy" | "detach" | "argmax" | "argmin" | "long" | "int" | "bool" | "eq" | "ne" | "lt" | "gt" | "le" | "ge" | "sign" | "round" => {
+                    let k = self.value_kind_at_depth(object, depth + 1);
+                    return if matches!(k, ValueKind::GradTensor | ValueKind::PlainTensor) || method == "detach" { ValueKind::PlainTensor } else { ValueKind::Unknown };
+                }
+                "forward" => {
+                    let k = self.value_kind_at_depth(object, depth + 1);
+                    return if k == ValueKind::Model || self.text(object) == "self" { self.grad_or_plain(call) } else { ValueKind::Unknown };
+                }
+                "backward" | "step" | "zero_grad" | "append" | "extend" | "update" | "eval" | "train" => return ValueKind::Unknown,
+                _ => {}
+            }
+            // Methods that return the same kind of thing: `model.to(dev)`, `loss.mean()`.
+            return match self.value_kind_at_depth(object, depth + 1) {
+                ValueKind::GradTensor => ValueKind::GradTensor,
+                ValueKind::PlainTensor => {
+                    if matches!(method, "requires_grad_") { ValueKind::GradTensor } else { ValueKind::PlainTensor }
+                }
+                k @ (ValueKind::Model | ValueKind::Loss) => {
+                    if matches!(method, "to" | "cuda" | "cpu" | "half" | "float" | "double" | "bfloat16" | "train" | "eval" | "requires_grad_" | "type" | "share_memory") {
+                        k
+                    } else if self.value_kind_at_depth(callee, depth + 1) == ValueKind::Model {
+                        // `self.backbone.layer4(x)`: a submodule by name.
+                        self.grad_or_plain(call)
+                    } else {
+                        ValueKind::Unknown
+                    }
+                }
+                ValueKind::Number => ValueKind::Unknown,
+                ValueKind::Unknown => {
+                    let callee_kind = self.value_kind_at_depth(callee, depth + 1);
+                    self.module_call_result(call, callee_kind, depth)
+                }
+            };
+        }
+        if callee.kind() == "identifier" {
+            let name = self.text(callee);
+            if let Some(qualified) = self.qualified_name(callee) {
+                return self.library_call_kind(call, &qualified, depth);
+            }
+            match name {
+                "float" | "int" | "len" | "bool" | "round" => return ValueKind::Number,
+                "sum" | "max" | "min" | "abs" => {
+                    return if self.any_argument_has_history(call, depth) { ValueKind::GradTensor } else { ValueKind::Unknown };
+                }
+                "self" => {
+                    let is_module = self
+                        .enclosing_function(call)
+                        .and_then(|f| f.class.clone())
+                        .map(|c| self.is_module_class(&c))
+                        .unwrap_or(false);
+                    return if is_module { self.grad_or_plain(call) } else { ValueKind::Unknown };
+                }
+                _ => {}
+            }
+            if let Some(class) = self.classes.get(name) {
+                return if class.is_module {
+                    if name_says_loss(name) || name.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model }
+                } else {
+                    ValueKind::Unknown
+                };
+            }
+            let callee_kind = self.value_kind_at_depth(callee, depth + 1);
+            return self.module_call_result(call, callee_kind, depth);
+        }
+        ValueKind::Unknown
+    }
+
+    fn module_call_result(&self, call: Node<'t>, callee_kind: ValueKind, depth: usize) -> ValueKind {
+        match callee_kind {
+            ValueKind::Model => self.grad_or_plain(call),
+            ValueKind::Loss => {
+                if self.any_argument_has_history(call, depth) {
+                    ValueKind::GradTensor
+                } else {
+                    ValueKind::Unknown
+                }
+            }
+            _ => ValueKind::Unknown,
+        }
+    }
+
+    fn library_call_kind(&self, call: Node<'t>, qualified: &str, depth: usize) -> ValueKind {
+        let last = qualified.rsplit('.').next().unwrap_or("");
+        let first_upper = last.chars().next().map(char::is_uppercase).unwrap_or(false);
+        if qualified.starts_with("torch.nn.") && !qualified.starts_with("torch.nn.functional.") && !qualified.starts_with("torch.nn.utils") && !qualified.starts_with("torch.nn.init") && first_upper {
+            if last.ends_with("Loss") {
+                return ValueKind::Loss;
+            }
+            if matches!(last, "Parameter" | "ParameterList" | "ParameterDict") {
+                return ValueKind::Unknown;
+            }
+            return ValueKind::Model;
+        }
+        if (qualified.starts_with("torchvision.models.") || qualified.starts_with("timm.create_model") || qualified.starts_with("transformers.")) && (qualified.contains("from_pretrained") || qualified.starts_with("torchvision.models.") || qualified.starts_with("timm.")) {
+            return ValueKind::Model;
+        }
+        if qualified.starts_with("torch.") {
+            if matches!(last, "no_grad" | "inference_mode" | "enable_grad" | "set_grad_enabled" | "device" | "load" | "save" | "manual_seed") {
+                return ValueKind::Unknown;
+            }
+            if matches!(last, "argmax" | "argmin" | "eq" | "ne" | "numel" | "randint" | "zeros" | "ones" | "empty" | "tensor" | "as_tensor" | "from_numpy" | "arange" | "randn" | "rand" | "full" | "zeros_like" | "ones_like" | "empty_like") {
+                return ValueKind::PlainTensor;
+            }
+            return if self.any_argument_has_history(call, depth) { self.grad_or_plain(call) } else { ValueKind::Unknown };
+        }
+        ValueKind::Unknown
+    }
+}
+
+fn combine_arithmetic(left: ValueKind, right: ValueKind) -> ValueKind {
+    use ValueKind::*;
+    match (left, right) {
+        (GradTensor, _) | (_, GradTensor) => GradTensor,
+        (PlainTensor, _) | (_, PlainTensor) => PlainTensor,
+        (Number, Number) => Number,
+        _ => Unknown,
+    }
+}
+
+/// Strips parentheses around an expression.
+pub fn unparenthesize(mut node: Node<'_>) -> Node<'_> {
+    while node.kind() == "parenthesized_expression" {
+        match node.named_child(0) {
+            Some(inner) => node = inner,
+            None => break,
+        }
+    }
+    node
+}
