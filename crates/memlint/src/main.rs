@@ -40,6 +40,16 @@ enum Command {
     Check(check::CheckArgs),
     /// Print a rule's documentation (by code or name), or every rule's with --all.
     Rule(RuleArgs),
+    /// Run the language server on standard input and output (for editors).
+    Server(ServerArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServerArgs {
+    /// Accepted for clients that pass it (vscode-languageclient's stdio transport does);
+    /// stdio is the only transport.
+    #[arg(long)]
+    stdio: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -57,6 +67,7 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Command::Check(args) => check::run(args),
         Command::Rule(args) => rule(args),
+        Command::Server(_) => memlint_server::run_stdio(),
     };
     ExitCode::from(status)
 }
