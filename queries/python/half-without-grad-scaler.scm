@@ -9,4 +9,4 @@
 ; `torch.autocast(...)`, `torch.amp.autocast(...)`, `torch.cuda.amp.autocast(...)`, `autocast(...)`
 (call
   function: [(identifier) (attribute)] @_autocast
-  (#match? @_autocast "(^|\\.)autocast$")) @autocast
+  (#match? @_autocast "autocast$")) @autocast

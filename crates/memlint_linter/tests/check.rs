@@ -1,0 +1,602 @@
+//! Many tiny data-driven tests through one `check(input, expect)` helper: the source in,
+//! one line per finding out (`row:col CODE message-start`).
+
+use expect_test::{expect, Expect};
+use memlint_linter::{lint, LineIndex, LinterSettings};
+
+fn check(source: &str, expect: Expect) {
+    let source = unindent(source);
+    let result = lint(&source, &LinterSettings::default());
+    let index = LineIndex::new(&source);
+    let mut actual = String::new();
+    for e in &result.syntax_errors {
+        let p = index.position(e.start, &source);
+        actual.push_str(&format!("{}:{} syntax-error {}\n", p.row, p.column, e.message));
+    }
+    for d in &result.diagnostics {
+        let p = index.position(d.range.start, &source);
+        let head: String = d.message.chars().take(60).collect();
+        actual.push_str(&format!("{}:{} {} {}\n", p.row, p.column, d.rule.code(), head));
+    }
+    expect.assert_eq(&actual);
+}
+
+/// Lets tests indent their Python like the Rust around it.
+fn unindent(text: &str) -> String {
+    let text = text.strip_prefix('\n').unwrap_or(text);
+    let indent = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    text.lines().map(|l| if l.len() >= indent { &l[indent..] } else { l.trim_start() }).collect::<Vec<_>>().join("\n") + "\n"
+}
+
+// ----- imports and aliases --------------------------------------------------------
+
+#[test]
+fn empty_cache_through_module_alias() {
+    check(
+        r#"
+        import torch as th
+        for x in loader:
+            model(x)
+            th.cuda.empty_cache()
+        "#,
+        expect![[r#"
+            4:5 MEM004 `th.cuda.empty_cache()` in the per-step loop returns cached 
+        "#]],
+    );
+}
+
+#[test]
+fn empty_cache_through_from_import() {
+    check(
+        r#"
+        from torch import cuda
+        for batch in train_loader:
+            cuda.empty_cache()
+        "#,
+        expect![[r#"
+            3:5 MEM004 `cuda.empty_cache()` in the per-step loop returns cached blo
+        "#]],
+    );
+}
+
+#[test]
+fn empty_cache_through_function_local_import() {
+    check(
+        r#"
+        def train(loader):
+            from torch.cuda import empty_cache as free
+            for batch in loader:
+                free()
+        "#,
+        expect![""],
+    );
+    check(
+        r#"
+        def train(loader):
+            from torch.cuda import empty_cache
+            for batch in loader:
+                empty_cache()
+        "#,
+        expect![[r#"
+            4:9 MEM004 `empty_cache()` in the per-step loop returns cached blocks t
+        "#]],
+    );
+}
+
+#[test]
+fn empty_cache_of_something_else_is_not_torch() {
+    check(
+        r#"
+        import torch
+        for batch in loader:
+            allocator.empty_cache()
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn unimported_torch_is_not_resolved() {
+    check(
+        r#"
+        for batch in loader:
+            torch.cuda.empty_cache()
+        "#,
+        expect![""],
+    );
+}
+
+// ----- gradient contexts -----------------------------------------------------------
+
+#[test]
+fn no_grad_with_alias() {
+    check(
+        r#"
+        import torch as th
+        def evaluate(model, x):
+            with th.no_grad():
+                return model(x)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn no_grad_imported_by_name() {
+    check(
+        r#"
+        from torch import no_grad, inference_mode
+        def evaluate(model, x):
+            with no_grad():
+                model(x)
+            with inference_mode():
+                model(x)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn inference_mode_false_keeps_gradients() {
+    check(
+        r#"
+        import torch
+        def evaluate(model, x):
+            with torch.inference_mode(False):
+                return model(x)
+        "#,
+        expect![[r#"
+            4:16 MEM001 forward pass `model(x)` in evaluation code (in `evaluate()`)
+        "#]],
+    );
+}
+
+#[test]
+fn enable_grad_inside_no_grad_wins() {
+    check(
+        r#"
+        import torch
+        @torch.no_grad()
+        def evaluate(model, x):
+            with torch.enable_grad():
+                return model(x)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn decorator_whose_name_says_no_grad() {
+    check(
+        r#"
+        from utils import run_in_inference
+        @run_in_inference
+        def predict(model, x):
+            return model(x)
+
+        @my_no_grad_wrapper()
+        def evaluate(model, x):
+            return model(x)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn set_grad_enabled_statement_turns_gradients_off() {
+    check(
+        r#"
+        import torch
+        def evaluate(model, x):
+            torch.set_grad_enabled(False)
+            return model(x)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn function_called_from_both_contexts_is_flagged() {
+    check(
+        r#"
+        import torch
+        def predict_one(model, x):
+            return model(x)
+
+        def a(model, x):
+            with torch.no_grad():
+                predict_one(model, x)
+
+        def b(model, x):
+            predict_one(model, x)
+        "#,
+        expect![[r#"
+            3:12 MEM001 forward pass `model(x)` in evaluation code (in `predict_one(
+        "#]],
+    );
+}
+
+#[test]
+fn helper_only_called_from_a_decorated_function() {
+    check(
+        r#"
+        import torch
+        def infer_batch(model, x):
+            return model(x)
+
+        def infer_all(model, xs):
+            return [infer_batch(model, x) for x in xs]
+
+        @torch.inference_mode()
+        def main(model, xs):
+            infer_all(model, xs)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn method_only_called_from_no_grad_through_self() {
+    check(
+        r#"
+        import torch
+        class Runner:
+            def _infer(self, x):
+                return self.model(x)
+
+            def evaluate(self, loader):
+                with torch.no_grad():
+                    for x in loader:
+                        self._infer(x)
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM001 details --------------------------------------------------------------
+
+#[test]
+fn eval_on_another_module_does_not_count() {
+    check(
+        r#"
+        def step(model, teacher, x):
+            teacher.eval()
+            out = model(x)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn eval_on_parent_module_counts_for_its_submodule() {
+    check(
+        r#"
+        def embed(model, x):
+            model.eval()
+            return model.encoder(x)
+        "#,
+        expect![[r#"
+            3:12 MEM001 forward pass `model.encoder(x)` in evaluation code (after `m
+        "#]],
+    );
+}
+
+#[test]
+fn train_false_counts_as_eval() {
+    check(
+        r#"
+        def embed(model, x):
+            model.train(False)
+            return model(x)
+        "#,
+        expect![[r#"
+            3:12 MEM001 forward pass `model(x)` in evaluation code (after `model.tra
+        "#]],
+    );
+}
+
+#[test]
+fn user_module_class_instances_are_models() {
+    check(
+        r#"
+        import torch.nn as nn
+        class Scorer(nn.Module):
+            pass
+        scorer = Scorer()
+        for batch in test_loader:
+            scorer(batch)
+        "#,
+        expect![[r#"
+            6:5 MEM001 forward pass `scorer(batch)` in evaluation code (in a loop o
+        "#]],
+    );
+}
+
+#[test]
+fn non_module_callables_are_not_forward_passes() {
+    check(
+        r#"
+        def evaluate(tokenizer, metric, x):
+            tokenizer(x)
+            metric(x)
+            len(x)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn generate_and_sample_functions_are_inference() {
+    check(
+        r#"
+        def generate(model, idx, steps):
+            for _ in range(steps):
+                logits = model(idx)
+        "#,
+        expect![[r#"
+            3:18 MEM001 forward pass `model(idx)` in evaluation code (in `generate()
+        "#]],
+    );
+}
+
+#[test]
+fn lightning_hooks_are_no_grad() {
+    check(
+        r#"
+        import lightning as L
+        class Lit(L.LightningModule):
+            def validation_step(self, batch, i):
+                return self.model(batch)
+            def training_step(self, batch, i):
+                return self.model(batch)
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM002 details --------------------------------------------------------------
+
+#[test]
+fn hf_style_outputs_loss_has_history() {
+    check(
+        r#"
+        total = 0
+        for batch in train_loader:
+            outputs = model(**batch)
+            loss = outputs.loss
+            loss.backward()
+            total += loss
+        "#,
+        expect![[r#"
+            6:5 MEM002 `total += loss` keeps each step's graph nodes and loss tenso
+        "#]],
+    );
+}
+
+#[test]
+fn tuple_unpacked_model_outputs_have_history() {
+    check(
+        r#"
+        import torch
+        preds = []
+        for x in train_loader:
+            logits, hidden = model(x)
+            logits.sum().backward()
+            preds += logits
+        "#,
+        expect![[r#"
+            6:5 MEM002 `preds += logits` keeps each step's graph nodes and loss ten
+        "#]],
+    );
+}
+
+#[test]
+fn loss_computed_under_no_grad_has_no_history() {
+    check(
+        r#"
+        import torch
+        total = 0
+        for x, y in val_loader:
+            with torch.no_grad():
+                loss = criterion(model(x), y)
+            total += loss
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn detached_and_numbers_are_fine() {
+    check(
+        r#"
+        total = 0
+        for x, y in train_loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            value = loss.item()
+            total += value
+            d = loss.detach()
+            total += d
+            total += loss.detach().cpu()
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn unknown_values_are_not_flagged() {
+    check(
+        r#"
+        total = 0
+        for x in loader:
+            total += compute(x)
+            total += x
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM003 details --------------------------------------------------------------
+
+#[test]
+fn half_model_without_backward_is_inference() {
+    check(
+        r#"
+        model = Net().half()
+        out = model(x)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn grad_scaler_anywhere_in_module_is_enough() {
+    check(
+        r#"
+        import torch
+        model = Net().cuda().half()
+        scaler = torch.amp.GradScaler("cuda")
+        for x in loader:
+            scaler.scale(model(x).sum()).backward()
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn accelerate_backward_scales_itself() {
+    check(
+        r#"
+        model = model.half()
+        for x in loader:
+            accelerator.backward(model(x).sum())
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM004 details --------------------------------------------------------------
+
+#[test]
+fn empty_cache_in_epoch_loop_is_fine() {
+    check(
+        r#"
+        import torch
+        for epoch in range(10):
+            train_one_epoch(model, loader)
+            torch.cuda.empty_cache()
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn empty_cache_in_bare_while_training_loop() {
+    check(
+        r#"
+        import torch
+        while True:
+            loss = model(next(it)).sum()
+            loss.backward()
+            torch.cuda.empty_cache()
+        "#,
+        expect![[r#"
+            5:5 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+        "#]],
+    );
+}
+
+// ----- suppression ------------------------------------------------------------------
+
+#[test]
+fn noqa_variants() {
+    check(
+        r#"
+        import torch
+        for x in loader:
+            model(x)
+            torch.cuda.empty_cache()  # noqa
+            torch.cuda.empty_cache()  # NOQA: MEM004
+            torch.cuda.empty_cache()  # noqa: MEM001, MEM004
+            torch.cuda.empty_cache()  # memlint: ignore[empty-cache-in-loop]
+            torch.cuda.empty_cache()  # type: ignore  # noqa:MEM004
+            torch.cuda.empty_cache()  # noqa: MEM001
+            torch.cuda.empty_cache()  # noqa: E501
+        "#,
+        expect![[r#"
+            9:5 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+            10:5 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+        "#]],
+    );
+}
+
+#[test]
+fn noqa_inside_a_string_is_not_a_comment() {
+    check(
+        r##"
+        import torch
+        for x in loader:
+            model(x)
+            torch.cuda.empty_cache(); s = "# noqa"
+        "##,
+        expect![[r#"
+            4:5 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+        "#]],
+    );
+}
+
+#[test]
+fn skip_file() {
+    check(
+        r#"
+        import torch
+        # memlint: skip-file
+        for x in loader:
+            model(x)
+            torch.cuda.empty_cache()
+        "#,
+        expect![""],
+    );
+}
+
+// ----- syntax errors ----------------------------------------------------------------
+
+#[test]
+fn syntax_error_elsewhere_does_not_stop_other_rules() {
+    check(
+        r#"
+        import torch
+        def broken(:
+            pass
+
+        def train(loader):
+            for x in loader:
+                model(x)
+                torch.cuda.empty_cache()
+        "#,
+        expect![[r#"
+            2:12 syntax-error expected `)`
+            8:9 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+        "#]],
+    );
+}
+
+#[test]
+fn no_finding_from_a_broken_no_grad_header() {
+    check(
+        r#"
+        import torch
+        def evaluate(model, x):
+            with torch.no_grad()
+                out = model(x)
+        "#,
+        expect![[r#"
+            3:5 syntax-error unexpected `with torch.no_grad()`
+        "#]],
+    );
+}

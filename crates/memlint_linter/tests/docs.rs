@@ -1,0 +1,60 @@
+//! Every rule documents itself in ruff's sections, in its own source file.
+
+use memlint_linter::Rule;
+
+#[test]
+fn every_rule_has_the_documentation_sections() {
+    for rule in Rule::ALL {
+        let doc = rule.doc();
+        for section in ["What it does", "Why is this bad?", "Example"] {
+            let body = doc.section(section).unwrap_or_default();
+            assert!(!body.is_empty(), "{} ({}) has no `## {section}` section", rule.code(), rule.name());
+        }
+        assert!(doc.markdown.contains("Use instead:"), "{} has no `Use instead:` example", rule.code());
+        assert!(
+            doc.markdown.matches("```python").count() >= 2,
+            "{} needs a python example and its fix",
+            rule.code()
+        );
+        if rule.fixable() {
+            assert!(
+                doc.section("Fix safety").map(|s| !s.is_empty()).unwrap_or(false),
+                "{} has a fix but no `## Fix safety` section",
+                rule.code()
+            );
+        }
+        assert!(!rule.summary().is_empty());
+    }
+}
+
+#[test]
+fn codes_and_names_are_unique_and_well_formed() {
+    let mut codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
+    let mut names: Vec<&str> = Rule::ALL.iter().map(|r| r.name()).collect();
+    for (code, name) in codes.iter().zip(&names) {
+        assert!(code.len() == 6 && code.starts_with("MEM") && code[3..].chars().all(|c| c.is_ascii_digit()), "{code}");
+        assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '-'), "{name}");
+    }
+    codes.sort();
+    codes.dedup();
+    names.sort();
+    names.dedup();
+    assert_eq!(codes.len(), Rule::ALL.len());
+    assert_eq!(names.len(), Rule::ALL.len());
+}
+
+/// The public contract: these codes keep these names forever.
+#[test]
+fn codes_are_never_renumbered() {
+    let expected = [
+        ("MEM001", "eval-without-no-grad"),
+        ("MEM002", "accumulated-loss-tensor"),
+        ("MEM003", "half-without-grad-scaler"),
+        ("MEM004", "empty-cache-in-loop"),
+    ];
+    for (code, name) in expected {
+        let rule = Rule::from_code_or_name(code).unwrap();
+        assert_eq!(rule.name(), name);
+        assert_eq!(Rule::from_code_or_name(name).unwrap(), rule);
+    }
+}
