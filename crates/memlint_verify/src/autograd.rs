@@ -1,0 +1,552 @@
+//! Tensors, a small autograd engine and an MLP, keeping on the device exactly what PyTorch keeps.
+//!
+//! What matters for the measurements is *when* each buffer is allocated and released, so the rules
+//! below follow PyTorch's and are relied upon by the scenarios:
+//! * `Linear` saves its input (when the weight needs a gradient) and its weight (when the input needs
+//!   one); `ReLU` saves its output; cross-entropy saves its log-softmax and total weight.
+//! * A graph lives while something holds its output (a [`Tensor`] holds its node, nodes hold their
+//!   inputs' nodes); saved tensors hold only the storage, never the node, so there are no cycles.
+//! * `backward` frees each node's saved tensors right after the node ran, unless `retain_graph`.
+//!   Nodes run in PyTorch's order (highest sequence number first), and parameter gradients are
+//!   accumulated as soon as they are produced (PyTorch gives `AccumulateGrad` top priority).
+//! * A parameter's first gradient is *stolen* (the freshly computed buffer becomes `.grad`); later
+//!   ones are added in place and their temporary freed. `zero_grad(set_to_none=True)` frees `.grad`.
+//! * Intermediate results are released when the last reference goes, as with Python's reference
+//!   counting: code written as `h = layer(h)` frees the old `h` after the new one exists.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BinaryHeap, HashMap};
+use std::rc::Rc;
+
+use crate::alloc::{AllocRef, Buffer, CachingAllocator, Kind, MemStats};
+use crate::backend::{Backend, DType, DeviceError, Gemm, HostData};
+
+/// cuBLAS workspace, allocated through the caching allocator as PyTorch does on Hopper
+/// (`CUBLAS_WORKSPACE_CONFIG` default `:4096:8`, i.e. 8 × 4 MiB).
+pub const GEMM_WORKSPACE: usize = 32 << 20;
+
+/// A device buffer with a shape (row-major, 2-D; scalars are 1×1).
+pub struct Storage {
+    pub buf: Buffer,
+    pub rows: usize,
+    pub cols: usize,
+    pub dtype: DType,
+}
+
+impl Storage {
+    pub fn numel(&self) -> usize {
+        self.rows * self.cols
+    }
+    pub fn addr(&self) -> u64 {
+        self.buf.addr
+    }
+}
+
+/// A tensor: storage plus the graph node that produced it (None for leaves and untracked results).
+#[derive(Clone)]
+pub struct Tensor {
+    pub data: Rc<Storage>,
+    pub grad_fn: Option<Rc<Node>>,
+}
+
+impl Tensor {
+    pub fn requires_grad(&self) -> bool {
+        self.grad_fn.is_some()
+    }
+    /// `tensor.detach()`: same storage, no graph.
+    pub fn detach(&self) -> Tensor {
+        Tensor { data: self.data.clone(), grad_fn: None }
+    }
+    pub fn dtype(&self) -> DType {
+        self.data.dtype
+    }
+}
+
+/// A storage saved by a graph node; counted as a saved activation while saved.
+pub struct SavedTensor(Rc<Storage>);
+
+impl SavedTensor {
+    fn new(s: &Rc<Storage>) -> SavedTensor {
+        s.buf.mark_saved();
+        SavedTensor(s.clone())
+    }
+}
+
+impl Drop for SavedTensor {
+    fn drop(&mut self) {
+        self.0.buf.unmark_saved();
+    }
+}
+
+/// A trainable (or frozen) parameter.
+pub struct Param {
+    pub data: Rc<Storage>,
+    pub grad: RefCell<Option<Rc<Storage>>>,
+    pub requires_grad: Cell<bool>,
+}
+
+enum Op {
+    Linear {
+        input: Option<SavedTensor>,
+        weight: Option<SavedTensor>,
+        w: Rc<Param>,
+        b: Rc<Param>,
+        /// The weight and bias were cast to fp16 by autocast: their gradients are cast back to fp32.
+        autocast: bool,
+        input_needs_grad: bool,
+    },
+    Relu {
+        output: Option<SavedTensor>,
+    },
+    CrossEntropy {
+        logsm: Option<SavedTensor>,
+        total_weight: Option<SavedTensor>,
+        targets: Rc<Storage>,
+    },
+    Cast {
+        from: DType,
+    },
+    Scale {
+        c: f32,
+    },
+    Add,
+}
+
+/// A node of the backward graph.
+pub struct Node {
+    seq: u64,
+    op: RefCell<Op>,
+    released: Cell<bool>,
+    next: Vec<Option<Rc<Node>>>,
+}
+
+/// The reference runtime: a backend, its caching allocator and the autograd state.
+pub struct Runtime {
+    pub dev: Rc<dyn Backend>,
+    pub alloc: AllocRef,
+    grad_enabled: Cell<bool>,
+    seq: Cell<u64>,
+    _workspace: Buffer,
+}
+
+fn freed_graph() -> DeviceError {
+    DeviceError::Usage(
+        "trying to backward through the graph a second time: its saved tensors were freed (use retain_graph)".into(),
+    )
+}
+
+impl Runtime {
+    pub fn new(dev: Rc<dyn Backend>) -> Result<Runtime, DeviceError> {
+        let alloc: AllocRef = Rc::new(RefCell::new(CachingAllocator::new(dev.clone())));
+        let ws = Buffer::new(&alloc, GEMM_WORKSPACE, Kind::Workspace)?;
+        dev.set_gemm_workspace(ws.addr, GEMM_WORKSPACE)?;
+        Ok(Runtime { dev, alloc, grad_enabled: Cell::new(true), seq: Cell::new(0), _workspace: ws })
+    }
+
+    pub fn empty(&self, rows: usize, cols: usize, dtype: DType, kind: Kind) -> Result<Rc<Storage>, DeviceError> {
+        let buf = Buffer::new(&self.alloc, rows * cols * dtype.size(), kind)?;
+        Ok(Rc::new(Storage { buf, rows, cols, dtype }))
+    }
+
+    fn next_seq(&self) -> u64 {
+        let s = self.seq.get() + 1;
+        self.seq.set(s);
+        s
+    }
+
+    fn node(&self, op: Op, next: Vec<Option<Rc<Node>>>) -> Rc<Node> {
+        Rc::new(Node { seq: self.next_seq(), op: RefCell::new(op), released: Cell::new(false), next })
+    }
+
+    pub fn grad_enabled(&self) -> bool {
+        self.grad_enabled.get()
+    }
+
+    /// Runs `f` as under `torch.no_grad()`.
+    pub fn no_grad<R>(&self, f: impl FnOnce() -> R) -> R {
+        let prev = self.grad_enabled.replace(false);
+        let r = f();
+        self.grad_enabled.set(prev);
+        r
+    }
+
+    pub fn stats(&self) -> MemStats {
+        self.alloc.borrow().stats()
+    }
+    pub fn reset_peak(&self) {
+        self.alloc.borrow_mut().reset_peak()
+    }
+    /// `torch.cuda.empty_cache()`.
+    pub fn empty_cache(&self) -> Result<(), DeviceError> {
+        self.alloc.borrow_mut().empty_cache()
+    }
+    pub fn synchronize(&self) -> Result<(), DeviceError> {
+        self.dev.synchronize()
+    }
+
+    /// `torch.randn(rows, cols)`.
+    pub fn randn(&self, rows: usize, cols: usize, dtype: DType, seed: u64) -> Result<Tensor, DeviceError> {
+        let s = self.empty(rows, cols, dtype, Kind::Output)?;
+        self.dev.init_normal(dtype, s.addr(), s.numel(), seed)?;
+        Ok(Tensor { data: s, grad_fn: None })
+    }
+
+    /// Class targets (int64, as `torch.randint`), drawn on the host from `seed`.
+    pub fn targets(&self, rows: usize, classes: usize, seed: u64) -> Result<Rc<Storage>, DeviceError> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let host: Vec<i64> = (0..rows).map(|_| rng.random_range(0..classes as i64)).collect();
+        let s = self.empty(rows, 1, DType::I64, Kind::Output)?;
+        self.dev.upload(s.addr(), DType::I64, HostData::I64(&host))?;
+        Ok(s)
+    }
+
+    /// A parameter uniform in ±1/sqrt(fan_in) (PyTorch's `nn.Linear` default range).
+    pub fn param(&self, rows: usize, cols: usize, fan_in: usize, dtype: DType, seed: u64) -> Result<Rc<Param>, DeviceError> {
+        let s = self.empty(rows, cols, dtype, Kind::Parameter)?;
+        self.dev.init_uniform(dtype, s.addr(), s.numel(), seed, 1.0 / (fan_in as f32).sqrt())?;
+        Ok(Rc::new(Param { data: s, grad: RefCell::new(None), requires_grad: Cell::new(true) }))
+    }
+
+    fn cast_storage(&self, x: &Storage, to: DType, scale: f32, kind: Kind) -> Result<Rc<Storage>, DeviceError> {
+        let y = self.empty(x.rows, x.cols, to, kind)?;
+        self.dev.cast(x.dtype, to, x.addr(), y.addr(), x.numel(), scale)?;
+        Ok(y)
+    }
+
+    /// `x.to(dtype)`.
+    pub fn cast(&self, x: &Tensor, to: DType) -> Result<Tensor, DeviceError> {
+        let y = self.cast_storage(&x.data, to, 1.0, Kind::Output)?;
+        let grad_fn = (self.grad_enabled() && x.requires_grad()).then(|| self.node(Op::Cast { from: x.dtype() }, vec![x.grad_fn.clone()]));
+        Ok(Tensor { data: y, grad_fn })
+    }
+
+    /// `x * c` for a constant `c`.
+    pub fn scale(&self, x: &Tensor, c: f32) -> Result<Tensor, DeviceError> {
+        let y = self.cast_storage(&x.data, x.dtype(), c, Kind::Output)?;
+        let grad_fn = (self.grad_enabled() && x.requires_grad()).then(|| self.node(Op::Scale { c }, vec![x.grad_fn.clone()]));
+        Ok(Tensor { data: y, grad_fn })
+    }
+
+    /// `a + b` (same shape and dtype).
+    pub fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor, DeviceError> {
+        let y = self.empty(a.data.rows, a.data.cols, a.dtype(), Kind::Output)?;
+        self.dev.add(a.dtype(), a.data.addr(), b.data.addr(), y.addr(), y.numel())?;
+        let grad_fn = (self.grad_enabled() && (a.requires_grad() || b.requires_grad()))
+            .then(|| self.node(Op::Add, vec![a.grad_fn.clone(), b.grad_fn.clone()]));
+        Ok(Tensor { data: y, grad_fn })
+    }
+
+    /// `torch.zeros(())`.
+    pub fn zeros_scalar(&self, dtype: DType) -> Result<Tensor, DeviceError> {
+        let y = self.empty(1, 1, dtype, Kind::Output)?;
+        self.dev.fill(dtype, y.addr(), 1, 0.0)?;
+        Ok(Tensor { data: y, grad_fn: None })
+    }
+
+    /// `F.linear(x, w, b)`; under `autocast` the input, weight and bias are cast to fp16 first.
+    pub fn linear(&self, x: &Tensor, w: &Rc<Param>, b: &Rc<Param>, autocast: bool) -> Result<Tensor, DeviceError> {
+        let (xin, wuse, buse) = if autocast {
+            let xin = if x.dtype() == DType::Fp16 { x.clone() } else { self.cast(x, DType::Fp16)? };
+            let w16 = self.cast_storage(&w.data, DType::Fp16, 1.0, Kind::Output)?;
+            let b16 = self.cast_storage(&b.data, DType::Fp16, 1.0, Kind::Output)?;
+            (xin, w16, b16)
+        } else {
+            (x.clone(), w.data.clone(), b.data.clone())
+        };
+        let dt = xin.dtype();
+        let (rows, inf, outf) = (xin.data.rows, xin.data.cols, wuse.rows);
+        if wuse.cols != inf {
+            return Err(DeviceError::Usage(format!("linear: input has {inf} features, weight expects {}", wuse.cols)));
+        }
+        let y = self.empty(rows, outf, dt, Kind::Output)?;
+        self.dev.gemm(dt, Gemm { trans_a: true, trans_b: false, m: outf, n: rows, k: inf, a: wuse.addr(), lda: inf, b: xin.data.addr(), ldb: inf, c: y.addr(), ldc: outf })?;
+        self.dev.bias_add(dt, y.addr(), buse.addr(), rows, outf)?;
+        let (wg, bg, xg) = (w.requires_grad.get(), b.requires_grad.get(), xin.requires_grad());
+        let grad_fn = (self.grad_enabled() && (wg || bg || xg)).then(|| {
+            let op = Op::Linear {
+                input: wg.then(|| SavedTensor::new(&xin.data)),
+                weight: xg.then(|| SavedTensor::new(&wuse)),
+                w: w.clone(),
+                b: b.clone(),
+                autocast,
+                input_needs_grad: xg,
+            };
+            self.node(op, vec![xin.grad_fn.clone()])
+        });
+        Ok(Tensor { data: y, grad_fn })
+    }
+
+    /// `F.relu(x)` (not in place).
+    pub fn relu(&self, x: &Tensor) -> Result<Tensor, DeviceError> {
+        let y = self.empty(x.data.rows, x.data.cols, x.dtype(), Kind::Output)?;
+        self.dev.relu_fwd(x.dtype(), x.data.addr(), y.addr(), y.numel())?;
+        let grad_fn = (self.grad_enabled() && x.requires_grad())
+            .then(|| self.node(Op::Relu { output: Some(SavedTensor::new(&y)) }, vec![x.grad_fn.clone()]));
+        Ok(Tensor { data: y, grad_fn })
+    }
+
+    /// `F.cross_entropy(logits, targets)` with mean reduction.
+    pub fn cross_entropy(&self, logits: &Tensor, targets: &Rc<Storage>) -> Result<Tensor, DeviceError> {
+        let (rows, classes, dt) = (logits.data.rows, logits.data.cols, logits.dtype());
+        let logsm = self.empty(rows, classes, dt, Kind::Output)?;
+        let loss = self.empty(1, 1, dt, Kind::Output)?;
+        let tw = self.empty(1, 1, dt, Kind::Output)?;
+        self.dev.ce_fwd(dt, logits.data.addr(), targets.addr(), logsm.addr(), loss.addr(), tw.addr(), rows, classes)?;
+        let grad_fn = (self.grad_enabled() && logits.requires_grad()).then(|| {
+            let op = Op::CrossEntropy {
+                logsm: Some(SavedTensor::new(&logsm)),
+                total_weight: Some(SavedTensor::new(&tw)),
+                targets: targets.clone(),
+            };
+            self.node(op, vec![logits.grad_fn.clone()])
+        });
+        Ok(Tensor { data: loss, grad_fn })
+    }
+
+    /// `tensor.item()`: waits for the device and reads the first element.
+    pub fn item(&self, t: &Tensor) -> Result<f32, DeviceError> {
+        Ok(self.dev.download(t.data.addr(), t.dtype(), 1)?.first().copied().unwrap_or(0.0))
+    }
+
+    /// `tensor.cpu()` as f32 values.
+    pub fn to_host(&self, s: &Storage) -> Result<Vec<f32>, DeviceError> {
+        self.dev.download(s.addr(), s.dtype, s.numel())
+    }
+
+    /// Accumulates a freshly computed gradient into `p.grad` (PyTorch's `AccumulateGrad`).
+    fn accumulate(&self, p: &Param, g: Rc<Storage>) -> Result<(), DeviceError> {
+        if !p.requires_grad.get() {
+            return Ok(());
+        }
+        let mut slot = p.grad.borrow_mut();
+        match slot.as_ref() {
+            None => {
+                g.buf.set_kind(Kind::Gradient);
+                *slot = Some(g);
+            }
+            Some(existing) => {
+                self.dev.axpy(existing.dtype, existing.addr(), g.addr(), 1.0, g.numel())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `root.backward(retain_graph=retain)` for a scalar `root`.
+    pub fn backward(&self, root: &Tensor, retain: bool) -> Result<(), DeviceError> {
+        let Some(root_fn) = root.grad_fn.clone() else {
+            return Err(DeviceError::Usage("element 0 of tensors does not require grad and does not have a grad_fn".into()));
+        };
+        // The gradient of the root, as `torch.ones_like(loss)`.
+        let g0 = self.empty(1, 1, root.dtype(), Kind::Output)?;
+        self.dev.fill(root.dtype(), g0.addr(), 1, 1.0)?;
+
+        type Key = *const Node;
+        let mut deps: HashMap<Key, usize> = HashMap::new();
+        let mut nodes: HashMap<Key, Rc<Node>> = HashMap::new();
+        let mut stack = vec![root_fn.clone()];
+        nodes.insert(Rc::as_ptr(&root_fn), root_fn.clone());
+        while let Some(n) = stack.pop() {
+            for next in n.next.iter().flatten() {
+                let k = Rc::as_ptr(next);
+                *deps.entry(k).or_insert(0) += 1;
+                if let std::collections::hash_map::Entry::Vacant(e) = nodes.entry(k) {
+                    e.insert(next.clone());
+                    stack.push(next.clone());
+                }
+            }
+        }
+        let mut grads: HashMap<Key, Rc<Storage>> = HashMap::new();
+        let mut ready: BinaryHeap<(u64, usize)> = BinaryHeap::new();
+        grads.insert(Rc::as_ptr(&root_fn), g0);
+        ready.push((root_fn.seq, Rc::as_ptr(&root_fn) as usize));
+        while let Some((_, key)) = ready.pop() {
+            let key = key as Key;
+            let Some(node) = nodes.get(&key).cloned() else { continue };
+            let Some(g) = grads.remove(&key) else { continue };
+            let outs = self.apply(&node, g, retain)?;
+            for (next, out) in node.next.iter().zip(outs) {
+                let Some(next) = next else { continue };
+                let k = Rc::as_ptr(next);
+                if let Some(out) = out {
+                    let merged = match grads.remove(&k) {
+                        None => out,
+                        Some(prev) => {
+                            let sum = self.empty(prev.rows, prev.cols, prev.dtype, Kind::Output)?;
+                            self.dev.add(prev.dtype, prev.addr(), out.addr(), sum.addr(), sum.numel())?;
+                            sum
+                        }
+                    };
+                    grads.insert(k, merged);
+                }
+                let d = deps.entry(k).or_insert(1);
+                *d -= 1;
+                if *d == 0 && grads.contains_key(&k) {
+                    ready.push((next.seq, k as usize));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one node: computes the gradients of its inputs, frees its incoming gradient, releases
+    /// its saved tensors (unless `retain`) and accumulates parameter gradients, in PyTorch's order.
+    fn apply(&self, node: &Node, g: Rc<Storage>, retain: bool) -> Result<Vec<Option<Rc<Storage>>>, DeviceError> {
+        if node.released.get() {
+            return Err(freed_graph());
+        }
+        let mut op = node.op.borrow_mut();
+        let mut param_grads: Vec<(Rc<Param>, Rc<Storage>, bool)> = Vec::new();
+        let outs = match &mut *op {
+            Op::Linear { input, weight, w, b, autocast, input_needs_grad } => {
+                let dt = g.dtype;
+                let (rows, outf) = (g.rows, g.cols);
+                let inf = w.data.cols;
+                if b.requires_grad.get() {
+                    let db = self.empty(1, outf, dt, Kind::Output)?;
+                    self.dev.col_sum(dt, g.addr(), db.addr(), rows, outf)?;
+                    param_grads.push((b.clone(), db, *autocast));
+                }
+                let dx = if *input_needs_grad {
+                    let wt = weight.as_ref().ok_or_else(freed_graph)?;
+                    let dx = self.empty(rows, inf, dt, Kind::Output)?;
+                    self.dev.gemm(dt, Gemm { trans_a: false, trans_b: false, m: inf, n: rows, k: outf, a: wt.0.addr(), lda: inf, b: g.addr(), ldb: outf, c: dx.addr(), ldc: inf })?;
+                    Some(dx)
+                } else {
+                    None
+                };
+                if w.requires_grad.get() {
+                    let x = input.as_ref().ok_or_else(freed_graph)?;
+                    let dw = self.empty(outf, inf, dt, Kind::Output)?;
+                    self.dev.gemm(dt, Gemm { trans_a: false, trans_b: true, m: inf, n: outf, k: rows, a: x.0.addr(), lda: inf, b: g.addr(), ldb: outf, c: dw.addr(), ldc: inf })?;
+                    param_grads.push((w.clone(), dw, *autocast));
+                }
+                if !retain {
+                    *input = None;
+                    *weight = None;
+                }
+                vec![dx]
+            }
+            Op::Relu { output } => {
+                let y = output.as_ref().ok_or_else(freed_graph)?;
+                let gx = self.empty(g.rows, g.cols, g.dtype, Kind::Output)?;
+                self.dev.relu_bwd(g.dtype, g.addr(), y.0.addr(), gx.addr(), gx.numel())?;
+                if !retain {
+                    *output = None;
+                }
+                vec![Some(gx)]
+            }
+            Op::CrossEntropy { logsm, total_weight, targets } => {
+                let ls = logsm.as_ref().ok_or_else(freed_graph)?;
+                let d = self.empty(ls.0.rows, ls.0.cols, ls.0.dtype, Kind::Output)?;
+                // The incoming gradient is the loss's (a scalar of the loss's dtype).
+                self.dev.ce_bwd(ls.0.dtype, ls.0.addr(), targets.addr(), g.addr(), d.addr(), ls.0.rows, ls.0.cols)?;
+                if !retain {
+                    *logsm = None;
+                    *total_weight = None;
+                }
+                vec![Some(d)]
+            }
+            Op::Cast { from } => vec![Some(self.cast_storage(&g, *from, 1.0, Kind::Output)?)],
+            Op::Scale { c } => vec![Some(self.cast_storage(&g, g.dtype, *c, Kind::Output)?)],
+            Op::Add => vec![Some(g.clone()), Some(g.clone())],
+        };
+        drop(op);
+        // The incoming gradient is released when the node returns.
+        drop(g);
+        if !retain && !matches!(&*node.op.borrow(), Op::Add | Op::Cast { .. } | Op::Scale { .. }) {
+            node.released.set(true);
+        }
+        for (p, grad, autocast) in param_grads {
+            // Under autocast the fp16 gradient goes through the cast's backward to fp32 first.
+            let grad = if autocast && grad.dtype != p.data.dtype { self.cast_storage(&grad, p.data.dtype, 1.0, Kind::Output)? } else { grad };
+            self.accumulate(&p, grad)?;
+        }
+        Ok(outs)
+    }
+
+    /// `optimizer.step()` for plain SGD (no momentum, so no optimizer state): `p -= lr * p.grad`.
+    pub fn sgd_step(&self, params: &[Rc<Param>], lr: f32) -> Result<(), DeviceError> {
+        for p in params {
+            if let Some(g) = p.grad.borrow().as_ref() {
+                self.dev.axpy(p.data.dtype, p.data.addr(), g.addr(), -lr, p.data.numel())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `optimizer.zero_grad(set_to_none=...)`.
+    pub fn zero_grad(&self, params: &[Rc<Param>], set_to_none: bool) -> Result<(), DeviceError> {
+        for p in params {
+            if set_to_none {
+                p.grad.replace(None);
+            } else if let Some(g) = p.grad.borrow().as_ref() {
+                self.dev.fill(g.dtype, g.addr(), g.numel(), 0.0)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One layer of a [`Sequential`].
+pub enum Layer {
+    Linear { w: Rc<Param>, b: Rc<Param> },
+    Relu,
+}
+
+/// `nn.Sequential` of linear layers and ReLUs.
+pub struct Sequential {
+    pub layers: Vec<Layer>,
+}
+
+impl Sequential {
+    /// `layers` × (Linear(width→width), ReLU), then Linear(width→classes) when `classes` is given.
+    pub fn mlp(rt: &Runtime, width: usize, layers: usize, classes: Option<usize>, dtype: DType, seed: u64) -> Result<Sequential, DeviceError> {
+        let mut v = Vec::new();
+        let mut s = seed;
+        let mut linear = |rt: &Runtime, inf: usize, outf: usize| -> Result<Layer, DeviceError> {
+            s += 2;
+            Ok(Layer::Linear { w: rt.param(outf, inf, inf, dtype, s)?, b: rt.param(1, outf, inf, dtype, s + 1)? })
+        };
+        for _ in 0..layers {
+            v.push(linear(rt, width, width)?);
+            v.push(Layer::Relu);
+        }
+        if let Some(c) = classes {
+            v.push(linear(rt, width, c)?);
+        }
+        Ok(Sequential { layers: v })
+    }
+
+    pub fn params(&self) -> Vec<Rc<Param>> {
+        self.layers
+            .iter()
+            .flat_map(|l| match l {
+                Layer::Linear { w, b } => vec![w.clone(), b.clone()],
+                Layer::Relu => vec![],
+            })
+            .collect()
+    }
+
+    pub fn param_bytes(&self) -> usize {
+        self.params().iter().map(|p| p.data.buf.block_bytes).sum()
+    }
+
+    /// Marks every parameter as frozen or trainable (`requires_grad_`).
+    pub fn set_requires_grad(&self, on: bool) {
+        for p in self.params() {
+            p.requires_grad.set(on);
+        }
+    }
+
+    pub fn forward(&self, rt: &Runtime, x: &Tensor, autocast: bool) -> Result<Tensor, DeviceError> {
+        let mut h = x.clone();
+        for l in &self.layers {
+            h = match l {
+                Layer::Linear { w, b } => rt.linear(&h, w, b, autocast)?,
+                Layer::Relu => rt.relu(&h)?,
+            };
+        }
+        Ok(h)
+    }
+}

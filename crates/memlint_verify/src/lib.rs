@@ -1,0 +1,454 @@
+//! `memlint verify`: measures what each memory rule's fix saves, on a real GPU.
+//!
+//! For each rule with a scenario, a reference training loop runs twice on the same workload — the
+//! anti-pattern ("bad") and its fix — and the device memory (peak and held after the loop) and step
+//! time of both are reported. The runtime is this crate's own: device buffers through a caching
+//! allocator modelled on PyTorch's ([`alloc`]), an autograd that keeps what PyTorch keeps
+//! ([`autograd`]), cuBLAS GEMMs and NVRTC kernels ([`backend::cuda`]), or a host simulator that only
+//! accounts allocations ([`backend::sim`], `--backend sim`, every figure marked estimated).
+//! This is the only crate of memlint that links cudarc; it loads CUDA at run time, so the binary
+//! builds and runs without CUDA and `verify` exits with status 2 and a clear message when no driver
+//! is found.
+//!
+//! # Entry point
+//! [`run`] with [`VerifyArgs`] (a `clap::Args`, to flatten into the CLI's `verify` subcommand) and,
+//! when files were linted, the [`Finding`]s. Exit status: 0 every scenario ran; 1 at least one
+//! scenario failed (for example out of memory: it is reported in its row and the others still run);
+//! 2 memlint could not do its job (no CUDA driver, NVRTC or cuBLAS; a bad flag value; the report
+//! file could not be written). An unavailable `--compare-torch` (no python3, no torch, no CUDA in
+//! torch) is reported in the output and does not change the status.
+//!
+//! # Scenarios
+//! Default workload: an MLP of 8 hidden layers of width 4096 with ReLU and 10 classes, batch 512,
+//! 20 iterations, fp32. Rows (`code`/`variant`): MEM001/eval, MEM002/eval, MEM002/train,
+//! MEM003/fp16, MEM004/train, MEM005/peak, MEM005/growth, MEM006/graphs, MEM006/detached,
+//! MEM008/restore, MEM009/train, MEM012/frozen. Rules MEM007, MEM010 and MEM011 have no scenario
+//! (they do not change device memory on one GPU) and are listed as such. See [`scenarios`].
+//!
+//! # The JSON report (`--format json`, `-o FILE`)
+//! Stable shape, read by the language server to show measured savings in hovers (it parses the
+//! JSON; it must not depend on this crate). `schema` is bumped on incompatible changes; fields are
+//! only added. Bytes are integers; absent figures are `null`.
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `tool` | always `"memlint verify"` |
+//! | `version` | memlint's version |
+//! | `schema` | version of this shape (1) |
+//! | `backend` | `"cuda"` or `"sim"` |
+//! | `estimated` | `true` for `sim`: figures are what the loops would allocate, nothing ran |
+//! | `device` | `{index, name, total_bytes, free_bytes}` (free at the start) |
+//! | `workload` | `{layers, hidden, batch, iters, dtype, classes}` |
+//! | `scenarios[]` | one per row, see below |
+//! | `rules_without_scenario` | codes asked for that have no scenario |
+//! | `findings` | `null`, or per linted finding `{path, row, column, code, name, measured: [summary…]}` |
+//! | `torch` | `null`, or the `--compare-torch` figures (below) |
+//! | `elapsed_s` | wall time of the whole run |
+//!
+//! Each `scenarios[]` entry: `code` (`"MEM001"`), `name` (`"eval-without-no-grad"`), `variant`,
+//! `scenario` (short description), `metric` (`"peak"`, `"held"`, `"step_time"` or `"underflow"`:
+//! what the saving is about), `peak_bytes_bad`, `peak_bytes_fixed` (highest
+//! allocated bytes during the loop, model and data included, as `torch.cuda.max_memory_allocated`),
+//! `held_bytes_bad`, `held_bytes_fixed` (allocated right after the loop, its variables alive),
+//! `step_ms_bad`, `step_ms_fixed` (null on `sim`), `saving_bytes` (bad minus fixed on the metric;
+//! the peak difference for `step_time`/`underflow` rows), `saving_fraction` (of the bad figure),
+//! `saving_summary` (one sentence), `underflow_fraction_bad`, `underflow_fraction_fixed` (MEM003:
+//! mean fraction of gradient elements that are zero; null elsewhere and on `sim`), `at_peak_bad`,
+//! `at_peak_fixed` (bytes by kind at the peak: `parameters`, `gradients`, `saved_activations`,
+//! `outputs`, `workspace`), `driver_mallocs_bad`, `driver_mallocs_fixed` (segments allocated from
+//! the driver during the loop), `tracker_reserved_delta_bytes`, `driver_used_delta_bytes` (the
+//! tracker's cross-check with `cuMemGetInfo`, since the start of the run; null on `sim`), and
+//! `error` (null, or why the row has no figures, e.g. out of memory).
+//!
+//! `torch`: `{python, torch_version, device, workspace_bytes, error, scenarios: [{code, variant,
+//! peak_bytes_bad, peak_bytes_fixed, held_bytes_bad, held_bytes_fixed, step_ms_bad, step_ms_fixed,
+//! underflow_fraction_bad, underflow_fraction_fixed, error, saving_bytes,
+//! saving_relative_difference}]}` where `saving_relative_difference` is (memlint − torch) / |torch|.
+//!
+//! ```json
+//! {
+//!   "tool": "memlint verify", "version": "0.1.0", "schema": 1, "backend": "cuda", "estimated": false,
+//!   "device": {"index": 0, "name": "NVIDIA H100 80GB HBM3", "total_bytes": 85045870592, "free_bytes": 84439072768},
+//!   "workload": {"layers": 8, "hidden": 4096, "batch": 512, "iters": 20, "dtype": "fp32", "classes": 10},
+//!   "scenarios": [{
+//!     "code": "MEM001", "name": "eval-without-no-grad", "variant": "eval",
+//!     "scenario": "evaluation loop tracking gradients vs under torch.no_grad()", "metric": "peak",
+//!     "peak_bytes_bad": 759433216, "peak_bytes_fixed": 599003136,
+//!     "held_bytes_bad": 655491072, "held_bytes_fixed": 580452352,
+//!     "step_ms_bad": 4.1, "step_ms_fixed": 3.9,
+//!     "saving_bytes": 160430080, "saving_fraction": 0.21,
+//!     "saving_summary": "fix saves 153.0 MiB of peak device memory (21%)",
+//!     "underflow_fraction_bad": null, "underflow_fraction_fixed": null,
+//!     "at_peak_bad": {"parameters": 537067520, "gradients": 0, "saved_activations": 142606336, "outputs": 46137344, "workspace": 33554432},
+//!     "at_peak_fixed": {"parameters": 537067520, "gradients": 0, "saved_activations": 0, "outputs": 28381184, "workspace": 33554432},
+//!     "driver_mallocs_bad": 3, "driver_mallocs_fixed": 0,
+//!     "tracker_reserved_delta_bytes": 629145600, "driver_used_delta_bytes": 629145600,
+//!     "error": null
+//!   }],
+//!   "rules_without_scenario": [], "findings": null, "torch": null, "elapsed_s": 9.8
+//! }
+//! ```
+//! (The figures above illustrate the shape; run `memlint verify` for real ones.)
+
+pub mod alloc;
+pub mod autograd;
+pub mod backend;
+pub mod report;
+pub mod scenarios;
+pub mod torch;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Instant;
+
+use backend::{Backend, DType};
+use report::{DeviceInfo, FindingReport, Report, ScenarioReport};
+use scenarios::{Baseline, ScenarioDef, Workload};
+
+/// Every rule: (code, kebab name, has a scenario). Public contract: never renumbered.
+pub const RULES: [(&str, &str, bool); 12] = [
+    ("MEM001", "eval-without-no-grad", true),
+    ("MEM002", "accumulated-loss-tensor", true),
+    ("MEM003", "half-without-grad-scaler", true),
+    ("MEM004", "empty-cache-in-loop", true),
+    ("MEM005", "retain-graph-in-loop", true),
+    ("MEM006", "gpu-tensors-collected", true),
+    ("MEM007", "data-parallel", false),
+    ("MEM008", "torch-load-without-map-location", true),
+    ("MEM009", "zero-grad-keeps-memory", true),
+    ("MEM010", "deprecated-cuda-amp", false),
+    ("MEM011", "accumulation-without-loss-division", false),
+    ("MEM012", "frozen-network-tracks-grad", true),
+];
+
+/// Output format of the report on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Markdown,
+}
+
+/// Where the reference loops run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// A real NVIDIA GPU through the CUDA driver (loaded at run time).
+    Cuda,
+    /// A host simulator that only accounts allocations; every figure is an estimate.
+    Sim,
+}
+
+/// Arguments of `memlint verify`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// Python files: linted first, then the scenarios of the rules that fired run.
+    #[arg(value_name = "FILES")]
+    pub files: Vec<PathBuf>,
+    /// Rules to verify, as codes (MEM001) or names (eval-without-no-grad); comma-separated, repeatable.
+    #[arg(long = "rule", value_name = "RULE", value_delimiter = ',')]
+    pub rules: Vec<String>,
+    /// CUDA device index.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub device: usize,
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Also save the JSON report to FILE (the language server reads it for hovers).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Where the loops run: a GPU, or a simulator that estimates memory without one.
+    #[arg(long, value_enum, default_value_t = BackendKind::Cuda)]
+    pub backend: BackendKind,
+    /// Hidden layers of the workload's MLP.
+    #[arg(long, default_value_t = 8)]
+    pub layers: usize,
+    /// Width of the hidden layers.
+    #[arg(long, default_value_t = 4096)]
+    pub hidden: usize,
+    /// Batch size.
+    #[arg(long, default_value_t = 512)]
+    pub batch: usize,
+    /// Iterations of each loop.
+    #[arg(long, default_value_t = 20)]
+    pub iters: usize,
+    /// Element type of the model and data (MEM003 always trains fp16 under autocast).
+    #[arg(long, value_enum, default_value_t = DType::Fp32)]
+    pub dtype: DType,
+    /// Run the same loops through PyTorch (python3 with torch and CUDA) and show its figures beside ours.
+    #[arg(long)]
+    pub compare_torch: bool,
+}
+
+impl Default for VerifyArgs {
+    fn default() -> Self {
+        let w = Workload::default();
+        VerifyArgs {
+            files: Vec::new(),
+            rules: Vec::new(),
+            device: 0,
+            format: Format::Text,
+            output: None,
+            backend: BackendKind::Cuda,
+            layers: w.layers,
+            hidden: w.hidden,
+            batch: w.batch,
+            iters: w.iters,
+            dtype: w.dtype,
+            compare_torch: false,
+        }
+    }
+}
+
+/// A finding of the linter, as the CLI hands it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub path: PathBuf,
+    pub row: usize,
+    pub column: usize,
+    /// Rule code, e.g. "MEM001".
+    pub code: String,
+    /// Rule name, e.g. "eval-without-no-grad".
+    pub name: String,
+}
+
+/// Runs the scenarios and prints the report on stdout (progress and errors on stderr).
+///
+/// `findings`: None when no files were given (every scenario, or those of `--rule`); Some when files
+/// were linted (the scenarios of the rules that fired, with a line per finding). Returns the exit
+/// status described in the crate documentation.
+pub fn run(args: &VerifyArgs, findings: Option<Vec<Finding>>) -> i32 {
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let progress = std::io::stderr().is_terminal();
+    run_with(args, findings, &mut stdout.lock(), &mut stderr.lock(), progress)
+}
+
+/// Resolves a rule given as a code or a kebab name.
+pub fn resolve_rule(s: &str) -> Option<(&'static str, &'static str, bool)> {
+    let t = s.trim();
+    RULES.iter().copied().find(|(c, n, _)| c.eq_ignore_ascii_case(t) || n.eq_ignore_ascii_case(t))
+}
+
+/// Largest width/batch accepted: cuBLAS takes 32-bit dimensions and such sizes exceed any GPU anyway.
+const MAX_DIM: usize = 1 << 20;
+
+fn workload(args: &VerifyArgs) -> Result<Workload, String> {
+    for (flag, v) in [("--layers", args.layers), ("--hidden", args.hidden), ("--batch", args.batch), ("--iters", args.iters)] {
+        if v == 0 {
+            return Err(format!("{flag} must be at least 1"));
+        }
+    }
+    if args.hidden > MAX_DIM || args.batch > MAX_DIM || args.layers > 4096 {
+        return Err(format!("workload too large: --hidden and --batch at most {MAX_DIM}, --layers at most 4096"));
+    }
+    if args.dtype == DType::I64 {
+        return Err("--dtype must be fp32 or fp16".into());
+    }
+    Ok(Workload { layers: args.layers, hidden: args.hidden, batch: args.batch, iters: args.iters, dtype: args.dtype, classes: scenarios::CLASSES })
+}
+
+/// The rule codes to verify, in rule order, and those among them without a scenario.
+fn selected_rules(args: &VerifyArgs, findings: &Option<Vec<Finding>>) -> Result<(Vec<&'static str>, Vec<String>), String> {
+    let mut asked: Vec<&'static str> = Vec::new();
+    for r in &args.rules {
+        if r.trim().is_empty() {
+            continue;
+        }
+        match resolve_rule(r) {
+            Some((c, _, _)) => asked.push(c),
+            None => {
+                let known: Vec<String> = RULES.iter().map(|(c, n, _)| format!("{c} ({n})")).collect();
+                return Err(format!("unknown rule '{r}'; known rules: {}", known.join(", ")));
+            }
+        }
+    }
+    let fired: Option<Vec<&'static str>> = findings.as_ref().map(|fs| fs.iter().filter_map(|f| resolve_rule(&f.code).map(|r| r.0)).collect());
+    let chosen: Vec<&'static str> = RULES
+        .iter()
+        .map(|r| r.0)
+        .filter(|c| match (&fired, asked.is_empty()) {
+            (Some(f), true) => f.contains(c),
+            (Some(f), false) => f.contains(c) && asked.contains(c),
+            (None, true) => true,
+            (None, false) => asked.contains(c),
+        })
+        .collect();
+    let explicit = fired.is_some() || !asked.is_empty();
+    let without: Vec<String> = if explicit {
+        chosen.iter().filter(|c| RULES.iter().any(|r| r.0 == **c && !r.2)).map(|c| c.to_string()).collect()
+    } else {
+        Vec::new()
+    };
+    Ok((chosen, without))
+}
+
+/// Builds the backend; the error is the message for exit status 2.
+pub fn make_backend(kind: BackendKind, device: usize) -> Result<Rc<dyn Backend>, String> {
+    match kind {
+        BackendKind::Sim => Ok(Rc::new(backend::sim::SimBackend::new(backend::sim::DEFAULT_CAPACITY))),
+        BackendKind::Cuda => {
+            // Probe before any other cudarc call: cudarc panics when a library is missing.
+            backend::cuda::probe()?;
+            // A missing *symbol* in an old driver also panics inside cudarc; keep that from
+            // escaping as a crash of memlint.
+            match std::panic::catch_unwind(|| backend::cuda::CudaBackend::new(device)) {
+                Ok(Ok(b)) => Ok(Rc::new(b)),
+                Ok(Err(e)) => Err(e),
+                Err(p) => Err(format!(
+                    "the CUDA libraries could not be used: {}",
+                    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+                )),
+            }
+        }
+    }
+}
+
+/// Runs the given scenarios on a backend and returns their reports. `tick` is called after each loop.
+pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], mut tick: impl FnMut(&str)) -> Result<Vec<ScenarioReport>, String> {
+    let rt = autograd::Runtime::new(dev.clone()).map_err(|e| format!("could not set up the runtime: {e}"))?;
+    let base = Baseline { free: if dev.estimated() { None } else { dev.mem_info().ok().map(|m| m.0) }, reserved: rt.stats().reserved };
+    let mut out = Vec::new();
+    for def in defs {
+        let mut one = |bad: bool| -> Result<scenarios::Measure, String> {
+            tick(&format!("{} {} ({})", def.code, def.variant, if bad { "bad" } else { "fixed" }));
+            // Each loop starts from an empty cache, as a fresh process would.
+            rt.empty_cache().map_err(|e| e.to_string())?;
+            let r = (def.run)(&rt, wl, bad, &base).map_err(|e| e.to_string());
+            rt.empty_cache().map_err(|e| e.to_string())?;
+            r
+        };
+        let bad = one(true);
+        let fixed = one(false);
+        out.push(report::scenario_report(def, bad, fixed, dev.estimated(), wl.iters));
+    }
+    Ok(out)
+}
+
+/// [`run`] with explicit output streams; `progress` shows the progress bar on stderr.
+pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn Write, err: &mut dyn Write, progress: bool) -> i32 {
+    let started = Instant::now();
+    let wl = match workload(args) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return 2;
+        }
+    };
+    let (codes, without) = match selected_rules(args, &findings) {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return 2;
+        }
+    };
+    if let Some(fs) = &findings {
+        if fs.is_empty() {
+            let _ = writeln!(out, "no findings in the given files: nothing to verify");
+            return 0;
+        }
+    }
+    let dev = match make_backend(args.backend, args.device) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return 2;
+        }
+    };
+    let (free, total) = match dev.mem_info() {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = writeln!(err, "error: could not read device memory: {e}");
+            return 2;
+        }
+    };
+    let defs: Vec<ScenarioDef> = scenarios::all().into_iter().filter(|d| codes.contains(&d.code)).collect();
+
+    let bar = if progress { indicatif::ProgressBar::new((defs.len() * 2) as u64 + args.compare_torch as u64) } else { indicatif::ProgressBar::hidden() };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} {msg}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.println(format!("memlint verify: {} — {} free of {}", dev.device_name(), report::fmt_bytes(free as f64), report::fmt_bytes(total as f64)));
+    let scenarios = match run_scenarios(dev.clone(), &wl, &defs, |m| {
+        bar.set_message(m.to_string());
+        bar.inc(1);
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            bar.finish_and_clear();
+            let _ = writeln!(err, "error: {e}");
+            return 2;
+        }
+    };
+    let torch = if args.compare_torch {
+        bar.set_message("PyTorch comparison (python3)");
+        let mut t = torch::run_torch("python3", &wl, args.device, &defs.iter().map(|d| d.code).collect::<Vec<_>>());
+        torch::attach(&mut t, &scenarios);
+        bar.inc(1);
+        Some(t)
+    } else {
+        None
+    };
+    bar.finish_and_clear();
+
+    let findings_report = findings.map(|fs| {
+        fs.iter()
+            .map(|f| {
+                let code = resolve_rule(&f.code).map(|r| r.0.to_string()).unwrap_or_else(|| f.code.clone());
+                FindingReport {
+                    path: f.path.display().to_string(),
+                    row: f.row,
+                    column: f.column,
+                    code: code.clone(),
+                    name: f.name.clone(),
+                    measured: scenarios.iter().filter(|s| s.code == code).map(|s| format!("{}: {}", s.variant, s.error.clone().map(|e| format!("error: {e}")).unwrap_or_else(|| s.saving_summary.clone()))).collect(),
+                }
+            })
+            .collect()
+    });
+    let failed = scenarios.iter().any(|s| s.error.is_some());
+    let report = Report {
+        tool: "memlint verify",
+        version: env!("CARGO_PKG_VERSION"),
+        schema: report::SCHEMA_VERSION,
+        backend: dev.name(),
+        estimated: dev.estimated(),
+        device: DeviceInfo { index: args.device, name: dev.device_name(), total_bytes: total as u64, free_bytes: free as u64 },
+        workload: wl,
+        scenarios,
+        rules_without_scenario: without,
+        findings: findings_report,
+        torch,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    };
+    let json = match serde_json::to_string_pretty(&report) {
+        Ok(j) => j,
+        Err(e) => {
+            let _ = writeln!(err, "error: could not serialise the report: {e}");
+            return 2;
+        }
+    };
+    if let Some(path) = &args.output {
+        if let Err(e) = std::fs::write(path, format!("{json}\n")) {
+            let _ = writeln!(err, "error: could not write the report to {}: {e}", path.display());
+            return 2;
+        }
+    }
+    let text = match args.format {
+        Format::Json => format!("{json}\n"),
+        Format::Text => report::render_text(&report),
+        Format::Markdown => report::render_markdown(&report),
+    };
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        // The report is the job's product: not delivering it is a failure to do the job.
+        let _ = writeln!(err, "error: could not write the report: {e}");
+        return 2;
+    }
+    if failed {
+        1
+    } else {
+        0
+    }
+}

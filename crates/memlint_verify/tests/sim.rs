@@ -1,0 +1,266 @@
+//! CPU-only tests: the scenarios' logic on the simulator, the report, and the exit statuses.
+//! Workloads are tiny so that these run in well under a second.
+
+use std::rc::Rc;
+
+use memlint_verify::alloc::round_size;
+use memlint_verify::backend::sim::{SimBackend, DEFAULT_CAPACITY};
+use memlint_verify::backend::{Backend, DType};
+use memlint_verify::report::ScenarioReport;
+use memlint_verify::scenarios::{self, Workload};
+use memlint_verify::{run_scenarios, run_with, BackendKind, Finding, Format, VerifyArgs};
+
+fn sim() -> Rc<dyn Backend> {
+    Rc::new(SimBackend::new(DEFAULT_CAPACITY))
+}
+
+fn small(layers: usize, iters: usize) -> Workload {
+    Workload { layers, hidden: 256, batch: 64, iters, dtype: DType::Fp32, classes: 10 }
+}
+
+fn run(wl: &Workload, code: &str, variant: &str) -> ScenarioReport {
+    let defs: Vec<_> = scenarios::all().into_iter().filter(|d| d.code == code && d.variant == variant).collect();
+    assert_eq!(defs.len(), 1, "{code}/{variant} exists");
+    let mut r = run_scenarios(sim(), wl, &defs, |_| {}).expect("sim runtime");
+    let r = r.remove(0);
+    assert!(r.error.is_none(), "{code}/{variant}: {:?}", r.error);
+    r
+}
+
+/// Bytes of one batch of activations (batch × hidden fp32), as the allocator rounds them.
+fn bh(wl: &Workload) -> u64 {
+    round_size(wl.batch * wl.hidden * 4) as u64
+}
+
+#[test]
+fn mem001_saving_equals_saved_activations_counted_by_hand() {
+    // One iteration, so no earlier graph is alive. With gradients tracked, every ReLU output is kept
+    // for backward: at the last ReLU, outputs r1..r(L-1) are saved and z_L, r_L are being made,
+    // (L+1) activations above the model and data. Under no_grad only the current layer's input and
+    // output live: 2 activations. The fix saves L-1 activations.
+    for layers in [2, 3, 5] {
+        let wl = small(layers, 1);
+        let r = run(&wl, "MEM001", "eval");
+        assert_eq!(r.saving_bytes, Some(((layers as u64 - 1) * bh(&wl)) as i64), "layers={layers}");
+        // At that moment the saved activations are the first Linear's input x and r1..r(L-1).
+        let at_peak = r.at_peak_bad.expect("figures");
+        assert_eq!(at_peak.saved_activations as u64, layers as u64 * bh(&wl));
+        assert_eq!(r.at_peak_fixed.expect("figures").saved_activations, 0);
+    }
+}
+
+#[test]
+fn mem001_with_more_iterations_also_keeps_the_previous_graph() {
+    // From the second iteration on, `loss` of the previous iteration still holds its whole graph
+    // while the new forward runs: L ReLU outputs, the log-softmax and the total weight.
+    let wl = small(3, 4);
+    let r = run(&wl, "MEM001", "eval");
+    let logsm = round_size(wl.batch * wl.classes * 4) as u64;
+    let graph = 3 * bh(&wl) + logsm + 512;
+    assert_eq!(r.saving_bytes, Some((2 * bh(&wl) + graph) as i64));
+}
+
+#[test]
+fn mem002_eval_holds_one_graph_per_iteration() {
+    let wl = small(2, 6);
+    let r = run(&wl, "MEM002", "eval");
+    // Each summed loss keeps its graph (L ReLU outputs, log-softmax, total weight); the last one is
+    // alive in the fixed loop too (its `loss` variable), and the running total is one scalar block.
+    let logsm = round_size(wl.batch * wl.classes * 4) as u64;
+    let graph = 2 * bh(&wl) + logsm + 512;
+    assert_eq!(r.saving_bytes, Some(((wl.iters as u64 - 1) * graph + 512) as i64));
+}
+
+#[test]
+fn mem002_train_holds_only_the_total_after_backward() {
+    // backward() already freed the saved tensors: what stays is the running total's scalar block.
+    let r = run(&small(2, 5), "MEM002", "train");
+    assert_eq!(r.saving_bytes, Some(512));
+}
+
+#[test]
+fn mem008_saving_is_one_copy_of_the_parameters() {
+    let wl = small(3, 1);
+    let r = run(&wl, "MEM008", "restore");
+    let w = round_size(wl.hidden * wl.hidden * 4) as u64;
+    let b = round_size(wl.hidden * 4) as u64;
+    let head = round_size(wl.classes * wl.hidden * 4) as u64 + round_size(wl.classes * 4) as u64;
+    assert_eq!(r.saving_bytes, Some((3 * (w + b) + head) as i64));
+}
+
+#[test]
+fn mem012_bad_loop_allocates_gradients_of_the_frozen_network() {
+    let wl = small(3, 3);
+    let r = run(&wl, "MEM012", "frozen");
+    let frozen_grads = 3 * (round_size(wl.hidden * wl.hidden * 4) + round_size(wl.hidden * 4)) as u64;
+    let bad = r.at_peak_bad.expect("figures");
+    let fixed = r.at_peak_fixed.expect("figures");
+    assert!(bad.gradients as u64 >= frozen_grads, "{bad:?}");
+    assert!((fixed.gradients as u64) < frozen_grads / 10, "{fixed:?}");
+    assert!(r.saving_bytes.expect("figures") as u64 >= frozen_grads);
+}
+
+#[test]
+fn mem005_growth_keeps_every_graph() {
+    let wl = small(2, 5);
+    let r = run(&wl, "MEM005", "growth");
+    let logsm = round_size(wl.batch * wl.classes * 4) as u64;
+    // A retained graph keeps L ReLU outputs, the first layer's input copy is the user's x (not
+    // extra), log-softmax and total weight.
+    let graph = 2 * bh(&wl) + logsm + 512;
+    let s = r.saving_bytes.expect("figures") as u64;
+    assert!(s >= (wl.iters as u64 - 1) * graph, "saving {s} < {} graphs of {graph}", wl.iters - 1);
+}
+
+#[test]
+fn mem009_and_mem005_fixes_lower_the_peak() {
+    for (code, variant) in [("MEM009", "train"), ("MEM005", "peak")] {
+        let r = run(&small(3, 3), code, variant);
+        assert!(r.saving_bytes.expect("figures") > 0, "{code}: {r:?}");
+    }
+}
+
+#[test]
+fn out_of_memory_is_reported_per_scenario_and_the_others_still_run() {
+    let wl = Workload { layers: 2, hidden: 1024, batch: 256, iters: 4, dtype: DType::Fp32, classes: 10 };
+    let all = run_scenarios(sim(), &wl, &scenarios::all(), |_| {}).expect("runtime");
+    let max_peak = all.iter().filter_map(|s| s.peak_bytes_bad).max().expect("peaks");
+    // A device a little smaller than the largest loop needs.
+    let capacity = (max_peak as usize - (2 << 20)) / (2 << 20) * (2 << 20);
+    let small_dev: Rc<dyn Backend> = Rc::new(SimBackend::new(capacity));
+    let rows = run_scenarios(small_dev, &wl, &scenarios::all(), |_| {}).expect("runtime");
+    assert_eq!(rows.len(), scenarios::all().len(), "every scenario has a row");
+    let failed: Vec<_> = rows.iter().filter(|r| r.error.is_some()).collect();
+    assert!(!failed.is_empty(), "some loop must run out of memory on {capacity} bytes");
+    assert!(failed.iter().all(|r| r.error.as_deref().unwrap_or("").contains("out of memory")), "{failed:?}");
+    assert!(rows.iter().any(|r| r.error.is_none()), "the smaller scenarios still run");
+}
+
+fn args_sim() -> VerifyArgs {
+    VerifyArgs { backend: BackendKind::Sim, layers: 2, hidden: 256, batch: 64, iters: 3, ..VerifyArgs::default() }
+}
+
+fn run_capture(args: &VerifyArgs, findings: Option<Vec<Finding>>) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let code = run_with(args, findings, &mut out, &mut err, false);
+    (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
+}
+
+#[test]
+fn json_report_has_the_documented_shape() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("verify.json");
+    let args = VerifyArgs { format: Format::Json, output: Some(path.clone()), ..args_sim() };
+    let (code, out, err) = run_capture(&args, None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("stdout is JSON");
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("-o file")).expect("file is JSON");
+    assert_eq!(v["scenarios"], saved["scenarios"], "-o saves the same report");
+    assert_eq!(v["tool"], "memlint verify");
+    assert_eq!(v["schema"], 1);
+    assert!(v["version"].is_string());
+    assert_eq!(v["backend"], "sim");
+    assert_eq!(v["estimated"], true);
+    for k in ["name", "total_bytes", "free_bytes"] {
+        assert!(!v["device"][k].is_null(), "device.{k}");
+    }
+    assert_eq!(v["workload"]["layers"], 2);
+    assert_eq!(v["workload"]["hidden"], 256);
+    assert_eq!(v["workload"]["batch"], 64);
+    assert_eq!(v["workload"]["iters"], 3);
+    assert_eq!(v["workload"]["dtype"], "fp32");
+    let rows = v["scenarios"].as_array().expect("scenarios array");
+    assert_eq!(rows.len(), 12);
+    let keys = [
+        "code", "name", "variant", "scenario", "metric", "peak_bytes_bad", "peak_bytes_fixed", "held_bytes_bad", "held_bytes_fixed",
+        "step_ms_bad", "step_ms_fixed", "saving_bytes", "saving_fraction", "saving_summary", "underflow_fraction_bad",
+        "underflow_fraction_fixed", "at_peak_bad", "at_peak_fixed", "error",
+    ];
+    for r in rows {
+        for k in keys {
+            assert!(r.get(k).is_some(), "scenario {} lacks {k}", r["code"]);
+        }
+        assert!(r["error"].is_null());
+        assert!(r["peak_bytes_bad"].is_u64());
+        // The simulator runs nothing: no times, no underflow fractions.
+        assert!(r["step_ms_bad"].is_null());
+        assert!(r["underflow_fraction_bad"].is_null());
+        assert!(r["saving_summary"].as_str().is_some_and(|s| !s.is_empty()));
+    }
+    let codes: Vec<&str> = rows.iter().filter_map(|r| r["code"].as_str()).collect();
+    for c in ["MEM001", "MEM002", "MEM003", "MEM004", "MEM005", "MEM006", "MEM008", "MEM009", "MEM012"] {
+        assert!(codes.contains(&c), "{c} missing");
+    }
+    assert!(v["torch"].is_null());
+    assert!(v["findings"].is_null());
+}
+
+#[test]
+fn text_and_markdown_tables_mark_estimates() {
+    let (code, out, _) = run_capture(&VerifyArgs { rules: vec!["MEM001".into(), "retain-graph-in-loop".into()], ..args_sim() }, None);
+    assert_eq!(code, 0);
+    assert!(out.contains("ESTIMATE"), "{out}");
+    assert!(out.contains("MEM001 eval-without-no-grad"));
+    assert!(out.contains("MEM005 retain-graph-in-loop"));
+    assert!(!out.contains("MEM009"), "only the asked rules run");
+    assert!(out.contains("~"), "figures carry the estimate mark");
+    let (code, md, _) = run_capture(&VerifyArgs { format: Format::Markdown, rules: vec!["MEM001".into()], ..args_sim() }, None);
+    assert_eq!(code, 0);
+    assert!(md.contains("| rule | scenario | peak bad |"), "{md}");
+    assert!(md.contains("|---|"));
+}
+
+#[test]
+fn findings_select_the_scenarios_and_are_printed_per_line() {
+    let findings = vec![
+        Finding { path: "train.py".into(), row: 12, column: 5, code: "MEM001".into(), name: "eval-without-no-grad".into() },
+        Finding { path: "train.py".into(), row: 30, column: 1, code: "MEM007".into(), name: "data-parallel".into() },
+    ];
+    let (code, out, err) = run_capture(&args_sim(), Some(findings));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("train.py:12:5: MEM001 eval-without-no-grad: eval: fix saves"), "{out}");
+    assert!(out.contains("train.py:30:1: MEM007 data-parallel: no reference scenario"), "{out}");
+    assert!(out.contains("no reference scenario for: MEM007"));
+    assert!(!out.contains("MEM009"), "rules that did not fire do not run");
+}
+
+#[test]
+fn no_findings_means_nothing_to_verify() {
+    let (code, out, _) = run_capture(&args_sim(), Some(Vec::new()));
+    assert_eq!(code, 0);
+    assert!(out.contains("nothing to verify"));
+}
+
+#[test]
+fn bad_flag_values_exit_2_with_a_message() {
+    let (code, _, err) = run_capture(&VerifyArgs { rules: vec!["MEM099".into()], ..args_sim() }, None);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown rule 'MEM099'"), "{err}");
+    let (code, _, err) = run_capture(&VerifyArgs { iters: 0, ..args_sim() }, None);
+    assert_eq!(code, 2);
+    assert!(err.contains("--iters must be at least 1"), "{err}");
+}
+
+#[test]
+fn unwritable_report_path_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = VerifyArgs { output: Some(dir.path().join("missing-dir").join("r.json")), rules: vec!["MEM001".into()], ..args_sim() };
+    let (code, _, err) = run_capture(&args, None);
+    assert_eq!(code, 2);
+    assert!(err.contains("could not write the report"), "{err}");
+}
+
+#[test]
+fn without_a_cuda_driver_verify_exits_2_and_does_not_panic() {
+    if memlint_verify::backend::cuda::probe().is_ok() {
+        println!("skipped: a CUDA driver is present on this machine, the no-driver path cannot be exercised");
+        return;
+    }
+    let args = VerifyArgs { backend: BackendKind::Cuda, ..VerifyArgs::default() };
+    let (code, out, err) = run_capture(&args, None);
+    assert_eq!(code, 2);
+    assert!(err.contains("no CUDA driver found"), "{err}");
+    assert!(err.contains("--backend sim"), "the message names the way out: {err}");
+    assert!(out.is_empty());
+}
