@@ -57,6 +57,14 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<(PathBuf, S
             }
         }
     }
+    // `memlint check` walks `.`: report `src/a.py`, not `./src/a.py`, as ruff does.
+    for file in &mut files {
+        if let Ok(stripped) = file.strip_prefix(".") {
+            if !stripped.as_os_str().is_empty() {
+                *file = stripped.to_path_buf();
+            }
+        }
+    }
     files.sort();
     files.dedup();
     Ok((files, errors))

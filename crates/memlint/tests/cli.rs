@@ -1,0 +1,271 @@
+//! The `memlint` command line: output formats, exit statuses, fixes, errors.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+fn memlint() -> Command {
+    let mut cmd = Command::cargo_bin("memlint").unwrap();
+    cmd.env("NO_COLOR", "1");
+    cmd
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/examples")
+}
+
+const BAD: &str = "import torch\n\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
+const CLEAN: &str = "import torch\n\nx = torch.zeros(3)\n";
+
+fn tree(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in files {
+        let path = dir.path().join(name);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
+    dir
+}
+
+fn stdout(cmd: &mut Command) -> (String, i32) {
+    let output = cmd.output().unwrap();
+    (String::from_utf8(output.stdout).unwrap(), output.status.code().unwrap())
+}
+
+#[test]
+fn exit_zero_without_findings() {
+    let dir = tree(&[("clean.py", CLEAN.as_bytes())]);
+    let (out, code) = stdout(memlint().arg("check").arg(dir.path()));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("All checks passed!"), "{out}");
+}
+
+#[test]
+fn exit_one_with_findings_and_zero_with_exit_zero() {
+    let dir = tree(&[("bad.py", BAD.as_bytes())]);
+    memlint().arg("check").arg(dir.path()).assert().code(1);
+    memlint().args(["check", "--exit-zero"]).arg(dir.path()).assert().code(0);
+}
+
+#[test]
+fn exit_two_for_a_missing_path() {
+    let output = memlint().args(["check", "does/not/exist.py"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let err = String::from_utf8(output.stderr).unwrap();
+    assert!(err.contains("does/not/exist.py") && err.contains("does not exist"), "{err}");
+}
+
+#[test]
+fn exit_two_for_an_unknown_rule() {
+    let output = memlint().args(["check", "--select", "MEM999", "."]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8(output.stderr).unwrap().contains("unknown rule `MEM999`"));
+    memlint().args(["check", "--output-format", "yaml"]).assert().code(2);
+}
+
+#[test]
+fn text_output_shows_source_rule_and_help() {
+    let dir = tree(&[("bad.py", BAD.as_bytes())]);
+    let (out, _) = stdout(memlint().arg("check").arg(dir.path().join("bad.py")));
+    assert!(out.contains("MEM004 empty-cache-in-loop"), "{out}");
+    assert!(out.contains("torch.cuda.empty_cache()"), "{out}");
+    assert!(out.contains("help: remove it"), "{out}");
+    assert!(out.contains("bad.py:5:5"), "{out}");
+    assert!(out.contains("Found 1 finding in 1 file."), "{out}");
+}
+
+#[test]
+fn concise_output_one_line_per_finding() {
+    let dir = tree(&[("a/bad.py", BAD.as_bytes()), ("b/clean.py", CLEAN.as_bytes())]);
+    let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--output-format", "concise", "-q"]));
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(out, @"a/bad.py:5:5: MEM004 [*] `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak");
+}
+
+#[test]
+fn json_output_has_ruffs_fields() {
+    let source = "import torch\n# é😀\nfor x in loader:\n    model(x); torch.cuda.empty_cache()\n";
+    let dir = tree(&[("bad.py", source.as_bytes())]);
+    let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--output-format", "json", "bad.py"]));
+    assert_eq!(code, 1);
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    insta::assert_json_snapshot!(value, @r###"
+    [
+      {
+        "cell": null,
+        "code": "MEM004",
+        "end_location": {
+          "column": 39,
+          "row": 4
+        },
+        "filename": "bad.py",
+        "fix": null,
+        "help": "remove it, or call `torch.cuda.empty_cache()` once after the loop",
+        "location": {
+          "column": 15,
+          "row": 4
+        },
+        "message": "`torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak",
+        "name": "empty-cache-in-loop",
+        "noqa_row": 4,
+        "severity": "warning",
+        "url": "https://github.com/memlint/memlint/blob/main/docs/rules/empty-cache-in-loop.md"
+      }
+    ]
+    "###);
+}
+
+#[test]
+fn json_fix_edits_have_locations() {
+    let dir = tree(&[("bad.py", BAD.as_bytes())]);
+    let (out, _) = stdout(memlint().current_dir(dir.path()).args(["check", "--output-format", "json", "bad.py"]));
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    insta::assert_json_snapshot!(value[0]["fix"], @r###"
+    {
+      "applicability": "safe",
+      "edits": [
+        {
+          "content": "",
+          "end_location": {
+            "column": 1,
+            "row": 6
+          },
+          "location": {
+            "column": 1,
+            "row": 5
+          }
+        }
+      ],
+      "message": "Remove the `empty_cache()` call"
+    }
+    "###);
+}
+
+#[test]
+fn select_and_ignore_take_codes_and_names() {
+    let dir = tree(&[("bad.py", BAD.as_bytes())]);
+    memlint().args(["check", "--select", "MEM001"]).arg(dir.path()).assert().code(0);
+    memlint().args(["check", "--select", "empty-cache-in-loop"]).arg(dir.path()).assert().code(1);
+    memlint().args(["check", "--ignore", "MEM002,empty-cache-in-loop"]).arg(dir.path()).assert().code(0);
+}
+
+#[test]
+fn statistics_count_per_rule() {
+    let dir = tree(&[("a.py", BAD.as_bytes()), ("b.py", BAD.as_bytes())]);
+    let (out, code) = stdout(memlint().args(["check", "--statistics", "-q"]).arg(dir.path()));
+    assert_eq!(code, 1);
+    assert_eq!(out, "    2\tMEM004\tempty-cache-in-loop\t[*]\n");
+}
+
+#[test]
+fn unreadable_and_broken_files_are_reported_and_others_linted() {
+    let dir = tree(&[
+        ("bad.py", BAD.as_bytes()),
+        ("latin1.py", b"x = '\xe9'\n"),
+        ("broken.py", b"def f(:\n    pass\n"),
+    ]);
+    let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--output-format", "concise", "-q", "."]));
+    assert_eq!(code, 1);
+    assert!(out.contains("latin1.py:1:1: error: could not lint: not valid UTF-8 (invalid byte at offset 5)"), "{out}");
+    assert!(out.contains("broken.py:1:7: SyntaxError:"), "{out}");
+    assert!(out.contains("bad.py:5:5: MEM004"), "{out}");
+}
+
+#[test]
+fn walking_skips_hidden_cache_and_virtualenv_folders() {
+    let dir = tree(&[
+        ("src/bad.py", BAD.as_bytes()),
+        (".hidden/bad.py", BAD.as_bytes()),
+        ("__pycache__/bad.py", BAD.as_bytes()),
+        ("myenv/pyvenv.cfg", b"home = /usr\n"),
+        ("myenv/lib/bad.py", BAD.as_bytes()),
+        ("lib/site-packages/bad.py", BAD.as_bytes()),
+        ("notes.txt", BAD.as_bytes()),
+    ]);
+    let (out, _) = stdout(memlint().current_dir(dir.path()).args(["check", "--output-format", "concise", "-q"]));
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with("./src/bad.py") || out.starts_with("src/bad.py"), "{out}");
+    // A file named explicitly is linted whatever its name.
+    memlint().current_dir(dir.path()).args(["check", "notes.txt"]).assert().code(1);
+}
+
+#[test]
+fn fix_writes_safe_fixes_and_keeps_permissions() {
+    let dir = tree(&[("bad.py", BAD.as_bytes())]);
+    let path = dir.path().join("bad.py");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o754)).unwrap();
+    }
+    let (out, code) = stdout(memlint().args(["check", "--fix"]).arg(&path));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Fixed 1 finding, 0 remaining."), "{out}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), "import torch\n\nfor x in loader:\n    model(x)\n");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o754);
+    }
+    // No temporary file is left behind.
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn unsafe_fixes_need_the_flag() {
+    let source = "total = 0\nfor x, y in train_loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    total += loss\n";
+    let dir = tree(&[("t.py", source.as_bytes())]);
+    let path = dir.path().join("t.py");
+    let (out, code) = stdout(memlint().args(["check", "--fix"]).arg(&path));
+    assert_eq!(code, 1);
+    assert!(out.contains("1 more fixable with `--fix --unsafe-fixes`"), "{out}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), source);
+    memlint().args(["check", "--fix", "--unsafe-fixes"]).arg(&path).assert().code(0);
+    assert!(fs::read_to_string(&path).unwrap().contains("total += loss.item()"));
+}
+
+#[test]
+fn diff_prints_and_writes_nothing() {
+    let dir = tree(&[("bad.py", BAD.as_bytes())]);
+    let path = dir.path().join("bad.py");
+    let (out, code) = stdout(memlint().args(["check", "--diff"]).arg(&path));
+    assert_eq!(code, 1);
+    assert!(out.contains("-    torch.cuda.empty_cache()"), "{out}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), BAD);
+    let clean = tree(&[("c.py", CLEAN.as_bytes())]);
+    memlint().args(["check", "--diff"]).arg(clean.path()).assert().code(0);
+}
+
+#[test]
+fn rule_prints_documentation_by_code_name_or_all() {
+    let (by_code, code) = stdout(memlint().args(["rule", "MEM001"]));
+    assert_eq!(code, 0);
+    assert!(by_code.starts_with("# eval-without-no-grad (MEM001)"), "{by_code}");
+    assert!(by_code.contains("## Why is this bad?"));
+    let (by_name, _) = stdout(memlint().args(["rule", "eval-without-no-grad"]));
+    assert_eq!(by_code, by_name);
+    let (all, _) = stdout(memlint().args(["rule", "--all"]));
+    for code in ["MEM001", "MEM002", "MEM003", "MEM004"] {
+        assert!(all.contains(&format!("({code})")), "{code}");
+    }
+    memlint().args(["rule", "MEM999"]).assert().code(2);
+}
+
+#[test]
+fn bundled_examples_have_findings_and_a_clean_file() {
+    let (out, code) = stdout(memlint().args(["check", "--output-format", "concise", "-q"]).arg(examples()));
+    assert_eq!(code, 1);
+    assert!(!out.contains("clean_training.py"), "{out}");
+    for code in ["MEM001", "MEM002", "MEM003", "MEM004"] {
+        assert!(out.contains(code), "{code} missing from the examples:\n{out}");
+    }
+}
+
+#[test]
+fn help_explains_commands() {
+    let (out, _) = stdout(memlint().arg("--help"));
+    assert!(out.contains("check") && out.contains("rule") && out.contains("Exit status"), "{out}");
+    let (out, _) = stdout(memlint().args(["check", "--help"]));
+    assert!(out.contains("--output-format") && out.contains("--select") && out.contains("--fix"), "{out}");
+}

@@ -1,0 +1,61 @@
+//! memlint never panics on any input: arbitrary bytes, and fixtures with random damage.
+
+use memlint_linter::{apply_fixes, lint, FixMode, LinterSettings};
+use proptest::prelude::*;
+
+const FIXTURES: &[&str] = &[
+    include_str!("fixtures/eval-without-no-grad.py"),
+    include_str!("fixtures/accumulated-loss-tensor.py"),
+    include_str!("fixtures/half-without-grad-scaler.py"),
+    include_str!("fixtures/empty-cache-in-loop.py"),
+];
+
+/// Lints and fixes `source`; the properties are "returns" and "fixing never adds
+/// syntax errors".
+fn exercise(source: &str) {
+    let settings = LinterSettings::default();
+    let result = lint(source, &settings);
+    for d in &result.diagnostics {
+        assert!(d.range.start <= d.range.end && d.range.end <= source.len());
+        assert!(source.is_char_boundary(d.range.start) && source.is_char_boundary(d.range.end));
+    }
+    let outcome = apply_fixes(source, &settings, FixMode::Unsafe);
+    let after = lint(&outcome.source, &settings);
+    assert!(after.syntax_errors.len() <= result.syntax_errors.len(), "a fix added a syntax error");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        exercise(&String::from_utf8_lossy(&bytes));
+    }
+
+    #[test]
+    fn python_looking_noise(tokens in proptest::collection::vec(
+        prop_oneof![
+            Just("for x in val_loader:\n"), Just("    "), Just("\t"), Just("model(x)"), Just("\n"),
+            Just("with torch.no_grad()"), Just(":"), Just("total += loss"), Just("loss.backward()"),
+            Just("import torch\n"), Just("torch.cuda.empty_cache()"), Just("def evaluate("), Just(")"),
+            Just("("), Just("# noqa: MEM001"), Just("model.half()"), Just("'''"), Just("\""), Just("é😀"),
+            Just("@torch.no_grad"), Just("class M(nn.Module):\n"), Just("\r\n"), Just("\\\n"),
+        ],
+        0..200,
+    )) {
+        exercise(&tokens.concat());
+    }
+
+    #[test]
+    fn damaged_fixtures(which in 0..FIXTURES.len(), cuts in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..40, "[ -~\n\t:()]{0,8}"), 1..6)) {
+        let mut source = FIXTURES[which].to_owned();
+        for (at, len, insert) in cuts {
+            let mut start = at.index(source.len().max(1)).min(source.len());
+            while !source.is_char_boundary(start) { start -= 1; }
+            let mut end = (start + len).min(source.len());
+            while !source.is_char_boundary(end) { end -= 1; }
+            source.replace_range(start..end, &insert);
+        }
+        exercise(&source);
+    }
+}
