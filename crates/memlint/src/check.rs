@@ -1,35 +1,64 @@
-//! `memlint check`: lint files in parallel, report, and apply fixes.
+//! `memlint check`: find the files, lint them in parallel, report, and apply fixes.
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use memlint_linter::{apply_fixes, lint, Diagnostic, FixMode, LintResult, LinterSettings, Rule, RuleSelection, SyntaxError};
+use memlint_config::{ConfigError, Overrides, Resolver, Settings};
+use memlint_linter::{apply_fixes, lint, Applicability, Diagnostic, FixMode, LinterSettings, Rule, SyntaxError};
 use rayon::prelude::*;
 
+use crate::cache::Cache;
 use crate::exit;
 use crate::report;
-use crate::walk;
+use crate::source::SourceFile;
+use crate::walk::{self, FileToLint, WalkError};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// Files and folders to lint (folders are walked for `*.py`, skipping hidden folders,
-    /// `__pycache__`, virtual environments and `site-packages`).
+    /// Files and folders to lint. Folders are walked for `*.py` and `*.ipynb`, honouring
+    /// `.gitignore` and `exclude`, skipping hidden folders and virtual environments.
     #[arg(default_value = ".")]
     pub paths: Vec<PathBuf>,
 
     /// How to print findings.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, env = "MEMLINT_OUTPUT_FORMAT")]
     pub output_format: OutputFormat,
 
-    /// Only these rules (codes or names, comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "RULE")]
-    pub select: Vec<String>,
+    /// Write the report to this file instead of standard output.
+    #[arg(long, short = 'o', value_name = "PATH")]
+    pub output_file: Option<PathBuf>,
 
-    /// Skip these rules (codes or names, comma-separated).
+    /// Only these rules (codes or names, comma-separated); replaces `select` from the configuration.
+    #[arg(long, value_delimiter = ',', value_name = "RULE")]
+    pub select: Option<Vec<String>>,
+
+    /// Also these rules, on top of the selection.
+    #[arg(long, value_delimiter = ',', value_name = "RULE")]
+    pub extend_select: Vec<String>,
+
+    /// Skip these rules (codes or names, comma-separated), on top of `ignore` from the configuration.
     #[arg(long, value_delimiter = ',', value_name = "RULE")]
     pub ignore: Vec<String>,
+
+    /// Use this configuration file (a `memlint.toml`, or a `pyproject.toml` with `[tool.memlint]`)
+    /// instead of discovering one per file.
+    #[arg(long, value_name = "PATH", conflicts_with = "isolated")]
+    pub config: Option<PathBuf>,
+
+    /// Ignore every configuration file.
+    #[arg(long)]
+    pub isolated: bool,
+
+    /// Print the settings that apply to FILE, and exit.
+    #[arg(long, value_name = "FILE")]
+    pub show_settings: Option<PathBuf>,
+
+    /// Apply `exclude` even to files named on the command line (pre-commit passes every changed file).
+    #[arg(long)]
+    pub force_exclude: bool,
 
     /// Exit 0 even when there are findings.
     #[arg(long)]
@@ -39,17 +68,35 @@ pub struct CheckArgs {
     #[arg(long)]
     pub statistics: bool,
 
-    /// Apply safe fixes, writing the files in place.
+    /// Apply safe fixes, writing the files in place (atomically; a fix that would break the
+    /// syntax is dropped and reported).
     #[arg(long)]
     pub fix: bool,
 
     /// Also apply unsafe fixes (with --fix or --diff), and count them in the summary.
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_unsafe_fixes")]
     pub unsafe_fixes: bool,
+
+    /// Never apply unsafe fixes, whatever the configuration says.
+    #[arg(long, overrides_with = "unsafe_fixes", hide = true)]
+    pub no_unsafe_fixes: bool,
 
     /// Print a unified diff of the fixes instead of writing them; exit 1 when there is something to fix.
     #[arg(long, conflicts_with = "fix")]
     pub diff: bool,
+
+    /// Read the source from standard input and report it under NAME (with --fix, the fixed
+    /// source goes to standard output).
+    #[arg(long, value_name = "NAME")]
+    pub stdin_filename: Option<PathBuf>,
+
+    /// Lint every file again instead of reusing the results cached for unchanged files.
+    #[arg(long, env = "MEMLINT_NO_CACHE")]
+    pub no_cache: bool,
+
+    /// Where to keep the cache.
+    #[arg(long, value_name = "DIR", env = "MEMLINT_CACHE_DIR", default_value = ".memlint_cache")]
+    pub cache_dir: PathBuf,
 
     /// Print only the findings, no summary.
     #[arg(long, short)]
@@ -64,6 +111,12 @@ pub enum OutputFormat {
     Concise,
     /// A JSON array with ruff's field names.
     Json,
+    /// SARIF 2.1.0, for code scanning.
+    Sarif,
+    /// GitHub Actions workflow commands (`::error file=…`), shown as annotations.
+    Github,
+    /// JUnit XML, for CI systems that show test reports.
+    Junit,
 }
 
 /// Why a file could not be linted (or was only partly linted).
@@ -80,8 +133,9 @@ pub enum FileProblem {
 #[derive(Debug)]
 pub struct FileReport {
     pub path: PathBuf,
-    /// The text the findings refer to (after fixes, if any were applied).
-    pub source: String,
+    /// The text the findings refer to (after fixes, if any were written). Kept only for
+    /// files with something to report, so memory does not grow with the tree.
+    pub source: Option<SourceFile>,
     pub diagnostics: Vec<Diagnostic>,
     pub problems: Vec<FileProblem>,
     /// Findings fixed in this file.
@@ -92,7 +146,11 @@ pub struct FileReport {
 
 impl FileReport {
     fn unreadable(path: &Path, reason: String) -> Self {
-        FileReport { path: path.to_owned(), source: String::new(), diagnostics: Vec::new(), problems: vec![FileProblem::Unreadable(reason)], fixed: 0, diff: None }
+        FileReport { path: path.to_owned(), source: None, diagnostics: Vec::new(), problems: vec![FileProblem::Unreadable(reason)], fixed: 0, diff: None }
+    }
+
+    pub fn has_output(&self) -> bool {
+        !self.diagnostics.is_empty() || !self.problems.is_empty() || self.diff.is_some()
     }
 }
 
@@ -100,78 +158,152 @@ fn parse_rules(names: &[String]) -> Result<Vec<Rule>, memlint_linter::UnknownRul
     names.iter().filter(|n| !n.trim().is_empty()).map(|n| Rule::from_code_or_name(n)).collect()
 }
 
+/// Prints a broken configuration the way miette shows it, naming the file and the key.
+pub fn print_config_error(error: &ConfigError) {
+    eprint!("{}", report::render_error(error));
+}
+
 pub fn run(args: CheckArgs) -> u8 {
-    let (select, ignore) = match (parse_rules(&args.select), parse_rules(&args.ignore)) {
-        (Ok(s), Ok(i)) => (s, i),
-        (Err(e), _) | (_, Err(e)) => {
+    let overrides = match build_overrides(&args) {
+        Ok(o) => o,
+        Err(e) => {
             eprintln!("error: {e}");
             return exit::ERROR;
         }
     };
-    let settings = LinterSettings { rules: RuleSelection::from_select_ignore(&select, &ignore), ..Default::default() };
-    let (files, walk_errors) = match walk::collect_files(&args.paths) {
-        Ok(found) => found,
-        Err(missing) => {
-            for m in missing {
-                eprintln!("error: path `{}` does not exist", m.0.display());
-            }
+    let resolver = match Resolver::new(overrides) {
+        Ok(r) => Arc::new(r),
+        Err(e) => {
+            print_config_error(&e);
             return exit::ERROR;
         }
     };
-    let fix_mode = match (args.fix || args.diff, args.unsafe_fixes) {
-        (false, _) => None,
-        (true, false) => Some(FixMode::Safe),
-        (true, true) => Some(FixMode::Unsafe),
+    if let Some(file) = &args.show_settings {
+        return match resolver.settings_for(file) {
+            Ok(settings) => {
+                print!("{}", settings.describe(file));
+                exit::CLEAN
+            }
+            Err(e) => {
+                print_config_error(&e);
+                exit::ERROR
+            }
+        };
+    }
+    if let Some(name) = &args.stdin_filename {
+        return check_stdin(&args, &resolver, name);
+    }
+    let (files, walk_errors) = match walk::collect_files(&args.paths, &resolver, args.force_exclude) {
+        Ok(found) => found,
+        Err(WalkError::Missing(missing)) => {
+            for m in missing {
+                eprintln!("error: path `{}` does not exist", m.display());
+            }
+            return exit::ERROR;
+        }
+        Err(WalkError::Config(e)) => {
+            print_config_error(&e);
+            return exit::ERROR;
+        }
     };
+    let cache = if args.no_cache || args.fix || args.diff { None } else { Cache::open(&args.cache_dir) };
     // One file per task: files differ wildly in size, and rayon's default splitting
     // would leave a core idle behind one large file.
     let mut reports: Vec<FileReport> = files
         .par_iter()
         .with_max_len(1)
-        .map(|path| check_file(path, &settings, fix_mode, args.diff))
+        .map(|file| {
+            let mode = fix_mode(&args, &file.settings);
+            let mut report = check_file(file, mode, args.diff, cache.as_ref());
+            if !report.has_output() {
+                report.source = None;
+            }
+            report
+        })
         .collect();
     for (path, reason) in walk_errors {
         reports.push(FileReport::unreadable(&path, reason));
     }
     reports.sort_by(|a, b| a.path.cmp(&b.path));
+    finish(&args, &reports, files.len())
+}
 
-    // How many more findings unsafe fixes would fix, for the summary.
-    let unsafe_fixable = if args.unsafe_fixes { 0 } else { count_fixable(&reports, memlint_linter::Applicability::Unsafe) };
-    let safe_fixable = count_fixable(&reports, memlint_linter::Applicability::Safe);
+fn build_overrides(args: &CheckArgs) -> Result<Overrides, memlint_linter::UnknownRule> {
+    Ok(Overrides {
+        select: args.select.as_deref().map(parse_rules).transpose()?,
+        extend_select: parse_rules(&args.extend_select)?,
+        ignore: parse_rules(&args.ignore)?,
+        unsafe_fixes: if args.unsafe_fixes {
+            Some(true)
+        } else if args.no_unsafe_fixes {
+            Some(false)
+        } else {
+            None
+        },
+        config: args.config.clone(),
+        isolated: args.isolated,
+    })
+}
 
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let written = if args.diff {
-        report::write_diffs(&mut out, &reports)
-    } else if args.statistics {
-        report::write_statistics(&mut out, &reports)
-    } else {
-        match args.output_format {
-            OutputFormat::Text => report::write_text(&mut out, &reports),
-            OutputFormat::Concise => report::write_concise(&mut out, &reports),
-            OutputFormat::Json => report::write_json(&mut out, &reports),
-        }
-    };
+fn fix_mode(args: &CheckArgs, settings: &Settings) -> Option<FixMode> {
+    match (args.fix || args.diff, settings.unsafe_fixes) {
+        (false, _) => None,
+        (true, false) => Some(FixMode::Safe),
+        (true, true) => Some(FixMode::Unsafe),
+    }
+}
+
+/// Writes the report and the summary; returns the exit status.
+fn finish(args: &CheckArgs, reports: &[FileReport], files: usize) -> u8 {
+    let unsafe_allowed = args.unsafe_fixes;
     let summary = Summary {
         findings: reports.iter().map(|r| r.diagnostics.len()).sum(),
         files_with_findings: reports.iter().filter(|r| !r.diagnostics.is_empty()).count(),
         problems: reports.iter().map(|r| r.problems.len()).sum(),
         fixed: reports.iter().map(|r| r.fixed).sum(),
-        safe_fixable,
-        unsafe_fixable,
-        files: files.len(),
+        safe_fixable: count_fixable(reports, Applicability::Safe),
+        unsafe_fixable: if unsafe_allowed { 0 } else { count_fixable(reports, Applicability::Unsafe) },
+        files,
     };
-    let human = matches!(args.output_format, OutputFormat::Text | OutputFormat::Concise) || args.statistics;
-    let written = written.and_then(|_| {
-        if !args.quiet && human && !args.diff {
-            summary.write(&mut out, args.fix)
+    let result = (|| -> std::io::Result<()> {
+        let mut out: Box<dyn Write> = match &args.output_file {
+            Some(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    fs::create_dir_all(dir)?;
+                }
+                Box::new(std::io::BufWriter::new(fs::File::create(path)?))
+            }
+            None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        };
+        if args.diff {
+            report::write_diffs(&mut out, reports)?;
+        } else if args.statistics {
+            report::write_statistics(&mut out, reports)?;
         } else {
-            Ok(())
+            match args.output_format {
+                OutputFormat::Text => report::write_text(&mut out, reports)?,
+                OutputFormat::Concise => report::write_concise(&mut out, reports)?,
+                OutputFormat::Json => report::write_json(&mut out, reports)?,
+                OutputFormat::Sarif => report::write_sarif(&mut out, reports)?,
+                OutputFormat::Github => report::write_github(&mut out, reports)?,
+                OutputFormat::Junit => report::write_junit(&mut out, reports)?,
+            }
         }
-    });
-    if let Err(e) = written.and_then(|_| out.flush()) {
+        let human = matches!(args.output_format, OutputFormat::Text | OutputFormat::Concise) || args.statistics;
+        if !args.quiet && human && !args.diff {
+            // With --output-file the summary still goes to the terminal.
+            if args.output_file.is_some() {
+                summary.write(&mut std::io::stderr(), args.fix)?;
+            } else {
+                summary.write(&mut out, args.fix)?;
+            }
+        }
+        out.flush()
+    })();
+    if let Err(e) = result {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("error: could not write the report: {e}");
+            let target = args.output_file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "standard output".into());
+            eprintln!("error: could not write the report to {target}: {e}");
             return exit::ERROR;
         }
     }
@@ -179,7 +311,7 @@ pub fn run(args: CheckArgs) -> u8 {
     if args.exit_zero {
         exit::CLEAN
     } else if args.diff {
-        if has_diffs { exit::FINDINGS } else { exit::CLEAN }
+        if has_diffs || summary.problems > 0 { exit::FINDINGS } else { exit::CLEAN }
     } else if summary.findings > 0 || summary.problems > 0 {
         exit::FINDINGS
     } else {
@@ -187,7 +319,7 @@ pub fn run(args: CheckArgs) -> u8 {
     }
 }
 
-fn count_fixable(reports: &[FileReport], applicability: memlint_linter::Applicability) -> usize {
+fn count_fixable(reports: &[FileReport], applicability: Applicability) -> usize {
     reports
         .iter()
         .flat_map(|r| &r.diagnostics)
@@ -206,7 +338,7 @@ struct Summary {
 }
 
 impl Summary {
-    fn write(&self, out: &mut impl Write, fixing: bool) -> std::io::Result<()> {
+    fn write(&self, out: &mut dyn Write, fixing: bool) -> std::io::Result<()> {
         if self.fixed > 0 || fixing {
             writeln!(out, "Fixed {} finding{}, {} remaining.", self.fixed, plural(self.fixed), self.findings)?;
         }
@@ -244,62 +376,152 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// Reads a file as UTF-8, with a reason people understand when it is not.
-pub fn read_source(path: &Path) -> Result<String, String> {
+pub fn read_text(path: &Path) -> Result<String, String> {
     let bytes = fs::read(path).map_err(|e| e.to_string())?;
-    String::from_utf8(bytes).map_err(|e| {
-        format!("not valid UTF-8 (invalid byte at offset {})", e.utf8_error().valid_up_to())
-    })
+    decode(bytes)
 }
 
-fn check_file(path: &Path, settings: &LinterSettings, fix_mode: Option<FixMode>, diff_only: bool) -> FileReport {
-    let source = match read_source(path) {
+fn decode(bytes: Vec<u8>) -> Result<String, String> {
+    String::from_utf8(bytes).map_err(|e| format!("not valid UTF-8 (invalid byte at offset {})", e.utf8_error().valid_up_to()))
+}
+
+fn syntax_problem(errors: Vec<SyntaxError>) -> Vec<FileProblem> {
+    if errors.is_empty() { Vec::new() } else { vec![FileProblem::Syntax(errors)] }
+}
+
+fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cache: Option<&Cache>) -> FileReport {
+    let path = &file.path;
+    let text = match read_text(path) {
+        Ok(t) => t,
+        Err(reason) => return FileReport::unreadable(path, reason),
+    };
+    let source = match SourceFile::new(path, text) {
         Ok(s) => s,
         Err(reason) => return FileReport::unreadable(path, reason),
     };
+    let settings = file.settings.linter_for(path);
     let Some(mode) = fix_mode else {
-        let LintResult { diagnostics, syntax_errors, .. } = lint(&source, settings);
-        let problems = if syntax_errors.is_empty() { Vec::new() } else { vec![FileProblem::Syntax(syntax_errors)] };
-        return FileReport { path: path.to_owned(), source, diagnostics, problems, fixed: 0, diff: None };
+        let (diagnostics, syntax_errors) = lint_cached(&source, &settings, cache);
+        return FileReport { path: path.to_owned(), source: Some(source), diagnostics, problems: syntax_problem(syntax_errors), fixed: 0, diff: None };
     };
-    let outcome = apply_fixes(&source, settings, mode);
+    let outcome = apply_fixes(source.program(), &settings, mode);
     let mut problems: Vec<FileProblem> = outcome
         .rejected
         .iter()
         .map(|r| FileProblem::FixNotApplied(format!("{} {}: {}", r.rule.code(), r.rule.name(), r.reason)))
         .collect();
-    let syntax_errors = memlint_python::syntax_errors(&memlint_python::parse_with(&outcome.source, None), &outcome.source);
-    if !syntax_errors.is_empty() {
-        problems.push(FileProblem::Syntax(syntax_errors));
-    }
-    let changed = outcome.changed(&source);
-    let mut report = FileReport {
-        path: path.to_owned(),
-        source: outcome.source.clone(),
-        diagnostics: outcome.remaining.clone(),
-        problems,
-        fixed: outcome.fixed_count(),
-        diff: None,
+    let fixed_source = if outcome.changed(source.program()) {
+        match source.with_fixed_program(&outcome.source) {
+            Ok(fixed) => Some(fixed),
+            Err(reason) => {
+                problems.push(FileProblem::FixNotApplied(reason));
+                None
+            }
+        }
+    } else {
+        None
     };
+    let original_result = || lint(source.program(), &settings);
     if diff_only {
         // Nothing is written: the findings refer to the original text.
-        report.source = source.clone();
-        report.diagnostics = lint(&source, settings).diagnostics;
-        report.fixed = 0;
-        if changed {
-            report.diff = Some(unified_diff(path, &source, &outcome.source));
-        }
-        return report;
+        let result = original_result();
+        problems.extend(syntax_problem(result.syntax_errors));
+        let diff = fixed_source.as_ref().map(|fixed| unified_diff(path, source.text(), fixed.text()));
+        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff };
     }
-    if changed {
-        if let Err(reason) = write_atomically(path, &source, &outcome.source) {
+    let Some(fixed) = fixed_source else {
+        let result = original_result();
+        problems.extend(syntax_problem(result.syntax_errors));
+        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None };
+    };
+    match write_atomically(path, source.text(), fixed.text()) {
+        Ok(()) => {
+            let remaining = lint(fixed.program(), &settings);
+            problems.extend(syntax_problem(remaining.syntax_errors));
+            FileReport { path: path.to_owned(), source: Some(fixed), diagnostics: remaining.diagnostics, problems, fixed: outcome.fixed_count(), diff: None }
+        }
+        Err(reason) => {
             // Nothing was written: report the findings against the text on disk.
-            report.problems.push(FileProblem::FixNotApplied(reason));
-            report.source = source.clone();
-            report.diagnostics = lint(&source, settings).diagnostics;
-            report.fixed = 0;
+            problems.push(FileProblem::FixNotApplied(reason));
+            let result = original_result();
+            problems.extend(syntax_problem(result.syntax_errors));
+            FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None }
         }
     }
-    report
+}
+
+fn lint_cached(source: &SourceFile, settings: &LinterSettings, cache: Option<&Cache>) -> (Vec<Diagnostic>, Vec<SyntaxError>) {
+    let key = cache.map(|c| c.key(source.program(), settings));
+    if let (Some(cache), Some(key)) = (cache, &key) {
+        if let Some(hit) = cache.get(key) {
+            return hit;
+        }
+    }
+    let result = lint(source.program(), settings);
+    if let (Some(cache), Some(key)) = (cache, &key) {
+        cache.put(key, &result.diagnostics, &result.syntax_errors);
+    }
+    (result.diagnostics, result.syntax_errors)
+}
+
+fn check_stdin(args: &CheckArgs, resolver: &Resolver, name: &Path) -> u8 {
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {
+        eprintln!("error: could not read standard input: {e}");
+        return exit::ERROR;
+    }
+    let settings = match resolver.settings_for(name) {
+        Ok(s) => s,
+        Err(e) => {
+            print_config_error(&e);
+            return exit::ERROR;
+        }
+    };
+    if args.force_exclude && name.ancestors().any(|a| !a.as_os_str().is_empty() && settings.is_excluded(a)) {
+        if args.fix {
+            // Excluded: hand the input back unchanged.
+            let _ = std::io::stdout().write_all(&bytes);
+        }
+        return exit::CLEAN;
+    }
+    let report = match decode(bytes).and_then(|text| SourceFile::new(name, text)) {
+        Err(reason) => FileReport::unreadable(name, reason),
+        Ok(source) => {
+            let linter = settings.linter_for(name);
+            match fix_mode(args, &settings) {
+                Some(mode) if args.fix => {
+                    let outcome = apply_fixes(source.program(), &linter, mode);
+                    let fixed = if outcome.changed(source.program()) { source.with_fixed_program(&outcome.source) } else { Ok(source.clone()) };
+                    let (fixed, problem) = match fixed {
+                        Ok(f) => (f, None),
+                        Err(reason) => (source.clone(), Some(FileProblem::FixNotApplied(reason))),
+                    };
+                    // The fixed source goes to standard output; the findings to standard error.
+                    if std::io::stdout().write_all(fixed.text().as_bytes()).is_err() {
+                        return exit::ERROR;
+                    }
+                    let result = lint(fixed.program(), &linter);
+                    let fixed_count = if problem.is_some() { 0 } else { outcome.fixed_count() };
+                    let report = FileReport {
+                        path: name.to_owned(),
+                        source: Some(fixed),
+                        diagnostics: result.diagnostics,
+                        problems: problem.into_iter().chain(syntax_problem(result.syntax_errors)).collect(),
+                        fixed: fixed_count,
+                        diff: None,
+                    };
+                    let mut err = std::io::stderr();
+                    let _ = report::write_concise(&mut err, std::slice::from_ref(&report));
+                    return if !args.exit_zero && (!report.diagnostics.is_empty() || !report.problems.is_empty()) { exit::FINDINGS } else { exit::CLEAN };
+                }
+                _ => {
+                    let result = lint(source.program(), &linter);
+                    FileReport { path: name.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems: syntax_problem(result.syntax_errors), fixed: 0, diff: None }
+                }
+            }
+        }
+    };
+    finish(args, std::slice::from_ref(&report), 1)
 }
 
 fn unified_diff(path: &Path, before: &str, after: &str) -> String {
@@ -330,4 +552,27 @@ pub fn write_atomically(path: &Path, original: &str, fixed: &str) -> Result<(), 
     fs::set_permissions(temp.path(), permissions).map_err(|e| format!("could not keep the file's permissions: {e}"))?;
     temp.persist(path).map_err(|e| format!("could not replace the file: {}", e.error))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceKind;
+
+    #[test]
+    fn a_file_changed_on_disk_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.py");
+        fs::write(&path, "x = 1\n").unwrap();
+        let err = write_atomically(&path, "x = 0\n", "x = 2\n").unwrap_err();
+        assert!(err.contains("changed on disk"), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "x = 1\n");
+        write_atomically(&path, "x = 1\n", "x = 2\n").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "x = 2\n");
+    }
+
+    #[test]
+    fn kinds() {
+        assert!(matches!(SourceFile::new(Path::new("a.py"), "x".into()).unwrap().kind(), SourceKind::Python));
+    }
 }

@@ -1,7 +1,9 @@
 //! `memlint`: find the lines of PyTorch code that cause GPU out-of-memory errors.
 
+mod cache;
 mod check;
 mod report;
+mod source;
 mod walk;
 
 use std::process::ExitCode;

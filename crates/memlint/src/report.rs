@@ -1,12 +1,14 @@
-//! Printing findings: miette's graphical report, concise lines, JSON, statistics, diffs.
+//! Printing findings: miette's graphical report, concise lines, JSON, SARIF, GitHub
+//! workflow commands, JUnit XML, statistics and diffs.
 
 use std::io::{IsTerminal, Write};
 
-use memlint_linter::{Diagnostic, LineIndex, Rule, Severity};
+use memlint_linter::{Applicability, Diagnostic, Rule, Severity};
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic, NamedSource, Report};
 use serde::Serialize;
 
 use crate::check::{FileProblem, FileReport};
+use crate::source::{Location, SourceFile};
 
 fn miette_severity(severity: Severity) -> miette::Severity {
     match severity {
@@ -14,6 +16,17 @@ fn miette_severity(severity: Severity) -> miette::Severity {
         Severity::Warning => miette::Severity::Warning,
         Severity::Info => miette::Severity::Advice,
     }
+}
+
+/// Renders an error (a broken configuration) for standard error.
+pub fn render_error(error: &(dyn miette::Diagnostic + Send + Sync + 'static)) -> String {
+    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let theme = if color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
+    let mut out = String::new();
+    if GraphicalReportHandler::new_themed(theme).with_width(120).render_report(&mut out, error).is_err() {
+        out = format!("error: {error}\n");
+    }
+    out
 }
 
 fn handler() -> GraphicalReportHandler {
@@ -30,13 +43,27 @@ fn render(handler: &GraphicalReportHandler, report: &Report) -> String {
     out
 }
 
+fn location(source: Option<&SourceFile>, offset: usize) -> Location {
+    source.map(|s| s.location(offset)).unwrap_or(Location { row: 1, column: 1, cell: None })
+}
+
+/// `path:row:col`, or `path:cell 3, line 5:col` for notebooks.
+fn display_location(path: &str, loc: Location) -> String {
+    match loc.cell {
+        Some(cell) => format!("{path}:cell {cell}, line {}:{}", loc.row, loc.column),
+        None => format!("{path}:{}:{}", loc.row, loc.column),
+    }
+}
+
 /// The graphical report of one finding.
-pub fn render_diagnostic(handler: &GraphicalReportHandler, file: &FileReport, d: &Diagnostic) -> String {
+fn render_diagnostic(handler: &GraphicalReportHandler, file: &FileReport, source: &SourceFile, d: &Diagnostic) -> String {
     let label = match &d.fix {
         Some(fix) => format!("{} [fix: {}]", d.rule.name(), fix.message),
         None => d.rule.name().to_owned(),
     };
-    let mut diagnostic = MietteDiagnostic::new(d.message.clone())
+    let loc = source.location(d.range.start);
+    let cell_note = loc.cell.map(|c| format!(" (cell {c}, line {})", loc.row)).unwrap_or_default();
+    let mut diagnostic = MietteDiagnostic::new(format!("{}{cell_note}", d.message))
         .with_code(format!("{} {}", d.rule.code(), d.rule.name()))
         .with_severity(miette_severity(d.severity))
         .with_url(d.rule.url())
@@ -44,7 +71,7 @@ pub fn render_diagnostic(handler: &GraphicalReportHandler, file: &FileReport, d:
     if let Some(help) = &d.help {
         diagnostic = diagnostic.with_help(help.clone());
     }
-    let report = Report::new(diagnostic).with_source_code(NamedSource::new(file.path.display().to_string(), file.source.clone()));
+    let report = Report::new(diagnostic).with_source_code(NamedSource::new(file.path.display().to_string(), source.program().to_owned()));
     render(handler, &report)
 }
 
@@ -63,45 +90,46 @@ fn render_problem(handler: &GraphicalReportHandler, file: &FileReport, problem: 
             for e in errors.iter().take(5) {
                 diagnostic = diagnostic.with_label(LabeledSpan::at(e.start..e.end.max(e.start), e.message.clone()));
             }
-            let report = Report::new(diagnostic).with_source_code(NamedSource::new(path, file.source.clone()));
+            let program = file.source.as_ref().map(|s| s.program().to_owned()).unwrap_or_default();
+            let report = Report::new(diagnostic).with_source_code(NamedSource::new(path, program));
             render(handler, &report)
         }
     }
 }
 
-pub fn write_text(out: &mut impl Write, files: &[FileReport]) -> std::io::Result<()> {
+pub fn write_text(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
     let handler = handler();
     for file in files {
         for problem in &file.problems {
             write!(out, "{}", render_problem(&handler, file, problem))?;
         }
-        for d in &file.diagnostics {
-            writeln!(out, "{}", render_diagnostic(&handler, file, d))?;
+        if let Some(source) = &file.source {
+            for d in &file.diagnostics {
+                writeln!(out, "{}", render_diagnostic(&handler, file, source, d))?;
+            }
         }
     }
     Ok(())
 }
 
-pub fn write_concise(out: &mut impl Write, files: &[FileReport]) -> std::io::Result<()> {
+pub fn write_concise(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
     for file in files {
-        let index = LineIndex::new(&file.source);
-        let path = file.path.display();
+        let path = file.path.display().to_string();
+        let source = file.source.as_ref();
         for problem in &file.problems {
             match problem {
                 FileProblem::Unreadable(reason) => writeln!(out, "{path}:1:1: error: could not lint: {reason}")?,
                 FileProblem::FixNotApplied(reason) => writeln!(out, "{path}:1:1: error: fix not applied: {reason}")?,
                 FileProblem::Syntax(errors) => {
                     for e in errors {
-                        let p = index.position(e.start, &file.source);
-                        writeln!(out, "{path}:{}:{}: SyntaxError: {}", p.row, p.column, e.message)?;
+                        writeln!(out, "{}: SyntaxError: {}", display_location(&path, location(source, e.start)), e.message)?;
                     }
                 }
             }
         }
         for d in &file.diagnostics {
-            let p = index.position(d.range.start, &file.source);
             let fixable = if d.fix.is_some() { " [*]" } else { "" };
-            writeln!(out, "{path}:{}:{}: {}{fixable} {}", p.row, p.column, d.rule.code(), d.message)?;
+            writeln!(out, "{}: {}{fixable} {}", display_location(&path, location(source, d.range.start)), d.rule.code(), d.message)?;
         }
     }
     Ok(())
@@ -113,6 +141,12 @@ struct JsonLocation {
     column: usize,
 }
 
+impl From<Location> for JsonLocation {
+    fn from(l: Location) -> Self {
+        JsonLocation { row: l.row, column: l.column }
+    }
+}
+
 #[derive(Serialize)]
 struct JsonEdit {
     content: String,
@@ -122,13 +156,14 @@ struct JsonEdit {
 
 #[derive(Serialize)]
 struct JsonFix {
-    applicability: memlint_linter::Applicability,
+    applicability: Applicability,
     message: String,
     edits: Vec<JsonEdit>,
 }
 
 /// One finding in `--output-format json`. The field names are ruff's and a public
-/// contract: add fields, never rename or remove one.
+/// contract: add fields, never rename or remove one. For notebooks, as in ruff, `cell`
+/// is the cell and rows count within it.
 #[derive(Serialize)]
 struct JsonDiagnostic {
     code: Option<&'static str>,
@@ -142,54 +177,50 @@ struct JsonDiagnostic {
     url: Option<String>,
     help: Option<String>,
     noqa_row: Option<usize>,
-    /// The notebook cell (1-based) for notebooks, else null.
     cell: Option<usize>,
 }
 
-fn location(index: &LineIndex, source: &str, offset: usize) -> JsonLocation {
-    let p = index.position(offset, source);
-    JsonLocation { row: p.row, column: p.column }
-}
-
-pub fn json_diagnostics(files: &[FileReport]) -> Vec<serde_json::Value> {
+fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
     let mut out = Vec::new();
     for file in files {
-        let index = LineIndex::new(&file.source);
+        let source = file.source.as_ref();
         let filename = file.path.display().to_string();
-        let problem = |name: &'static str, message: String, start: usize, end: usize| JsonDiagnostic {
-            code: None,
-            name,
-            message,
-            severity: "error",
-            filename: filename.clone(),
-            location: location(&index, &file.source, start),
-            end_location: location(&index, &file.source, end),
-            fix: None,
-            url: None,
-            help: None,
-            noqa_row: None,
-            cell: None,
+        let problem = |name: &'static str, message: String, start: usize, end: usize| {
+            let loc = location(source, start);
+            JsonDiagnostic {
+                code: None,
+                name,
+                message,
+                severity: "error",
+                filename: filename.clone(),
+                location: loc.into(),
+                end_location: location(source, end).into(),
+                fix: None,
+                url: None,
+                help: None,
+                noqa_row: None,
+                cell: loc.cell,
+            }
         };
         for p in &file.problems {
-            let entries = match p {
-                FileProblem::Unreadable(reason) => vec![problem("io-error", format!("could not lint: {reason}"), 0, 0)],
-                FileProblem::FixNotApplied(reason) => vec![problem("fix-error", format!("fix not applied: {reason}"), 0, 0)],
-                FileProblem::Syntax(errors) => errors
-                    .iter()
-                    .map(|e| problem("syntax-error", format!("SyntaxError: {}", e.message), e.start, e.end))
-                    .collect(),
-            };
-            out.extend(entries.into_iter().map(|e| serde_json::to_value(e).expect("plain data serializes")));
+            match p {
+                FileProblem::Unreadable(reason) => out.push(problem("io-error", format!("could not lint: {reason}"), 0, 0)),
+                FileProblem::FixNotApplied(reason) => out.push(problem("fix-error", format!("fix not applied: {reason}"), 0, 0)),
+                FileProblem::Syntax(errors) => {
+                    out.extend(errors.iter().map(|e| problem("syntax-error", format!("SyntaxError: {}", e.message), e.start, e.end)))
+                }
+            }
         }
         for d in &file.diagnostics {
-            let entry = JsonDiagnostic {
+            let start = location(source, d.range.start);
+            out.push(JsonDiagnostic {
                 code: Some(d.rule.code()),
                 name: d.rule.name(),
                 message: d.message.clone(),
                 severity: d.severity.as_str(),
                 filename: filename.clone(),
-                location: location(&index, &file.source, d.range.start),
-                end_location: location(&index, &file.source, d.range.end),
+                location: start.into(),
+                end_location: location(source, d.range.end).into(),
                 fix: d.fix.as_ref().map(|f| JsonFix {
                     applicability: f.applicability,
                     message: f.message.clone(),
@@ -198,29 +229,27 @@ pub fn json_diagnostics(files: &[FileReport]) -> Vec<serde_json::Value> {
                         .iter()
                         .map(|e| JsonEdit {
                             content: e.content.clone(),
-                            location: location(&index, &file.source, e.range.start),
-                            end_location: location(&index, &file.source, e.range.end),
+                            location: location(source, e.range.start).into(),
+                            end_location: location(source, e.range.end).into(),
                         })
                         .collect(),
                 }),
                 url: Some(d.rule.url()),
                 help: d.help.clone(),
-                noqa_row: Some(index.position(d.range.start, &file.source).row),
-                cell: None,
-            };
-            out.push(serde_json::to_value(entry).expect("plain data serializes"));
+                noqa_row: Some(start.row),
+                cell: start.cell,
+            });
         }
     }
     out
 }
 
-pub fn write_json(out: &mut impl Write, files: &[FileReport]) -> std::io::Result<()> {
-    let value = serde_json::Value::Array(json_diagnostics(files));
-    serde_json::to_writer_pretty(&mut *out, &value)?;
+pub fn write_json(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &json_diagnostics(files))?;
     writeln!(out)
 }
 
-pub fn write_statistics(out: &mut impl Write, files: &[FileReport]) -> std::io::Result<()> {
+pub fn write_statistics(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
     for rule in Rule::ALL {
         let count = files.iter().flat_map(|f| &f.diagnostics).filter(|d| d.rule == *rule).count();
         if count == 0 {
@@ -236,7 +265,7 @@ pub fn write_statistics(out: &mut impl Write, files: &[FileReport]) -> std::io::
     Ok(())
 }
 
-pub fn write_diffs(out: &mut impl Write, files: &[FileReport]) -> std::io::Result<()> {
+pub fn write_diffs(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
     for file in files {
         if let Some(diff) = &file.diff {
             write!(out, "{diff}")?;
@@ -248,4 +277,199 @@ pub fn write_diffs(out: &mut impl Write, files: &[FileReport]) -> std::io::Resul
         }
     }
     Ok(())
+}
+
+// ----- GitHub Actions -------------------------------------------------------------------
+
+/// Escapes a workflow command's message (`%`, CR, LF) or property (also `:` and `,`).
+fn github_escape(text: &str, property: bool) -> String {
+    let mut out = text.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
+    if property {
+        out = out.replace(':', "%3A").replace(',', "%2C");
+    }
+    out
+}
+
+pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
+    for file in files {
+        let path = github_escape(&file.path.display().to_string(), true);
+        let source = file.source.as_ref();
+        for problem in &file.problems {
+            let (loc, message) = match problem {
+                FileProblem::Unreadable(r) => (location(None, 0), format!("could not lint: {r}")),
+                FileProblem::FixNotApplied(r) => (location(None, 0), format!("fix not applied: {r}")),
+                FileProblem::Syntax(errors) => {
+                    let e = &errors[0];
+                    (location(source, e.start), format!("SyntaxError: {}", e.message))
+                }
+            };
+            writeln!(out, "::error title=memlint,file={path},line={},col={}::{}", loc.row, loc.column, github_escape(&message, false))?;
+        }
+        for d in &file.diagnostics {
+            let start = location(source, d.range.start);
+            let end = location(source, d.range.end);
+            let level = match d.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Info => "notice",
+            };
+            let title = github_escape(&format!("memlint ({} {})", d.rule.code(), d.rule.name()), true);
+            let cell = start.cell.map(|c| format!("cell {c}: ")).unwrap_or_default();
+            writeln!(
+                out,
+                "::{level} title={title},file={path},line={},col={},endLine={},endColumn={}::{}",
+                start.row,
+                start.column,
+                end.row,
+                end.column,
+                github_escape(&format!("{cell}{}: {}", d.rule.code(), d.message), false)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+// ----- JUnit ------------------------------------------------------------------------------
+
+pub fn write_junit(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
+    use quick_junit::{NonSuccessKind, Report as JunitReport, TestCase, TestCaseStatus, TestSuite};
+    let mut report = JunitReport::new("memlint");
+    for file in files {
+        let path = file.path.display().to_string();
+        let mut suite = TestSuite::new(path.clone());
+        let source = file.source.as_ref();
+        for problem in &file.problems {
+            let message = match problem {
+                FileProblem::Unreadable(r) => format!("could not lint: {r}"),
+                FileProblem::FixNotApplied(r) => format!("fix not applied: {r}"),
+                FileProblem::Syntax(errors) => format!("SyntaxError: {}", errors[0].message),
+            };
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+            status.set_message(message);
+            suite.add_test_case(TestCase::new(format!("{path}: file"), status));
+        }
+        for d in &file.diagnostics {
+            let loc = location(source, d.range.start);
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            status.set_message(d.message.clone());
+            status.set_type(d.rule.code());
+            status.set_description(format!("{}: {} {}: {}", display_location(&path, loc), d.rule.code(), d.rule.name(), d.message));
+            let mut case = TestCase::new(format!("{}: {} {}", display_location(&path, loc), d.rule.code(), d.rule.name()), status);
+            case.set_classname(format!("memlint.{}", d.rule.name()));
+            suite.add_test_case(case);
+        }
+        if file.problems.is_empty() && file.diagnostics.is_empty() {
+            continue;
+        }
+        report.add_test_suite(suite);
+    }
+    if report.test_suites.is_empty() {
+        // A report with one passing case, so CI shows that memlint ran.
+        let mut suite = TestSuite::new("memlint");
+        suite.add_test_case(TestCase::new("memlint check", TestCaseStatus::success()));
+        report.add_test_suite(suite);
+    }
+    let xml = report.to_string().map_err(|e| std::io::Error::other(e.to_string()))?;
+    out.write_all(xml.as_bytes())
+}
+
+// ----- SARIF ------------------------------------------------------------------------------
+
+pub fn write_sarif(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
+    use serde_sarif::sarif::{
+        ArtifactChange, ArtifactContent, ArtifactLocation, Fix, Location as SarifLocation, Message, MultiformatMessageString,
+        PhysicalLocation, Region, Replacement, ReportingDescriptor, Result as SarifResult, ResultLevel, Run, Sarif, Tool,
+        ToolComponent,
+    };
+    let rules: Vec<ReportingDescriptor> = Rule::ALL
+        .iter()
+        .map(|rule| {
+            let doc = rule.doc();
+            ReportingDescriptor::builder()
+                .id(rule.code())
+                .name(rule.name())
+                .short_description(MultiformatMessageString::builder().text(rule.summary()).build())
+                .full_description(
+                    MultiformatMessageString::builder()
+                        .text(doc.section("What it does").unwrap_or_else(|| rule.summary().to_owned()))
+                        .build(),
+                )
+                .help(MultiformatMessageString::builder().text(doc.markdown.clone()).markdown(doc.markdown.clone()).build())
+                .help_uri(rule.url())
+                .build()
+        })
+        .collect();
+    let uri = |file: &FileReport| file.path.display().to_string().replace('\\', "/");
+    let region = |source: Option<&SourceFile>, start: usize, end: usize| {
+        let s = location(source, start);
+        let e = location(source, end);
+        Region::builder()
+            .start_line(s.row as i64)
+            .start_column(s.column as i64)
+            .end_line(e.row as i64)
+            .end_column(e.column as i64)
+            .build()
+    };
+    let mut results = Vec::new();
+    for file in files {
+        let source = file.source.as_ref();
+        for d in &file.diagnostics {
+            let physical = PhysicalLocation::builder()
+                .artifact_location(ArtifactLocation::builder().uri(uri(file)).build())
+                .region(region(source, d.range.start, d.range.end))
+                .build();
+            let level = match d.severity {
+                Severity::Error => ResultLevel::Error,
+                Severity::Warning => ResultLevel::Warning,
+                Severity::Info => ResultLevel::Note,
+            };
+            let fixes: Vec<Fix> = d
+                .fix
+                .iter()
+                .filter(|_| source.map(|s| s.location(0).cell.is_none()).unwrap_or(false))
+                .map(|fix| {
+                    let replacements: Vec<Replacement> = fix
+                        .edits
+                        .iter()
+                        .map(|e| {
+                            Replacement::builder()
+                                .deleted_region(region(source, e.range.start, e.range.end))
+                                .inserted_content(ArtifactContent::builder().text(e.content.clone()).build())
+                                .build()
+                        })
+                        .collect();
+                    Fix::builder()
+                        .description(Message::builder().text(fix.message.clone()).build())
+                        .artifact_changes(vec![ArtifactChange::builder()
+                            .artifact_location(ArtifactLocation::builder().uri(uri(file)).build())
+                            .replacements(replacements)
+                            .build()])
+                        .build()
+                })
+                .collect();
+            let rule_index = Rule::ALL.iter().position(|r| *r == d.rule).unwrap_or(0) as i64;
+            let result = SarifResult::builder()
+                .rule_id(d.rule.code())
+                .rule_index(rule_index)
+                .level(level)
+                .message(Message::builder().text(d.message.clone()).build())
+                .locations(vec![SarifLocation::builder().physical_location(physical).build()]);
+            let result = if fixes.is_empty() { result.build() } else { result.fixes(fixes).build() };
+            results.push(result);
+        }
+    }
+    let driver = ToolComponent::builder()
+        .name("memlint")
+        .version(env!("CARGO_PKG_VERSION"))
+        .information_uri("https://github.com/memlint/memlint")
+        .rules(rules)
+        .build();
+    let run = Run::builder().tool(Tool::builder().driver(driver).build()).results(results).build();
+    let sarif = Sarif::builder()
+        .schema("https://json.schemastore.org/sarif-2.1.0.json")
+        .version(serde_json::json!("2.1.0"))
+        .runs(vec![run])
+        .build();
+    serde_json::to_writer_pretty(&mut *out, &sarif)?;
+    writeln!(out)
 }

@@ -272,11 +272,13 @@ impl Settings {
 }
 
 fn absolutize(path: &Path) -> PathBuf {
-    if path.is_absolute() {
+    let joined = if path.is_absolute() {
         path.to_owned()
     } else {
         std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_owned())
-    }
+    };
+    // Drop `.` components so messages say `/repo/memlint.toml`, not `/repo/./memlint.toml`.
+    joined.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
 }
 
 fn parse_rule_list(path: &Path, text: &str, key: &str, list: &[Spanned<String>]) -> Result<Vec<Rule>, ConfigError> {

@@ -1,0 +1,152 @@
+//! The results cache (like ruff's `.ruff_cache`): the findings of a file whose text and
+//! settings have not changed are reused instead of parsing it again.
+//!
+//! One small file per entry, named by a hash of memlint's version, the settings and the
+//! text, written through a temporary file and a rename: concurrent runs never see a
+//! half-written entry, and an entry that does not decode (corrupt, or from another
+//! version) is ignored and rewritten.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use memlint_linter::{Applicability, Diagnostic, Edit, Fix, LinterSettings, Rule, Severity, SyntaxError};
+use serde::{Deserialize, Serialize};
+
+pub struct Cache {
+    dir: PathBuf,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    diagnostics: Vec<CachedDiagnostic>,
+    syntax_errors: Vec<(usize, usize, String)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CachedDiagnostic {
+    code: String,
+    message: String,
+    help: Option<String>,
+    start: usize,
+    end: usize,
+    severity: String,
+    fix: Option<(bool, String, Vec<(usize, usize, String)>)>,
+}
+
+impl Cache {
+    /// Opens (creating) the cache folder; `None` when it cannot be created (memlint then
+    /// simply lints everything).
+    pub fn open(dir: &Path) -> Option<Cache> {
+        let dir = dir.join(env!("CARGO_PKG_VERSION"));
+        fs::create_dir_all(&dir).ok()?;
+        let gitignore = dir.parent()?.join(".gitignore");
+        if !gitignore.exists() {
+            let _ = fs::write(gitignore, "# Automatically created by memlint.\n*\n");
+        }
+        Some(Cache { dir })
+    }
+
+    pub fn key(&self, program: &str, settings: &LinterSettings) -> String {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
+        // The settings' Debug form covers the enabled rules and severities; sort the map.
+        let mut severities: Vec<String> = settings.severity.iter().map(|(r, s)| format!("{}={}", r.code(), s.as_str())).collect();
+        severities.sort();
+        let rules: Vec<&str> = settings.rules.iter().map(|r| r.code()).collect();
+        hasher.update(format!("{rules:?}{severities:?}").as_bytes());
+        hasher.update(program.as_bytes());
+        hasher.finalize().to_hex().to_string()
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(&key[..2]).join(format!("{key}.json"))
+    }
+
+    pub fn get(&self, key: &str) -> Option<(Vec<Diagnostic>, Vec<SyntaxError>)> {
+        let bytes = fs::read(self.path(key)).ok()?;
+        let entry: Entry = serde_json::from_slice(&bytes).ok()?;
+        let diagnostics = entry
+            .diagnostics
+            .into_iter()
+            .map(|d| {
+                let rule = Rule::from_code_or_name(&d.code).ok()?;
+                let fix = d.fix.map(|(safe, message, edits)| {
+                    let edits = edits.into_iter().map(|(s, e, c)| Edit::replace(s..e, c)).collect();
+                    Fix::new(if safe { Applicability::Safe } else { Applicability::Unsafe }, message, edits)
+                });
+                Some(Diagnostic {
+                    rule,
+                    message: d.message,
+                    help: d.help,
+                    range: d.start..d.end,
+                    severity: Severity::parse(&d.severity)?,
+                    fix,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let syntax_errors = entry.syntax_errors.into_iter().map(|(start, end, message)| SyntaxError { start, end, message }).collect();
+        Some((diagnostics, syntax_errors))
+    }
+
+    pub fn put(&self, key: &str, diagnostics: &[Diagnostic], syntax_errors: &[SyntaxError]) {
+        let entry = Entry {
+            diagnostics: diagnostics
+                .iter()
+                .map(|d| CachedDiagnostic {
+                    code: d.rule.code().to_owned(),
+                    message: d.message.clone(),
+                    help: d.help.clone(),
+                    start: d.range.start,
+                    end: d.range.end,
+                    severity: d.severity.as_str().to_owned(),
+                    fix: d.fix.as_ref().map(|f| {
+                        (
+                            f.applicability == Applicability::Safe,
+                            f.message.clone(),
+                            f.edits.iter().map(|e| (e.range.start, e.range.end, e.content.clone())).collect(),
+                        )
+                    }),
+                })
+                .collect(),
+            syntax_errors: syntax_errors.iter().map(|e| (e.start, e.end, e.message.clone())).collect(),
+        };
+        let path = self.path(key);
+        let Some(dir) = path.parent() else { return };
+        if fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let Ok(bytes) = serde_json::to_vec(&entry) else { return };
+        // A failed write only costs a re-lint next time.
+        if let Ok(mut temp) = tempfile::NamedTempFile::new_in(dir) {
+            use std::io::Write;
+            if temp.write_all(&bytes).is_ok() {
+                let _ = temp.persist(&path);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_corrupt_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let settings = LinterSettings::default();
+        let source = "import torch\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
+        let result = memlint_linter::lint(source, &settings);
+        let key = cache.key(source, &settings);
+        assert!(cache.get(&key).is_none());
+        cache.put(&key, &result.diagnostics, &result.syntax_errors);
+        let (diagnostics, errors) = cache.get(&key).unwrap();
+        assert_eq!(diagnostics, result.diagnostics);
+        assert!(errors.is_empty());
+        fs::write(cache.path(&key), b"{ not json").unwrap();
+        assert!(cache.get(&key).is_none(), "a corrupt entry is a miss");
+        let mut other = settings.clone();
+        other.rules.disable(Rule::EmptyCacheInLoop);
+        assert_ne!(cache.key(source, &other), key, "settings are part of the key");
+    }
+}

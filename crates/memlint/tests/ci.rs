@@ -1,0 +1,240 @@
+//! memlint in CI: configuration files, machine-readable reports, stdin, ignores, cache.
+
+use std::fs;
+use std::path::Path;
+
+use assert_cmd::Command;
+
+fn memlint(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("memlint").unwrap();
+    cmd.env("NO_COLOR", "1").current_dir(dir);
+    cmd
+}
+
+const BAD: &str = "import torch\n\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
+const EVAL: &str = "def evaluate(model, x):\n    return model(x)\n";
+
+fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in files {
+        let path = dir.path().join(name);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
+    dir
+}
+
+fn run(cmd: &mut Command) -> (String, String, i32) {
+    let output = cmd.output().unwrap();
+    (
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+        output.status.code().unwrap(),
+    )
+}
+
+fn concise(dir: &Path, extra: &[&str]) -> (String, i32) {
+    let (out, _, code) = run(memlint(dir).args(["check", "--no-cache", "-q", "--output-format", "concise"]).args(extra));
+    (out, code)
+}
+
+#[test]
+fn pyproject_section_and_closest_config_win() {
+    let dir = tree(&[
+        ("pyproject.toml", "[tool.memlint]\nignore = [\"MEM004\"]\n"),
+        ("a.py", BAD),
+        ("sub/memlint.toml", "select = [\"empty-cache-in-loop\"]\n"),
+        ("sub/b.py", BAD),
+    ]);
+    let (out, code) = concise(dir.path(), &[]);
+    assert_eq!(code, 1);
+    assert_eq!(out.lines().collect::<Vec<_>>(), vec!["sub/b.py:5:5: MEM004 [*] `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak"]);
+    // --isolated ignores both files; --config uses one for everything.
+    let (out, _) = concise(dir.path(), &["--isolated"]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    let (out, _) = concise(dir.path(), &["--config", "pyproject.toml"]);
+    assert_eq!(out, "");
+}
+
+#[test]
+fn per_file_ignores_and_extend_select() {
+    let dir = tree(&[
+        ("memlint.toml", "select = [\"MEM001\"]\nextend-select = [\"MEM004\"]\n[per-file-ignores]\n\"tests/*\" = [\"MEM001\", \"MEM004\"]\n"),
+        ("tests/test_a.py", BAD),
+        ("src/a.py", EVAL),
+    ]);
+    let (out, _) = concise(dir.path(), &[]);
+    assert!(out.starts_with("src/a.py:2:12: MEM001"), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+}
+
+#[test]
+fn broken_config_names_file_key_and_allowed_values() {
+    let dir = tree(&[("memlint.toml", "select = [\"MEM001\"]\nseverty = { MEM001 = \"error\" }\n"), ("a.py", BAD)]);
+    let (_, err, code) = run(memlint(dir.path()).args(["check", "--no-cache"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("memlint.toml"), "{err}");
+    assert!(err.contains("unknown field `severty`"), "{err}");
+    assert!(err.contains("severity"), "the allowed keys are listed: {err}");
+    assert!(err.contains("2 │ severty"), "the TOML line is shown: {err}");
+    let dir = tree(&[("memlint.toml", "ignore = [\"MEM404\"]\n"), ("a.py", BAD)]);
+    let (_, err, code) = run(memlint(dir.path()).args(["check", "--no-cache"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("`ignore`: unknown rule `MEM404`"), "{err}");
+}
+
+#[test]
+fn severity_override_shows_in_json() {
+    let dir = tree(&[("memlint.toml", "[severity]\nempty-cache-in-loop = \"error\"\n"), ("a.py", BAD)]);
+    let (out, _, _) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "json"]));
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(value[0]["severity"], "error");
+}
+
+#[test]
+fn show_settings_prints_the_resolved_settings() {
+    let dir = tree(&[("pyproject.toml", "[tool.memlint]\nignore = [\"MEM004\"]\nunsafe-fixes = true\n"), ("a.py", BAD)]);
+    let (out, _, code) = run(memlint(dir.path()).args(["check", "--show-settings", "a.py"]));
+    assert_eq!(code, 0);
+    assert!(out.contains("Settings path: ") && out.contains("pyproject.toml"), "{out}");
+    assert!(out.contains("MEM001 (eval-without-no-grad)"), "{out}");
+    assert!(!out.contains("MEM004 (empty-cache-in-loop)"), "{out}");
+    assert!(out.contains("unsafe_fixes = true"), "{out}");
+}
+
+#[test]
+fn gitignore_and_exclude_are_honoured_unless_named_explicitly() {
+    let dir = tree(&[
+        (".gitignore", "generated/\n"),
+        ("generated/a.py", BAD),
+        ("memlint.toml", "extend-exclude = [\"legacy_*.py\"]\n"),
+        ("legacy_train.py", BAD),
+        ("train.py", BAD),
+    ]);
+    let (out, _) = concise(dir.path(), &[]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with("train.py"), "{out}");
+    let (out, _) = concise(dir.path(), &["legacy_train.py"]);
+    assert_eq!(out.lines().count(), 1, "named explicitly: {out}");
+    let (out, code) = concise(dir.path(), &["--force-exclude", "legacy_train.py"]);
+    assert_eq!((out.as_str(), code), ("", 0));
+    fs::write(dir.path().join("memlint.toml"), "respect-gitignore = false\n").unwrap();
+    let (out, _) = concise(dir.path(), &[]);
+    assert!(out.contains("generated/a.py"), "{out}");
+}
+
+#[test]
+fn sarif_is_valid_against_the_schema() {
+    let dir = tree(&[("a.py", BAD), ("b.py", EVAL)]);
+    let (out, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "sarif"]));
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/schemas/sarif-schema-2.1.0.json");
+    let schema: serde_json::Value = serde_json::from_str(&fs::read_to_string(&schema_path).unwrap_or_else(|e| panic!("{}: {e}", schema_path.display()))).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&report).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "SARIF schema violations: {errors:#?}");
+    let run = &report["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "memlint");
+    let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
+    assert!(rules.iter().any(|r| r["id"] == "MEM001" && r["name"] == "eval-without-no-grad" && r["helpUri"].as_str().unwrap().ends_with("eval-without-no-grad.md")));
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    let mem004 = results.iter().find(|r| r["ruleId"] == "MEM004").unwrap();
+    assert_eq!(mem004["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], "a.py");
+    assert_eq!(mem004["locations"][0]["physicalLocation"]["region"]["startLine"], 5);
+    assert_eq!(mem004["fixes"][0]["artifactChanges"][0]["replacements"][0]["deletedRegion"]["startLine"], 5);
+    // An invalid document is caught by the same validator (the test can fail).
+    let mut broken = report.clone();
+    broken["runs"][0]["results"][0]["level"] = serde_json::json!("catastrophic");
+    assert!(!validator.is_valid(&broken));
+}
+
+#[test]
+fn github_workflow_commands() {
+    let dir = tree(&[("a.py", BAD)]);
+    let (out, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "github"]));
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        "::warning title=memlint (MEM004 empty-cache-in-loop),file=a.py,line=5,col=5,endLine=5,endColumn=29::MEM004: `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak\n"
+    );
+}
+
+#[test]
+fn junit_report_is_xml_with_a_failure_per_finding() {
+    let dir = tree(&[("a.py", BAD), ("b.py", EVAL)]);
+    let (out, _, _) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "junit"]));
+    let mut reader = quick_xml::Reader::from_str(&out);
+    let mut failures = 0;
+    let mut suites = 0;
+    loop {
+        match reader.read_event().expect("well-formed XML") {
+            quick_xml::events::Event::Eof => break,
+            quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e) => match e.name().as_ref() {
+                b"failure" => failures += 1,
+                b"testsuite" => suites += 1,
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    assert_eq!((suites, failures), (2, 2), "{out}");
+    assert!(out.contains("a.py:5:5: MEM004 empty-cache-in-loop"), "{out}");
+}
+
+#[test]
+fn output_file_gets_the_report() {
+    let dir = tree(&[("a.py", BAD)]);
+    let (out, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "json", "--output-file", "reports/memlint.json"]));
+    assert_eq!(code, 1);
+    assert_eq!(out, "");
+    let value: serde_json::Value = serde_json::from_str(&fs::read_to_string(dir.path().join("reports/memlint.json")).unwrap()).unwrap();
+    assert_eq!(value[0]["code"], "MEM004");
+}
+
+#[test]
+fn stdin_filename_reports_under_the_name_and_fix_writes_stdout() {
+    let dir = tree(&[("memlint.toml", "[per-file-ignores]\n\"legacy/*\" = [\"MEM004\"]\n")]);
+    let (out, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "concise", "-q", "--stdin-filename", "src/train.py"]).write_stdin(BAD));
+    assert_eq!(code, 1);
+    assert!(out.starts_with("src/train.py:5:5: MEM004"), "{out}");
+    // Settings for the name apply.
+    let (out, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "-q", "--stdin-filename", "legacy/train.py"]).write_stdin(BAD));
+    assert_eq!((out.as_str(), code), ("", 0));
+    let (out, err, code) = run(memlint(dir.path()).args(["check", "--fix", "--stdin-filename", "src/train.py"]).write_stdin(BAD));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "import torch\n\nfor x in loader:\n    model(x)\n");
+}
+
+#[test]
+fn cache_reuses_results_and_survives_corruption() {
+    let dir = tree(&[("a.py", BAD), ("b.py", EVAL)]);
+    let first = run(memlint(dir.path()).args(["check", "--output-format", "json"]));
+    let entries: Vec<_> = walk_files(&dir.path().join(".memlint_cache"));
+    assert_eq!(entries.iter().filter(|p| p.extension().map(|e| e == "json").unwrap_or(false)).count(), 2, "{entries:?}");
+    let second = run(memlint(dir.path()).args(["check", "--output-format", "json"]));
+    assert_eq!(first, second);
+    for entry in entries.iter().filter(|p| p.extension().map(|e| e == "json").unwrap_or(false)) {
+        fs::write(entry, b"\x00garbage").unwrap();
+    }
+    let third = run(memlint(dir.path()).args(["check", "--output-format", "json"]));
+    assert_eq!(first, third, "a corrupt cache is ignored");
+    // A changed file is linted again.
+    fs::write(dir.path().join("a.py"), "x = 1\n").unwrap();
+    let (out, _, _) = run(memlint(dir.path()).args(["check", "--output-format", "json"]));
+    assert!(!out.contains("MEM004"), "{out}");
+}
+
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk_files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
