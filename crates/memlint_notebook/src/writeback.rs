@@ -71,16 +71,21 @@ pub(crate) fn with_fixed_source(nb: &Notebook, fixed: &str) -> Result<String, No
                     for line in &new[next..j] {
                         segment.push_str(line);
                     }
+                    // A line magic follows its block when a fix re-indents it, and so do
+                    // its continuation lines; a cell magic's lines never move.
                     let old_indent = indentation(old[i]);
                     let new_indent = indentation(new[j]);
-                    if let Some(added) = new_indent.strip_prefix(old_indent) {
-                        segment.push_str(added);
-                        segment.push_str(originals[i]);
-                    } else if kinds[i] == LineKind::LineMagic {
-                        segment.push_str(new_indent);
-                        segment.push_str(originals[i].trim_start());
-                    } else {
-                        return Err(touched());
+                    match kinds[i] {
+                        LineKind::LineMagic => {
+                            segment.push_str(new_indent);
+                            segment.push_str(originals[i].trim_start());
+                        }
+                        LineKind::Continuation if new_indent.starts_with(old_indent) => {
+                            segment.push_str(&new_indent[old_indent.len()..]);
+                            segment.push_str(originals[i]);
+                        }
+                        _ if new_indent == old_indent => segment.push_str(originals[i]),
+                        _ => return Err(touched()),
                     }
                     segment.push('\n');
                     next = j + 1;
