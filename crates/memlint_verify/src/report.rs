@@ -108,8 +108,13 @@ pub struct TorchScenario {
     /// Filled in by memlint: PyTorch's saving on the scenario's metric and ours relative to it.
     #[serde(default)]
     pub saving_bytes: Option<i64>,
+    /// (memlint − torch) / |torch|; null when PyTorch's saving is under 1 MiB, where a ratio says
+    /// nothing (compare `saving_difference_bytes` instead).
     #[serde(default)]
     pub saving_relative_difference: Option<f64>,
+    /// memlint's saving minus PyTorch's, in bytes.
+    #[serde(default)]
+    pub saving_difference_bytes: Option<i64>,
 }
 
 pub fn fmt_bytes(b: f64) -> String {
@@ -307,7 +312,11 @@ fn torch_table(r: &Report, t: &TorchComparison) -> Table {
             metric.into(),
             s.saving_bytes.map(|v| fmt_bytes(v as f64)).unwrap_or_else(|| "-".into()),
             ts.saving_bytes.map(|v| fmt_bytes(v as f64)).unwrap_or_else(|| ts.error.clone().unwrap_or_else(|| "-".into())),
-            ts.saving_relative_difference.map(|d| format!("{:+.1}%", d * 100.0)).unwrap_or_else(|| "-".into()),
+            match (ts.saving_relative_difference, ts.saving_difference_bytes) {
+                (Some(d), _) => format!("{:+.1}%", d * 100.0),
+                (None, Some(b)) => format!("{} abs", fmt_bytes(b as f64)),
+                _ => "-".into(),
+            },
             pair(ours),
             pair(theirs),
         ]);

@@ -284,17 +284,21 @@ fn mem003(rt: &Runtime, wl: &Workload, bad: bool, base: &Baseline) -> Result<Mea
     let counter = rt.empty(1, 2, DType::Fp32, crate::alloc::Kind::Output)?;
     let mut frac_sum = 0.0f64;
     let meter = Meter::start(rt, base)?;
-    let mut kept: Option<(Tensor, Tensor)> = None;
+    // `out` and `loss` are rebound where Python rebinds them.
+    let mut out: Option<Tensor> = None;
+    let mut loss: Option<Tensor> = None;
     for _ in 0..wl.iters {
         rt.zero_grad(&params, true)?;
-        let out = m.forward(rt, &x, true)?;
-        let out32 = rt.cast(&out, DType::Fp32)?;
-        let loss = rt.scale(&rt.cross_entropy(&out32, &y)?, LATE_LOSS_FACTOR)?;
+        out = Some(m.forward(rt, &x, true)?);
+        let out32 = rt.cast(out.as_ref().ok_or_else(none)?, DType::Fp32)?;
+        loss = Some(rt.scale(&rt.cross_entropy(&out32, &y)?, LATE_LOSS_FACTOR)?);
+        drop(out32);
+        let l = loss.as_ref().ok_or_else(none)?;
         let mut found_inf = false;
         if bad {
-            rt.backward(&loss, false)?;
+            rt.backward(l, false)?;
         } else {
-            let scaled = rt.scale(&loss, scale)?;
+            let scaled = rt.scale(l, scale)?;
             rt.backward(&scaled, false)?;
             let inf = rt.zeros_scalar(DType::Fp32)?;
             for p in &params {
@@ -329,10 +333,9 @@ fn mem003(rt: &Runtime, wl: &Workload, bad: bool, base: &Baseline) -> Result<Mea
                 }
             }
         }
-        kept = Some((out, loss));
     }
     let mut r = meter.finish(wl.iters)?;
-    drop(kept);
+    drop((out, loss));
     r.underflow = (!rt.dev.estimated()).then(|| frac_sum / wl.iters.max(1) as f64);
     Ok(r)
 }
@@ -518,17 +521,20 @@ fn mem012(rt: &Runtime, wl: &Workload, bad: bool, base: &Baseline) -> Result<Mea
     let y = rt.targets(wl.batch, wl.classes, SEED_Y)?;
     let head_params = head.params();
     let meter = Meter::start(rt, base)?;
-    let mut kept: Option<(Tensor, Tensor, Tensor)> = None;
+    // Separate variables rebound where Python rebinds them: the previous `feats` is freed as soon
+    // as the new one exists, not at the end of the iteration.
+    let mut feats: Option<Tensor> = None;
+    let mut out: Option<Tensor> = None;
+    let mut loss: Option<Tensor> = None;
     for _ in 0..wl.iters {
         rt.zero_grad(&head_params, true)?;
-        let feats = if bad { frozen.forward(rt, &x, false)? } else { rt.no_grad(|| frozen.forward(rt, &x, false))? };
-        let out = head.forward(rt, &feats, false)?;
-        let loss = rt.cross_entropy(&out, &y)?;
-        rt.backward(&loss, false)?;
+        feats = Some(if bad { frozen.forward(rt, &x, false)? } else { rt.no_grad(|| frozen.forward(rt, &x, false))? });
+        out = Some(head.forward(rt, feats.as_ref().ok_or_else(none)?, false)?);
+        loss = Some(rt.cross_entropy(out.as_ref().ok_or_else(none)?, &y)?);
+        rt.backward(loss.as_ref().ok_or_else(none)?, false)?;
         rt.sgd_step(&head_params, LR)?;
-        kept = Some((feats, out, loss));
     }
     let r = meter.finish(wl.iters);
-    drop(kept);
+    drop((feats, out, loss));
     r
 }

@@ -63,9 +63,12 @@ pub fn attach(t: &mut TorchComparison, ours: &[ScenarioReport]) {
             (Some(b), Some(f)) => Some(b as i64 - f as i64),
             _ => None,
         };
+        ts.saving_difference_bytes = match (s.saving_bytes, ts.saving_bytes) {
+            (Some(o), Some(t)) => Some(o - t),
+            _ => None,
+        };
         ts.saving_relative_difference = match (s.saving_bytes, ts.saving_bytes) {
-            (Some(o), Some(t)) if t != 0 => Some((o - t) as f64 / (t as f64).abs()),
-            (Some(0), Some(0)) => Some(0.0),
+            (Some(o), Some(t)) if t.unsigned_abs() >= 1 << 20 => Some((o - t) as f64 / (t as f64).abs()),
             _ => None,
         };
     }
