@@ -24,6 +24,27 @@
 //!   example `memlint_linter::apply_fixes(nb.python_source(), ..).source`) and returns the
 //!   notebook text with the changed cells' `source` rewritten.
 //!
+//! ```
+//! use memlint_linter::{apply_fixes, lint, FixMode, LinterSettings};
+//! use memlint_notebook::Notebook;
+//!
+//! let text = r##"{"cells": [
+//!   {"cell_type": "markdown", "source": ["# Training"]},
+//!   {"cell_type": "code", "source": ["import torch\n", "for x, y in train_loader:\n", "    !nvidia-smi\n", "    torch.cuda.empty_cache()"]}
+//! ], "nbformat": 4}"##;
+//! let nb = Notebook::parse(text)?;
+//! let settings = LinterSettings::default();
+//! let found = lint(nb.python_source(), &settings).diagnostics;
+//! let at = nb.cell_position(found[0].range.start).unwrap();
+//! assert_eq!((at.cell, at.row, at.column), (2, 4, 5)); // "cell 2, line 4"
+//!
+//! let fixed = apply_fixes(nb.python_source(), &settings, FixMode::Safe);
+//! let new_text = nb.with_fixed_source(&fixed.source)?;
+//! // The last line of the cell is gone; the magic is now the last line (no "\n").
+//! assert!(new_text.contains(r#"["import torch\n", "for x, y in train_loader:\n", "    !nvidia-smi"]"#));
+//! # Ok::<(), memlint_notebook::NotebookError>(())
+//! ```
+//!
 //! # Cell numbers
 //!
 //! [`CellPosition::cell`] is the 1-based index of the cell among **all** cells of the
@@ -58,6 +79,21 @@
 //! JSON spelling, and non-ASCII escaped as `\uXXXX` only if the file was written that way.
 //! Everything outside the changed `source` values (outputs, metadata, ids, key order,
 //! indentation, the final newline) is copied byte for byte.
+//!
+//! # Not handled
+//!
+//! - nbformat 3 and older (refused with [`NotebookError::UnsupportedFormat`]); the kernel
+//!   language is not checked here: see [`Notebook::language`].
+//! - Automagic other than `pip`/`conda`/`mamba` package commands (`cd data`, `ls` without
+//!   `%`), IPython's stripping of a cell's common leading indentation, and custom input
+//!   transformers: such lines reach the linter as they are (a syntax error at worst).
+//! - Which side of a cell boundary an inserted or deleted line belongs to is read from the
+//!   text alone: where identical lines (typically blank ones) meet at a boundary, such a
+//!   change may land in the neighbouring cell. The program the cells spell is the same.
+//! - A fix that deletes every line of a cell leaves the cell empty (`""`), which is one
+//!   blank line in the program, not zero.
+//! - Ranges: an offset just past a cell's separator is the first column of the next
+//!   code cell, so a range that ends there ends in the next cell, as with ruff.
 
 mod json;
 mod magic;

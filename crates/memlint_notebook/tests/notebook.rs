@@ -63,6 +63,17 @@ fn a_magic_as_the_only_statement_of_a_block_keeps_the_block_valid() {
     assert!(lint(nb.python_source(), &LinterSettings::default()).syntax_errors.is_empty());
 }
 
+#[test]
+fn crlf_lines_and_a_byte_order_mark() {
+    let text = "\u{feff}{\"cells\": [{\"cell_type\": \"code\", \"source\": [\"x = 1\\r\\n\", \"!ls\\r\\n\", \"y = 2\"]}], \"nbformat\": 4}";
+    let nb = Notebook::parse(text).unwrap();
+    assert_eq!(nb.python_source(), "x = 1\r\npass  # ipython magic\r\ny = 2\n");
+    assert_eq!(nb.with_fixed_source(nb.python_source()).unwrap(), text);
+    let out = nb.with_fixed_source("x = 1\r\npass  # ipython magic\r\ny = 3\n").unwrap();
+    assert_eq!(out, text.replace("\"y = 2\"", "\"y = 3\""));
+    assert_eq!(nb.cell_position(nb.python_source().find("y = 2").unwrap()), Some(pos(1, 3, 1)));
+}
+
 // ----- positions -------------------------------------------------------------------
 
 #[test]
