@@ -3,14 +3,17 @@
 use std::path::Path;
 
 use memlint_linter::LineIndex;
+use memlint_notebook::Notebook;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
     Python,
+    Notebook,
 }
 
-/// Where something is, for people: 1-based row and character column, and the notebook
-/// cell (1-based) with the row counted within the cell.
+/// Where something is, for people: 1-based row and character column, and for notebooks
+/// the cell (1-based, counting every cell as Jupyter shows them) with the row counted
+/// within the cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Location {
     pub row: usize,
@@ -21,20 +24,32 @@ pub struct Location {
 /// The text of one file and the Python program linted from it.
 #[derive(Debug, Clone)]
 pub struct SourceFile {
-    kind: SourceKind,
     text: String,
     index: LineIndex,
+    notebook: Option<Notebook>,
+    /// A notebook in another language: its program is empty.
+    foreign: bool,
 }
 
 impl SourceFile {
-    /// Reads `text` as the kind of file `path` names. Errors say why it is not lintable.
-    pub fn new(_path: &Path, text: String) -> Result<SourceFile, String> {
+    /// Reads `text` as the kind of file `path` names (`.ipynb`: a notebook). Errors say
+    /// why it is not lintable.
+    pub fn new(path: &Path, text: String) -> Result<SourceFile, String> {
+        if path.extension().map(|e| e == "ipynb").unwrap_or(false) {
+            let notebook = Notebook::parse(&text).map_err(|e| e.to_string())?;
+            if notebook.language().map(|l| !l.eq_ignore_ascii_case("python")).unwrap_or(false) {
+                // An R or Julia notebook: nothing for memlint to lint.
+                return Ok(SourceFile { index: LineIndex::new(""), text, notebook: None, foreign: true });
+            }
+            let index = LineIndex::new(notebook.python_source());
+            return Ok(SourceFile { text, index, notebook: Some(notebook), foreign: false });
+        }
         let index = LineIndex::new(&text);
-        Ok(SourceFile { kind: SourceKind::Python, text, index })
+        Ok(SourceFile { text, index, notebook: None, foreign: false })
     }
 
     pub fn kind(&self) -> SourceKind {
-        self.kind
+        if self.notebook.is_some() { SourceKind::Notebook } else { SourceKind::Python }
     }
 
     /// The file's text as it is on disk.
@@ -42,19 +57,36 @@ impl SourceFile {
         &self.text
     }
 
-    /// The Python program the rules see.
+    /// The Python program the rules see (a notebook's code cells, magics blanked out).
     pub fn program(&self) -> &str {
-        &self.text
+        match &self.notebook {
+            Some(notebook) => notebook.python_source(),
+            None if self.foreign => "",
+            None => &self.text,
+        }
     }
 
     /// The location of a byte offset of the program.
     pub fn location(&self, offset: usize) -> Location {
-        let p = self.index.position(offset, &self.text);
+        if let Some(notebook) = &self.notebook {
+            if let Some(p) = notebook.cell_position(offset) {
+                return Location { row: p.row, column: p.column, cell: Some(p.cell) };
+            }
+        }
+        let p = self.index.position(offset, self.program());
         Location { row: p.row, column: p.column, cell: None }
     }
 
-    /// The file with its program replaced by `fixed`.
+    /// The file with its program replaced by `fixed`: for a notebook, only the changed
+    /// cells' sources are rewritten, outputs, metadata and formatting untouched.
     pub fn with_fixed_program(&self, fixed: &str) -> Result<SourceFile, String> {
-        Ok(SourceFile { kind: self.kind, text: fixed.to_owned(), index: LineIndex::new(fixed) })
+        match &self.notebook {
+            Some(notebook) => {
+                let text = notebook.with_fixed_source(fixed).map_err(|e| e.to_string())?;
+                SourceFile::new(Path::new("fixed.ipynb"), text)
+            }
+            None if self.foreign => Ok(self.clone()),
+            None => Ok(SourceFile { text: fixed.to_owned(), index: LineIndex::new(fixed), notebook: None, foreign: false }),
+        }
     }
 }

@@ -9,7 +9,7 @@ use memlint_config::{ConfigError, Resolver, Settings};
 
 /// Does memlint lint files with this name when walking a folder?
 pub fn is_lintable(path: &Path) -> bool {
-    matches!(path.extension().and_then(|e| e.to_str()), Some("py"))
+    matches!(path.extension().and_then(|e| e.to_str()), Some("py" | "ipynb"))
 }
 
 /// A virtual environment or conda environment under any name.

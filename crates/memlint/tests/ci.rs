@@ -238,3 +238,53 @@ fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+fn notebook_fixture() -> String {
+    fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/train.ipynb")).unwrap()
+}
+
+#[test]
+fn notebooks_report_cells_and_lines() {
+    let dir = tree(&[("train.ipynb", &notebook_fixture())]);
+    let (out, code) = concise(dir.path(), &[]);
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(out);
+    let (json, _, _) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "json"]));
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let first = &value[0];
+    assert!(first["cell"].as_u64().unwrap() >= 1, "{first}");
+    assert_eq!(first["filename"], "train.ipynb");
+    let (text, _, _) = run(memlint(dir.path()).args(["check", "--no-cache"]));
+    assert!(text.contains("(cell "), "{text}");
+}
+
+#[test]
+fn notebook_fix_rewrites_only_changed_cells() {
+    let original = notebook_fixture();
+    let dir = tree(&[("train.ipynb", &original)]);
+    let (_, err, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--fix", "--select", "MEM004"]));
+    assert_eq!(code, 0, "{err}");
+    let fixed = fs::read_to_string(dir.path().join("train.ipynb")).unwrap();
+    assert_ne!(fixed, original);
+    let before: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let after: serde_json::Value = serde_json::from_str(&fixed).unwrap();
+    // Outputs and metadata untouched; only sources changed.
+    assert_eq!(before["metadata"], after["metadata"]);
+    let cells_before = before["cells"].as_array().unwrap();
+    let cells_after = after["cells"].as_array().unwrap();
+    assert_eq!(cells_before.len(), cells_after.len());
+    let mut changed = 0;
+    for (b, a) in cells_before.iter().zip(cells_after) {
+        assert_eq!(b["outputs"], a["outputs"]);
+        assert_eq!(b["metadata"], a["metadata"]);
+        if b["source"] != a["source"] {
+            changed += 1;
+        }
+    }
+    assert_eq!(changed, 1);
+    // Formatting preserved: the unchanged prefix of the file is byte-identical.
+    let first_difference = original.bytes().zip(fixed.bytes()).position(|(a, b)| a != b).unwrap();
+    assert!(original[..first_difference].contains("\"cells\""));
+    let (out, _) = concise(dir.path(), &["--select", "MEM004"]);
+    assert_eq!(out, "");
+}

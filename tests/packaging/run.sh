@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the `pip install memlint` wheel with maturin (bindings = "bin"), installs it in
+# a fresh virtual environment, and runs the installed `memlint` on the bundled examples.
+# Also checks that .pre-commit-hooks.yaml names a command the wheel provides.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+python3 -m venv "$WORK/build-env"
+"$WORK/build-env/bin/pip" install -q "maturin>=1.5,<2"
+# A dev-profile wheel: the test checks packaging, not speed.
+"$WORK/build-env/bin/maturin" build --quiet --profile dev \
+    -m "$ROOT/crates/memlint/Cargo.toml" --out "$WORK/dist" --target-dir "$ROOT/target"
+WHEEL=$(ls "$WORK"/dist/memlint-*.whl)
+echo "built $(basename "$WHEEL")"
+
+python3 -m venv "$WORK/user-env"
+"$WORK/user-env/bin/pip" install -q --no-index "$WHEEL"
+MEMLINT="$WORK/user-env/bin/memlint"
+test -x "$MEMLINT"
+"$MEMLINT" --version
+set +e
+"$MEMLINT" check --no-cache --output-format concise -q "$ROOT/tests/examples" > "$WORK/out.txt"
+status=$?
+set -e
+if [[ $status -ne 1 ]]; then
+    echo "error: the installed memlint exited $status on the examples (expected 1: findings)" >&2
+    exit 1
+fi
+grep -q "MEM001" "$WORK/out.txt" || { echo "error: no MEM001 finding from the installed memlint" >&2; cat "$WORK/out.txt"; exit 1; }
+"$MEMLINT" rule eval-without-no-grad | grep -q "## Why is this bad?"
+
+# The pre-commit hook's entry is the command the wheel installs.
+entry=$(python3 - "$ROOT/.pre-commit-hooks.yaml" <<'PY'
+import sys
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("entry:"):
+        print(line.split(":", 1)[1].strip().split()[0]); break
+PY
+)
+[[ "$entry" == "memlint" ]] || { echo "error: pre-commit entry is '$entry'" >&2; exit 1; }
+echo "packaging: ok"
