@@ -1,0 +1,154 @@
+//! Hover over a finding: what is wrong, the rule's documentation, and what fixing it
+//! saved when `memlint verify` measured it (its JSON report, read as plain JSON so that
+//! this crate never links the GPU runtime).
+
+use std::path::{Path, PathBuf};
+
+use memlint_linter::{Diagnostic, Rule};
+use serde_json::Value;
+
+/// Where `memlint verify` reports are looked for, in each candidate folder.
+pub const REPORT_FILES: &[&str] = &["memlint-verify.json", ".memlint/verify.json"];
+
+/// The folders to look in: the document's own folder and its ancestors up to a workspace
+/// folder that contains it (closest first), then the workspace folders.
+pub fn report_dirs(document: Option<&Path>, roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(path) = document {
+        if let Some(root) = roots.iter().find(|r| path.starts_with(r)) {
+            let mut dir = path.parent();
+            while let Some(d) = dir {
+                dirs.push(d.to_owned());
+                if d == root {
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+    }
+    for root in roots {
+        if !dirs.contains(root) {
+            dirs.push(root.clone());
+        }
+    }
+    dirs
+}
+
+/// The first report found: `Ok(json)` or `Err(why it could not be read)`.
+pub fn find_report(dirs: &[PathBuf]) -> Option<(PathBuf, Result<Value, String>)> {
+    for dir in dirs {
+        for name in REPORT_FILES {
+            let path = dir.join(name);
+            if !path.is_file() {
+                continue;
+            }
+            let parsed = std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|text| serde_json::from_str::<Value>(&text).map_err(|e| e.to_string()));
+            return Some((path, parsed));
+        }
+    }
+    None
+}
+
+/// The report's lines about one rule, in Markdown; empty when it has none.
+pub fn savings(report: &Value, rule: Rule) -> Vec<String> {
+    let estimated = report.get("estimated").and_then(Value::as_bool).unwrap_or(false);
+    let device = report.pointer("/device/name").and_then(Value::as_str).filter(|d| !d.is_empty());
+    let on = match (device, estimated) {
+        (Some(d), true) => format!(" (estimated for {d})"),
+        (Some(d), false) => format!(" (measured on {d})"),
+        (None, true) => " (estimated)".to_owned(),
+        (None, false) => String::new(),
+    };
+    let scenarios = report.get("scenarios").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    scenarios
+        .iter()
+        .filter(|s| s.get("code").and_then(Value::as_str).map(|c| c.eq_ignore_ascii_case(rule.code())).unwrap_or(false))
+        .filter_map(|s| {
+            let label = s.get("scenario").or_else(|| s.get("name")).and_then(Value::as_str).unwrap_or(rule.name());
+            if let Some(error) = s.get("error").and_then(Value::as_str) {
+                return Some(format!("- `{label}`: not measured ({error})"));
+            }
+            let summary = s.get("saving_summary").and_then(Value::as_str).filter(|t| !t.is_empty())?;
+            Some(format!("- `{label}`: {summary}{on}"))
+        })
+        .collect()
+}
+
+/// The hover text for the findings under the cursor.
+pub fn markdown(findings: &[&Diagnostic], report: Option<&(PathBuf, Result<Value, String>)>) -> String {
+    let mut parts = Vec::new();
+    for finding in findings {
+        let rule = finding.rule;
+        let mut text = format!("**memlint {}** `{}`: {}", rule.code(), rule.name(), finding.message);
+        if let Some(help) = &finding.help {
+            text.push_str(&format!("\n\n*Help:* {help}"));
+        }
+        match report {
+            Some((path, Ok(json))) => {
+                let lines = savings(json, rule);
+                if !lines.is_empty() {
+                    text.push_str(&format!("\n\n**Measured by `memlint verify`** (`{}`):\n{}", display_name(path), lines.join("\n")));
+                }
+            }
+            Some((path, Err(e))) => {
+                text.push_str(&format!("\n\n*The `memlint verify` report `{}` could not be read: {e}*", display_name(path)));
+            }
+            None => {}
+        }
+        text.push_str(&format!("\n\n---\n\n{}\n\n[{} documentation]({})", rule.doc().markdown.trim(), rule.code(), rule.url()));
+        parts.push(text);
+    }
+    parts.join("\n\n---\n\n")
+}
+
+fn display_name(path: &Path) -> String {
+    let parent = path.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    match parent {
+        Some(p) if p == ".memlint" => format!("{p}/{name}"),
+        _ => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn savings_tolerate_missing_fields_and_mark_estimates() {
+        let report = json!({
+            "estimated": true,
+            "device": {"name": "NVIDIA H100"},
+            "scenarios": [
+                {"code": "MEM001", "scenario": "eval-loop", "saving_summary": "peak 3.1 GiB -> 1.2 GiB"},
+                {"code": "MEM001", "scenario": "broken", "error": "out of memory"},
+                {"code": "MEM002"},
+                {"name": "no code"},
+                7
+            ]
+        });
+        assert_eq!(
+            savings(&report, Rule::EvalWithoutNoGrad),
+            vec![
+                "- `eval-loop`: peak 3.1 GiB -> 1.2 GiB (estimated for NVIDIA H100)".to_owned(),
+                "- `broken`: not measured (out of memory)".to_owned(),
+            ]
+        );
+        assert!(savings(&report, Rule::AccumulatedLossTensor).is_empty());
+        assert!(savings(&json!({"scenarios": "nope"}), Rule::EvalWithoutNoGrad).is_empty());
+        let measured = json!({"device": {"name": "H200"}, "scenarios": [{"code": "MEM004", "saving_summary": "s"}]});
+        assert_eq!(savings(&measured, Rule::EmptyCacheInLoop), vec!["- `empty-cache-in-loop`: s (measured on H200)".to_owned()]);
+    }
+
+    #[test]
+    fn report_dirs_walk_up_to_the_workspace_folder() {
+        let roots = vec![PathBuf::from("/w")];
+        let dirs = report_dirs(Some(Path::new("/w/a/b/t.py")), &roots);
+        assert_eq!(dirs, vec![PathBuf::from("/w/a/b"), PathBuf::from("/w/a"), PathBuf::from("/w")]);
+        let outside = report_dirs(Some(Path::new("/elsewhere/t.py")), &roots);
+        assert_eq!(outside, vec![PathBuf::from("/w")]);
+    }
+}

@@ -1,0 +1,1011 @@
+//! The `LanguageServer` implementation: document sync, lint scheduling, diagnostics
+//! (pushed or pulled), code actions, hover and settings.
+
+use std::collections::{HashMap, HashSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use memlint_linter::{Applicability, FixMode, LinterSettings, RuleSelection, Severity};
+use memlint_python::tree_sitter::Tree;
+use serde_json::{json, Value};
+use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
+use tower_lsp_server::lsp_types as lsp;
+use tower_lsp_server::lsp_types::notification::Notification as _;
+use tower_lsp_server::lsp_types::{
+    CodeAction, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams, CodeActionProviderCapability,
+    CodeActionResponse, DiagnosticOptions, DiagnosticServerCapabilities, DidChangeConfigurationParams,
+    DidChangeNotebookDocumentParams, DidChangeTextDocumentParams, DidChangeWatchedFilesParams,
+    DidChangeWatchedFilesRegistrationOptions, DidCloseNotebookDocumentParams, DidCloseTextDocumentParams,
+    DidOpenNotebookDocumentParams, DidOpenTextDocumentParams, DocumentDiagnosticParams, DocumentDiagnosticReport,
+    DocumentDiagnosticReportResult, FileSystemWatcher, FullDocumentDiagnosticReport, GlobPattern, Hover,
+    HoverContents, HoverParams, HoverProviderCapability, InitializeParams, InitializeResult, InitializedParams,
+    MarkupContent, MarkupKind, MessageType, NotebookCellKind, NotebookCellSelector, NotebookDocumentSyncOptions,
+    NotebookSelector, OneOf, Registration, RelatedFullDocumentDiagnosticReport,
+    RelatedUnchangedDocumentDiagnosticReport, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
+    TextDocumentSyncKind, TextDocumentSyncOptions, TextEdit, UnchangedDocumentDiagnosticReport, Uri, WorkspaceEdit,
+};
+use tower_lsp_server::{Client, LanguageServer, UriExt};
+
+use crate::actions;
+use crate::document::{Document, Encoding};
+use crate::hover;
+use crate::notebook;
+use crate::settings::{ClientSettings, DocumentSettings, SettingsStore};
+
+/// The code action kind of "fix everything memlint can fix".
+pub const FIX_ALL: CodeActionKind = CodeActionKind::new("source.fixAll.memlint");
+
+/// The configuration files whose changes re-resolve settings.
+const WATCHED: &[&str] = &["**/pyproject.toml", "**/memlint.toml", "**/.memlint.toml"];
+
+pub struct Server {
+    client: Client,
+    state: Arc<Mutex<State>>,
+    /// Held from the version check to the end of `publishDiagnostics`, so an older
+    /// version's results can never be published after a newer one's.
+    publish_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The findings of one version of a document, with the settings generation they used.
+struct Linted {
+    version: i32,
+    generation: u64,
+    diagnostics: Arc<Vec<memlint_linter::Diagnostic>>,
+}
+
+struct NotebookDoc {
+    /// Every cell in order, and whether it is a code cell.
+    cells: Vec<(Uri, bool)>,
+}
+
+struct State {
+    encoding: Encoding,
+    /// The client pulls diagnostics (`textDocument/diagnostic`); nothing is pushed then.
+    pull: bool,
+    /// The client resolves a code action's `edit` lazily (`codeAction/resolve`).
+    lazy_edits: bool,
+    refresh_support: bool,
+    watch_dynamic: bool,
+    roots: Vec<PathBuf>,
+    docs: HashMap<Uri, Document>,
+    lints: HashMap<Uri, Linted>,
+    /// By document, or by notebook for its cells.
+    settings: HashMap<Uri, Arc<DocumentSettings>>,
+    notebooks: HashMap<Uri, NotebookDoc>,
+    store: SettingsStore,
+    /// Bumped when settings change: findings of an older generation are stale.
+    generation: u64,
+    /// Messages not yet shown (startup problems, configuration errors).
+    pending_messages: Vec<(MessageType, String)>,
+    shown: HashSet<String>,
+}
+
+/// Work for one lint: a file, or every Python cell of a notebook.
+struct Job {
+    generation: u64,
+    settings: Arc<DocumentSettings>,
+    kind: JobKind,
+}
+
+enum JobKind {
+    File { uri: Uri, version: i32, text: String, tree: Tree },
+    Notebook { notebook: Uri, cells: Vec<(Uri, i32, String)> },
+}
+
+struct JobOutput {
+    generation: u64,
+    /// A notebook's cells as linted: results are stale once cells are added or removed.
+    notebook: Option<(Uri, Vec<Uri>)>,
+    /// Per document: the version linted and its findings.
+    entries: Vec<(Uri, i32, Vec<memlint_linter::Diagnostic>)>,
+    problems: Vec<String>,
+}
+
+impl Job {
+    fn versions(&self) -> Vec<(&Uri, i32)> {
+        match &self.kind {
+            JobKind::File { uri, version, .. } => vec![(uri, *version)],
+            JobKind::Notebook { cells, .. } => cells.iter().map(|(u, v, _)| (u, *v)).collect(),
+        }
+    }
+
+    fn is_current(&self, state: &State) -> bool {
+        let cells_unchanged = match &self.kind {
+            JobKind::File { .. } => true,
+            JobKind::Notebook { notebook, cells } => {
+                state.code_cells(notebook) == cells.iter().map(|(u, _, _)| u.clone()).collect::<Vec<_>>()
+            }
+        };
+        cells_unchanged
+            && self.generation == state.generation
+            && self.versions().into_iter().all(|(uri, v)| state.docs.get(uri).map(|d| d.version) == Some(v))
+    }
+
+    fn run(self) -> JobOutput {
+        let linter = &self.settings.linter;
+        let mut linted_cells = None;
+        let (entries, problems) = match self.kind {
+            JobKind::File { uri, version, text, tree } => {
+                let (mut per_unit, problems) =
+                    lint_guarded(linter, 1, &|s| vec![memlint_linter::lint_tree(&text, &tree, s).diagnostics]);
+                (vec![(uri, version, per_unit.pop().unwrap_or_default())], problems)
+            }
+            JobKind::Notebook { notebook, cells } => {
+                linted_cells = Some((notebook, cells.iter().map(|(u, _, _)| u.clone()).collect()));
+                let texts: Vec<&str> = cells.iter().map(|(_, _, t)| t.as_str()).collect();
+                let (per_cell, problems) = lint_guarded(linter, texts.len(), &|s| {
+                    notebook::lint_cells(&texts, |source| memlint_linter::lint(source, s))
+                        .unwrap_or_else(|e| panic!("the notebook could not be read: {e}"))
+                });
+                let entries = cells.iter().zip(per_cell).map(|((u, v, _), d)| (u.clone(), *v, d)).collect();
+                (entries, problems)
+            }
+        };
+        JobOutput { generation: self.generation, notebook: linted_cells, entries, problems }
+    }
+}
+
+/// Runs `run` under `catch_unwind`. If a rule panics, each enabled rule is re-run alone
+/// so that only the broken rule's findings are lost, and the problem is reported.
+fn lint_guarded(
+    settings: &LinterSettings,
+    units: usize,
+    run: &dyn Fn(&LinterSettings) -> Vec<Vec<memlint_linter::Diagnostic>>,
+) -> (Vec<Vec<memlint_linter::Diagnostic>>, Vec<String>) {
+    match catch_unwind(AssertUnwindSafe(|| run(settings))) {
+        Ok(found) => (found, Vec::new()),
+        Err(_) => {
+            let mut merged = vec![Vec::new(); units];
+            let mut problems = Vec::new();
+            for rule in settings.rules.iter() {
+                let mut rules = RuleSelection::none();
+                rules.enable(rule);
+                let single = LinterSettings { rules, severity: settings.severity.clone() };
+                match catch_unwind(AssertUnwindSafe(|| run(&single))) {
+                    Ok(found) => {
+                        for (unit, mut d) in merged.iter_mut().zip(found) {
+                            unit.append(&mut d);
+                        }
+                    }
+                    Err(payload) => problems.push(format!(
+                        "memlint: rule {} ({}) crashed and was skipped for this document: {}",
+                        rule.code(),
+                        rule.name(),
+                        panic_message(&payload)
+                    )),
+                }
+            }
+            for unit in &mut merged {
+                unit.sort_by(|a, b| (a.range.start, a.rule).cmp(&(b.range.start, b.rule)));
+            }
+            if problems.is_empty() {
+                problems.push("memlint: linting crashed on this document; no single rule is to blame".to_owned());
+            }
+            (merged, problems)
+        }
+    }
+}
+
+fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic without a message".to_owned())
+}
+
+fn to_lsp_severity(severity: Severity) -> lsp::DiagnosticSeverity {
+    match severity {
+        Severity::Info => lsp::DiagnosticSeverity::INFORMATION,
+        Severity::Warning => lsp::DiagnosticSeverity::WARNING,
+        Severity::Error => lsp::DiagnosticSeverity::ERROR,
+    }
+}
+
+fn applicability_str(applicability: Applicability) -> &'static str {
+    match applicability {
+        Applicability::Safe => "safe",
+        Applicability::Unsafe => "unsafe",
+    }
+}
+
+fn text_edit(doc: &Document, edit: &memlint_linter::Edit, encoding: Encoding) -> TextEdit {
+    TextEdit { range: doc.range(edit.range.clone(), encoding), new_text: edit.content.clone() }
+}
+
+/// A finding as an LSP diagnostic; its fix travels in `data` in the client's positions.
+fn to_lsp(doc: &Document, d: &memlint_linter::Diagnostic, encoding: Encoding) -> lsp::Diagnostic {
+    let fix = d.fix.as_ref().map(|fix| {
+        json!({
+            "applicability": applicability_str(fix.applicability),
+            "message": fix.message,
+            "edits": fix.edits.iter().map(|e| text_edit(doc, e, encoding)).collect::<Vec<_>>(),
+        })
+    });
+    lsp::Diagnostic {
+        range: doc.range(d.range.clone(), encoding),
+        severity: Some(to_lsp_severity(d.severity)),
+        code: Some(lsp::NumberOrString::String(d.rule.code().to_owned())),
+        code_description: d.rule.url().parse().ok().map(|href| lsp::CodeDescription { href }),
+        source: Some("memlint".to_owned()),
+        message: d.message.clone(),
+        related_information: None,
+        tags: None,
+        data: Some(json!({ "name": d.rule.name(), "help": d.help, "fix": fix })),
+    }
+}
+
+fn content_modified() -> Error {
+    Error { code: ErrorCode::ContentModified, message: "the document changed while memlint was linting it".into(), data: None }
+}
+
+fn unknown_document(uri: &Uri) -> Error {
+    Error::invalid_params(format!("memlint has no open document {}", uri.as_str()))
+}
+
+fn file_path(uri: &Uri) -> Option<PathBuf> {
+    if uri.scheme().map(|s| s.as_str()) != Some("file") {
+        return None;
+    }
+    uri.to_file_path().map(|p| p.into_owned())
+}
+
+impl State {
+    fn new() -> State {
+        let (store, _) = SettingsStore::new(ClientSettings::default(), Vec::new());
+        State {
+            encoding: Encoding::Utf16,
+            pull: false,
+            lazy_edits: false,
+            refresh_support: false,
+            watch_dynamic: false,
+            roots: Vec::new(),
+            docs: HashMap::new(),
+            lints: HashMap::new(),
+            settings: HashMap::new(),
+            notebooks: HashMap::new(),
+            store,
+            generation: 0,
+            pending_messages: Vec::new(),
+            shown: HashSet::new(),
+        }
+    }
+
+    /// The key settings are kept under: the notebook for a cell, else the document.
+    fn settings_key(&self, uri: &Uri) -> Uri {
+        self.docs.get(uri).and_then(|d| d.notebook.clone()).unwrap_or_else(|| uri.clone())
+    }
+
+    /// Resolves (again) the settings of `key` (a document or a notebook).
+    fn resolve_settings(&mut self, key: &Uri) -> Arc<DocumentSettings> {
+        let path = file_path(key);
+        let settings = match self.store.for_path(path.as_deref()) {
+            Ok(settings) => settings,
+            Err((message, keep)) => {
+                if self.shown.insert(message.clone()) {
+                    self.pending_messages.push((MessageType::ERROR, message));
+                }
+                // The last good settings of this very document win over the folder's.
+                self.settings.get(key).cloned().unwrap_or(keep)
+            }
+        };
+        self.settings.insert(key.clone(), settings.clone());
+        settings
+    }
+
+    fn settings_for(&mut self, uri: &Uri) -> Arc<DocumentSettings> {
+        let key = self.settings_key(uri);
+        match self.settings.get(&key) {
+            Some(s) => s.clone(),
+            None => self.resolve_settings(&key),
+        }
+    }
+
+    /// The open Python code cells of a notebook, in order.
+    fn code_cells(&self, notebook: &Uri) -> Vec<Uri> {
+        self.notebooks
+            .get(notebook)
+            .map(|nb| nb.cells.iter().filter(|(u, code)| *code && self.docs.contains_key(u)).map(|(u, _)| u.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn job(&mut self, uri: &Uri) -> Option<Job> {
+        let doc = self.docs.get(uri)?;
+        let generation = self.generation;
+        match doc.notebook.clone() {
+            Some(nb) => {
+                let cells = self
+                    .code_cells(&nb)
+                    .into_iter()
+                    .filter_map(|u| self.docs.get(&u).map(|d| (u.clone(), d.version, d.text.clone())))
+                    .collect();
+                let settings = self.settings_for(uri);
+                Some(Job { generation, settings, kind: JobKind::Notebook { notebook: nb, cells } })
+            }
+            None => {
+                let kind = JobKind::File { uri: uri.clone(), version: doc.version, text: doc.text.clone(), tree: doc.tree.clone() };
+                let settings = self.settings_for(uri);
+                Some(Job { generation, settings, kind })
+            }
+        }
+    }
+
+    /// Stores a job's findings if they are still current; returns the documents updated.
+    fn store(&mut self, output: JobOutput) -> Vec<Uri> {
+        let mut updated = Vec::new();
+        if output.generation != self.generation {
+            return updated;
+        }
+        if let Some((notebook, cells)) = &output.notebook {
+            if self.code_cells(notebook) != *cells {
+                return updated;
+            }
+        }
+        let all_current = output.entries.iter().all(|(u, v, _)| self.docs.get(u).map(|d| d.version) == Some(*v));
+        if !all_current {
+            return updated;
+        }
+        for problem in output.problems {
+            self.pending_messages.push((MessageType::ERROR, problem));
+        }
+        for (uri, version, diagnostics) in output.entries {
+            self.lints.insert(uri.clone(), Linted { version, generation: output.generation, diagnostics: Arc::new(diagnostics) });
+            updated.push(uri);
+        }
+        updated
+    }
+
+    fn current_lint(&self, uri: &Uri) -> Option<Arc<Vec<memlint_linter::Diagnostic>>> {
+        let doc = self.docs.get(uri)?;
+        self.lints
+            .get(uri)
+            .filter(|l| l.version == doc.version && l.generation == self.generation)
+            .map(|l| l.diagnostics.clone())
+    }
+
+    fn lsp_diagnostics(&self, uri: &Uri) -> Option<(i32, Vec<lsp::Diagnostic>)> {
+        let doc = self.docs.get(uri)?;
+        let lint = self.current_lint(uri)?;
+        Some((doc.version, lint.iter().map(|d| to_lsp(doc, d, self.encoding)).collect()))
+    }
+
+    /// Re-resolves every open document's settings and invalidates their findings.
+    fn reload(&mut self, client: ClientSettings) {
+        let (store, problems) = self.store.reload(client);
+        self.store = store;
+        self.shown.clear();
+        for problem in problems {
+            self.shown.insert(problem.clone());
+            self.pending_messages.push((MessageType::ERROR, problem));
+        }
+        let keys: Vec<Uri> = self.settings.keys().cloned().collect();
+        for key in keys {
+            self.resolve_settings(&key);
+        }
+        self.generation += 1;
+    }
+
+    /// One document per lint unit: each file, and the first open cell of each notebook.
+    fn units(&self) -> Vec<Uri> {
+        let mut seen = HashSet::new();
+        self.docs
+            .values()
+            .filter(|d| d.notebook.as_ref().map(|nb| seen.insert(nb.clone())).unwrap_or(true))
+            .map(|d| d.uri.clone())
+            .collect()
+    }
+}
+
+impl Server {
+    pub fn new(client: Client) -> Server {
+        Server { client, state: Arc::new(Mutex::new(State::new())), publish_lock: Arc::new(tokio::sync::Mutex::new(())) }
+    }
+
+    fn handle(&self) -> Server {
+        Server { client: self.client.clone(), state: self.state.clone(), publish_lock: self.publish_lock.clone() }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock was held (none is expected: linting runs outside it)
+        // must not wedge the server: the state is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn flush_messages(&self) {
+        let messages = std::mem::take(&mut self.state().pending_messages);
+        for (typ, message) in messages {
+            self.client.show_message(typ, &message).await;
+            self.client.log_message(typ, message).await;
+        }
+    }
+
+    /// Lints the unit `uri` belongs to (unless a newer version arrives first) and stores
+    /// the findings; returns the documents updated.
+    async fn lint(&self, uri: &Uri) -> Vec<Uri> {
+        let Some(job) = self.state().job(uri) else { return Vec::new() };
+        let state = self.state.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            // Dropped unseen if the client has moved on while this waited for a thread.
+            if !job.is_current(&state.lock().unwrap_or_else(|e| e.into_inner())) {
+                return None;
+            }
+            Some(job.run())
+        })
+        .await;
+        match output {
+            Ok(Some(output)) => self.state().store(output),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Push mode: lint in the background and publish if still current.
+    fn schedule(&self, uri: Uri) {
+        let server = self.handle();
+        tokio::spawn(async move {
+            let updated = server.lint(&uri).await;
+            let _order = server.publish_lock.lock().await;
+            let to_publish: Vec<_> = {
+                let state = server.state();
+                updated.iter().filter_map(|u| state.lsp_diagnostics(u).map(|(v, d)| (u.clone(), v, d))).collect()
+            };
+            for (uri, version, diagnostics) in to_publish {
+                server.client.publish_diagnostics(uri, diagnostics, Some(version)).await;
+            }
+            drop(_order);
+            server.flush_messages().await;
+        });
+    }
+
+    /// For requests: the findings of the document's current version, linting if needed.
+    async fn current(&self, uri: &Uri) -> Result<Arc<Vec<memlint_linter::Diagnostic>>> {
+        if !self.state().docs.contains_key(uri) {
+            return Err(unknown_document(uri));
+        }
+        if let Some(lint) = self.state().current_lint(uri) {
+            return Ok(lint);
+        }
+        self.lint(uri).await;
+        self.flush_messages().await;
+        let state = self.state();
+        if !state.docs.contains_key(uri) {
+            return Err(unknown_document(uri));
+        }
+        state.current_lint(uri).ok_or_else(content_modified)
+    }
+
+    /// After a settings change: push every unit again, or ask a pulling client to pull.
+    async fn relint_all(&self) {
+        let (pull, refresh, units) = {
+            let state = self.state();
+            (state.pull, state.refresh_support, state.units())
+        };
+        self.flush_messages().await;
+        if pull {
+            if refresh {
+                if let Err(e) = self.client.workspace_diagnostic_refresh().await {
+                    self.client.log_message(MessageType::WARNING, format!("memlint: diagnostic refresh failed: {e}")).await;
+                }
+            }
+        } else {
+            for uri in units {
+                self.schedule(uri);
+            }
+        }
+    }
+
+    async fn clear(&self, uris: Vec<Uri>) {
+        for uri in uris {
+            self.client.publish_diagnostics(uri, Vec::new(), None).await;
+        }
+    }
+
+    async fn log(&self, typ: MessageType, message: String) {
+        self.client.log_message(typ, message).await;
+    }
+
+    /// The fix-all edit for the document's current version, computed off the async threads.
+    async fn fix_all_edit(&self, uri: &Uri, version: i32) -> Result<WorkspaceEdit> {
+        let stored = self.current(uri).await?;
+        let (text, settings, is_cell) = {
+            let mut state = self.state();
+            let doc = state.docs.get(uri).ok_or_else(|| unknown_document(uri))?;
+            if doc.version != version {
+                return Err(content_modified());
+            }
+            let (text, is_cell) = (doc.text.clone(), doc.notebook.is_some());
+            (text, state.settings_for(uri), is_cell)
+        };
+        let mode = if settings.unsafe_fixes { FixMode::Unsafe } else { FixMode::Safe };
+        let original = text.clone();
+        let fixed = tokio::task::spawn_blocking(move || {
+            catch_unwind(AssertUnwindSafe(|| {
+                if is_cell {
+                    // A cell's fixes were computed on the whole notebook: apply them as stored.
+                    actions::apply_stored_fixes(&text, &stored, mode)
+                } else {
+                    memlint_linter::apply_fixes(&text, &settings.linter, mode).source
+                }
+            }))
+            .map_err(|p| panic_message(&p))
+        })
+        .await
+        .map_err(|e| Error { code: ErrorCode::InternalError, message: e.to_string().into(), data: None })?
+        .map_err(|p| Error { code: ErrorCode::InternalError, message: format!("memlint: fixing crashed: {p}").into(), data: None })?;
+        let state = self.state();
+        let doc = state.docs.get(uri).ok_or_else(|| unknown_document(uri))?;
+        if doc.version != version {
+            return Err(content_modified());
+        }
+        let edits: Vec<TextEdit> =
+            actions::minimal_edit(&original, &fixed).map(|e| text_edit(doc, &e, state.encoding)).into_iter().collect();
+        Ok(WorkspaceEdit { changes: Some(HashMap::from([(uri.clone(), edits)])), ..WorkspaceEdit::default() })
+    }
+}
+
+/// Does an action of `kind` pass the client's `only` filter (kinds are hierarchical)?
+fn wanted(only: Option<&Vec<CodeActionKind>>, kind: &CodeActionKind) -> bool {
+    match only {
+        None => true,
+        Some(only) => only.iter().any(|o| {
+            kind.as_str() == o.as_str() || kind.as_str().starts_with(&format!("{}.", o.as_str())) || o.as_str().is_empty()
+        }),
+    }
+}
+
+impl LanguageServer for Server {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        let caps = &params.capabilities;
+        let utf8 = caps
+            .general
+            .as_ref()
+            .and_then(|g| g.position_encodings.as_ref())
+            .map(|encodings| encodings.contains(&lsp::PositionEncodingKind::UTF8))
+            .unwrap_or(false);
+        let encoding = if utf8 { Encoding::Utf8 } else { Encoding::Utf16 };
+        let text_caps = caps.text_document.as_ref();
+        let pull = text_caps.and_then(|t| t.diagnostic.as_ref()).is_some();
+        let lazy_edits = text_caps
+            .and_then(|t| t.code_action.as_ref())
+            .and_then(|c| c.resolve_support.as_ref())
+            .map(|r| r.properties.iter().any(|p| p == "edit"))
+            .unwrap_or(false);
+        let workspace = caps.workspace.as_ref();
+        let refresh_support =
+            workspace.and_then(|w| w.diagnostic.as_ref()).and_then(|d| d.refresh_support).unwrap_or(false);
+        let watch_dynamic = workspace
+            .and_then(|w| w.did_change_watched_files.as_ref())
+            .and_then(|d| d.dynamic_registration)
+            .unwrap_or(false);
+        #[allow(deprecated)] // rootUri is what older clients (Neovim 0.7) send.
+        let mut roots: Vec<PathBuf> = match &params.workspace_folders {
+            Some(folders) if !folders.is_empty() => folders.iter().filter_map(|f| file_path(&f.uri)).collect(),
+            _ => params.root_uri.as_ref().and_then(file_path).into_iter().collect(),
+        };
+        roots.dedup();
+        let client_settings = ClientSettings::from_value(params.initialization_options.as_ref());
+        {
+            let mut state = self.state();
+            let (store, problems) = SettingsStore::new(client_settings, roots.clone());
+            *state = State {
+                encoding,
+                pull,
+                lazy_edits,
+                refresh_support,
+                watch_dynamic,
+                roots,
+                store,
+                pending_messages: problems.into_iter().map(|p| (MessageType::ERROR, p)).collect(),
+                ..State::new()
+            };
+        }
+        let notebook = NotebookDocumentSyncOptions {
+            notebook_selector: vec![NotebookSelector::ByNotebook {
+                notebook: lsp::Notebook::String("*".to_owned()),
+                cells: Some(vec![NotebookCellSelector { language: "python".to_owned() }]),
+            }],
+            save: None,
+        };
+        let capabilities = ServerCapabilities {
+            position_encoding: Some(encoding.kind()),
+            text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+                open_close: Some(true),
+                change: Some(TextDocumentSyncKind::INCREMENTAL),
+                ..TextDocumentSyncOptions::default()
+            })),
+            notebook_document_sync: Some(OneOf::Left(notebook)),
+            hover_provider: Some(HoverProviderCapability::Simple(true)),
+            code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+                code_action_kinds: Some(vec![CodeActionKind::QUICKFIX, FIX_ALL]),
+                resolve_provider: Some(true),
+                ..CodeActionOptions::default()
+            })),
+            diagnostic_provider: pull.then(|| {
+                DiagnosticServerCapabilities::Options(DiagnosticOptions {
+                    identifier: Some("memlint".to_owned()),
+                    inter_file_dependencies: false,
+                    workspace_diagnostics: false,
+                    ..DiagnosticOptions::default()
+                })
+            }),
+            ..ServerCapabilities::default()
+        };
+        Ok(InitializeResult {
+            capabilities,
+            server_info: Some(ServerInfo { name: "memlint".to_owned(), version: Some(env!("CARGO_PKG_VERSION").to_owned()) }),
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        let watch = self.state().watch_dynamic;
+        if watch {
+            let watchers = WATCHED
+                .iter()
+                .map(|glob| FileSystemWatcher { glob_pattern: GlobPattern::String((*glob).to_owned()), kind: None })
+                .collect();
+            let registration = Registration {
+                id: "memlint-config-files".to_owned(),
+                method: lsp::notification::DidChangeWatchedFiles::METHOD.to_owned(),
+                register_options: serde_json::to_value(DidChangeWatchedFilesRegistrationOptions { watchers }).ok(),
+            };
+            if let Err(e) = self.client.register_capability(vec![registration]).await {
+                self.log(MessageType::WARNING, format!("memlint: cannot watch configuration files: {e}")).await;
+            }
+        }
+        self.flush_messages().await;
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        let item = params.text_document;
+        let uri = item.uri.clone();
+        let pull = {
+            let mut state = self.state();
+            state.docs.insert(uri.clone(), Document::new(item.uri, item.text, item.version));
+            state.lints.remove(&uri);
+            // Settings are re-resolved on open: the configuration may have changed
+            // while the document was closed, without the client telling us.
+            state.resolve_settings(&uri);
+            state.pull
+        };
+        if !pull {
+            self.schedule(uri);
+        }
+        self.flush_messages().await;
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        let uri = params.text_document.uri;
+        let applied = {
+            let mut state = self.state();
+            let encoding = state.encoding;
+            let pull = state.pull;
+            state.docs.get_mut(&uri).map(|doc| {
+                doc.apply_changes(params.content_changes, params.text_document.version, encoding);
+                pull
+            })
+        };
+        let Some(pull) = applied else {
+            self.log(MessageType::WARNING, format!("memlint: change to a document that is not open: {}", uri.as_str())).await;
+            return;
+        };
+        if !pull {
+            self.schedule(uri);
+        }
+    }
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        let uri = params.text_document.uri;
+        let known = {
+            let mut state = self.state();
+            state.lints.remove(&uri);
+            state.settings.remove(&uri);
+            state.docs.remove(&uri).is_some()
+        };
+        if known {
+            let _order = self.publish_lock.lock().await;
+            self.clear(vec![uri]).await;
+        } else {
+            self.log(MessageType::WARNING, format!("memlint: close of a document that is not open: {}", uri.as_str())).await;
+        }
+    }
+
+    async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
+        {
+            let mut state = self.state();
+            let new = ClientSettings::from_value(Some(&params.settings));
+            let old = state.store.client().clone();
+            // Clients send their whole settings object, often empty (Neovim sends `{}`
+            // right after initializing): only what is set replaces the current value.
+            let merged = ClientSettings {
+                select: new.select.or_else(|| old.select.clone()),
+                ignore: new.ignore.or_else(|| old.ignore.clone()),
+                unsafe_fixes: new.unsafe_fixes.or(old.unsafe_fixes),
+                config_path: new.config_path.or_else(|| old.config_path.clone()),
+            };
+            if merged == old {
+                return;
+            }
+            state.reload(merged);
+        }
+        self.relint_all().await;
+    }
+
+    async fn did_change_watched_files(&self, params: DidChangeWatchedFilesParams) {
+        if params.changes.is_empty() {
+            return;
+        }
+        {
+            let mut state = self.state();
+            let client = state.store.client().clone();
+            state.reload(client);
+        }
+        self.relint_all().await;
+    }
+
+    async fn diagnostic(&self, params: DocumentDiagnosticParams) -> Result<DocumentDiagnosticReportResult> {
+        let uri = params.text_document.uri;
+        self.current(&uri).await?;
+        let state = self.state();
+        let (version, items) = state.lsp_diagnostics(&uri).ok_or_else(content_modified)?;
+        let result_id = format!("{}:{version}", state.generation);
+        let report = if params.previous_result_id.as_deref() == Some(result_id.as_str()) {
+            DocumentDiagnosticReport::Unchanged(RelatedUnchangedDocumentDiagnosticReport {
+                related_documents: None,
+                unchanged_document_diagnostic_report: UnchangedDocumentDiagnosticReport { result_id },
+            })
+        } else {
+            DocumentDiagnosticReport::Full(RelatedFullDocumentDiagnosticReport {
+                related_documents: None,
+                full_document_diagnostic_report: FullDocumentDiagnosticReport { result_id: Some(result_id), items },
+            })
+        };
+        Ok(DocumentDiagnosticReportResult::Report(report))
+    }
+
+    async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        let uri = params.text_document.uri;
+        let findings = self.current(&uri).await?;
+        let only = params.context.only.as_ref();
+        let (lazy, fix_all_version, mut actions) = {
+            let mut state = self.state();
+            let settings = state.settings_for(&uri);
+            let encoding = state.encoding;
+            let doc = state.docs.get(&uri).ok_or_else(|| unknown_document(&uri))?;
+            let wanted_range = doc.byte_range(params.range, encoding);
+            let mut fixes = Vec::new();
+            let mut disables = Vec::new();
+            let mut disabled_lines = HashSet::new();
+            for finding in findings.iter() {
+                if finding.range.start > wanted_range.end || wanted_range.start > finding.range.end {
+                    continue;
+                }
+                let diagnostic = to_lsp(doc, finding, encoding);
+                let code = finding.rule.code();
+                if let Some(fix) = finding.fix.as_ref().filter(|f| !f.edits.is_empty()) {
+                    let safe = fix.applicability == Applicability::Safe;
+                    let title = format!("{}{} ({code})", fix.message, if safe { "" } else { " (unsafe)" });
+                    let edits = fix.edits.iter().map(|e| text_edit(doc, e, encoding)).collect();
+                    fixes.push(CodeAction {
+                        title,
+                        kind: Some(CodeActionKind::QUICKFIX),
+                        diagnostics: Some(vec![diagnostic.clone()]),
+                        edit: Some(WorkspaceEdit { changes: Some(HashMap::from([(uri.clone(), edits)])), ..WorkspaceEdit::default() }),
+                        is_preferred: Some(safe),
+                        ..CodeAction::default()
+                    });
+                }
+                let line = doc.index.line_of(finding.range.start);
+                if disabled_lines.insert((line, finding.rule)) {
+                    if let Some(edit) = actions::noqa_edit(doc, finding.rule, line) {
+                        disables.push(CodeAction {
+                            title: format!("Disable {code} for this line"),
+                            kind: Some(CodeActionKind::QUICKFIX),
+                            diagnostics: Some(vec![diagnostic]),
+                            edit: Some(WorkspaceEdit {
+                                changes: Some(HashMap::from([(uri.clone(), vec![text_edit(doc, &edit, encoding)])])),
+                                ..WorkspaceEdit::default()
+                            }),
+                            ..CodeAction::default()
+                        });
+                    }
+                }
+            }
+            let mode = if settings.unsafe_fixes { FixMode::Unsafe } else { FixMode::Safe };
+            let any_fixable = findings.iter().any(|d| d.fix.as_ref().map(|f| mode.allows(f.applicability)).unwrap_or(false));
+            let fix_all_version = (any_fixable && wanted(only, &FIX_ALL)).then_some(doc.version);
+            let mut actions: Vec<CodeAction> = Vec::new();
+            if wanted(only, &CodeActionKind::QUICKFIX) {
+                actions.extend(fixes);
+                actions.extend(disables);
+            }
+            (state.lazy_edits, fix_all_version, actions)
+        };
+        if let Some(version) = fix_all_version {
+            let mut action = CodeAction {
+                title: "memlint: fix all auto-fixable problems".to_owned(),
+                kind: Some(FIX_ALL),
+                data: Some(json!({ "uri": uri.as_str(), "version": version })),
+                ..CodeAction::default()
+            };
+            if !lazy {
+                action.edit = Some(self.fix_all_edit(&uri, version).await?);
+            }
+            actions.push(action);
+        }
+        Ok(Some(actions.into_iter().map(CodeActionOrCommand::CodeAction).collect()))
+    }
+
+    async fn code_action_resolve(&self, mut action: CodeAction) -> Result<CodeAction> {
+        if action.kind.as_ref() != Some(&FIX_ALL) || action.edit.is_some() {
+            return Ok(action);
+        }
+        let data = action.data.clone().unwrap_or(Value::Null);
+        let uri: Uri = data
+            .get("uri")
+            .and_then(Value::as_str)
+            .and_then(|u| u.parse().ok())
+            .ok_or_else(|| Error::invalid_params("memlint: the code action's data has no document"))?;
+        let version = data
+            .get("version")
+            .and_then(Value::as_i64)
+            .and_then(|v| i32::try_from(v).ok())
+            .ok_or_else(|| Error::invalid_params("memlint: the code action's data has no version"))?;
+        action.edit = Some(self.fix_all_edit(&uri, version).await?);
+        Ok(action)
+    }
+
+    async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
+        let uri = params.text_document_position_params.text_document.uri;
+        let position = params.text_document_position_params.position;
+        let findings = self.current(&uri).await?;
+        let (range, roots, path, under) = {
+            let state = self.state();
+            let doc = state.docs.get(&uri).ok_or_else(|| unknown_document(&uri))?;
+            let offset = doc.offset(position, state.encoding);
+            let under: Vec<usize> = findings
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| d.range.start <= offset && offset <= d.range.end)
+                .map(|(i, _)| i)
+                .collect();
+            let Some(first) = under.first() else { return Ok(None) };
+            let range = doc.range(findings[*first].range.clone(), state.encoding);
+            let path = file_path(doc.notebook.as_ref().unwrap_or(&uri));
+            (range, state.roots.clone(), path, under)
+        };
+        let report = hover::find_report(&hover::report_dirs(path.as_deref(), &roots));
+        let under: Vec<&memlint_linter::Diagnostic> = under.iter().map(|i| &findings[*i]).collect();
+        Ok(Some(Hover {
+            contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: hover::markdown(&under, report.as_ref()) }),
+            range: Some(range),
+        }))
+    }
+
+    async fn notebook_did_open(&self, params: DidOpenNotebookDocumentParams) {
+        let nb_uri = params.notebook_document.uri;
+        let pull = {
+            let mut state = self.state();
+            let cells = params
+                .notebook_document
+                .cells
+                .iter()
+                .map(|c| (c.document.clone(), c.kind == NotebookCellKind::Code))
+                .collect();
+            for item in params.cell_text_documents {
+                if item.language_id != "python" {
+                    continue;
+                }
+                let mut doc = Document::new(item.uri.clone(), item.text, item.version);
+                doc.notebook = Some(nb_uri.clone());
+                state.docs.insert(item.uri, doc);
+            }
+            state.notebooks.insert(nb_uri.clone(), NotebookDoc { cells });
+            state.resolve_settings(&nb_uri);
+            state.pull
+        };
+        self.flush_messages().await;
+        self.schedule_notebook(&nb_uri, pull);
+    }
+
+    async fn notebook_did_change(&self, params: DidChangeNotebookDocumentParams) {
+        let nb_uri = params.notebook_document.uri;
+        let mut closed = Vec::new();
+        let known = self.state().notebooks.contains_key(&nb_uri);
+        if !known {
+            self.log(MessageType::WARNING, format!("memlint: change to a notebook that is not open: {}", nb_uri.as_str())).await;
+            return;
+        }
+        let pull = {
+            let mut state = self.state();
+            let encoding = state.encoding;
+            if !state.notebooks.contains_key(&nb_uri) {
+                return;
+            }
+            if let Some(cells) = params.change.cells {
+                if let Some(structure) = cells.structure {
+                    let nb = state.notebooks.get_mut(&nb_uri).expect("checked above");
+                    let start = (structure.array.start as usize).min(nb.cells.len());
+                    let end = (start + structure.array.delete_count as usize).min(nb.cells.len());
+                    let new = structure.array.cells.unwrap_or_default();
+                    nb.cells.splice(start..end, new.into_iter().map(|c| (c.document, c.kind == NotebookCellKind::Code)));
+                    for item in structure.did_open.unwrap_or_default() {
+                        if item.language_id != "python" {
+                            continue;
+                        }
+                        let mut doc = Document::new(item.uri.clone(), item.text, item.version);
+                        doc.notebook = Some(nb_uri.clone());
+                        state.docs.insert(item.uri, doc);
+                    }
+                    for id in structure.did_close.unwrap_or_default() {
+                        state.lints.remove(&id.uri);
+                        if state.docs.remove(&id.uri).is_some() {
+                            closed.push(id.uri);
+                        }
+                    }
+                }
+                if let Some(data) = cells.data {
+                    let nb = state.notebooks.get_mut(&nb_uri).expect("checked above");
+                    for cell in data {
+                        if let Some(entry) = nb.cells.iter_mut().find(|(u, _)| *u == cell.document) {
+                            entry.1 = cell.kind == NotebookCellKind::Code;
+                        }
+                    }
+                }
+                for content in cells.text_content.unwrap_or_default() {
+                    if let Some(doc) = state.docs.get_mut(&content.document.uri) {
+                        doc.apply_changes(content.changes, content.document.version, encoding);
+                    }
+                }
+            }
+            // Every cell's findings depend on the whole notebook: all are stale now.
+            let cells: Vec<Uri> = state.notebooks[&nb_uri].cells.iter().map(|(u, _)| u.clone()).collect();
+            for uri in &cells {
+                state.lints.remove(uri);
+            }
+            state.pull
+        };
+        if !closed.is_empty() {
+            let _order = self.publish_lock.lock().await;
+            self.clear(closed).await;
+        }
+        self.schedule_notebook(&nb_uri, pull);
+    }
+
+    async fn notebook_did_close(&self, params: DidCloseNotebookDocumentParams) {
+        let nb_uri = params.notebook_document.uri;
+        let closed: Vec<Uri> = {
+            let mut state = self.state();
+            let mut cells: Vec<Uri> = state.notebooks.remove(&nb_uri).map(|nb| nb.cells.into_iter().map(|(u, _)| u).collect()).unwrap_or_default();
+            cells.extend(params.cell_text_documents.into_iter().map(|c| c.uri));
+            cells.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            cells.dedup();
+            state.settings.remove(&nb_uri);
+            cells.into_iter().filter(|u| {
+                state.lints.remove(u);
+                state.docs.remove(u).is_some()
+            }).collect()
+        };
+        let _order = self.publish_lock.lock().await;
+        self.clear(closed).await;
+    }
+}
+
+impl Server {
+    /// Lints a notebook through any one of its open Python cells.
+    fn schedule_notebook(&self, nb_uri: &Uri, pull: bool) {
+        if pull {
+            return;
+        }
+        let first = {
+            let state = self.state();
+            state.notebooks.get(nb_uri).and_then(|nb| nb.cells.iter().map(|(u, _)| u).find(|u| state.docs.contains_key(*u)).cloned())
+        };
+        if let Some(uri) = first {
+            self.schedule(uri);
+        }
+    }
+}
