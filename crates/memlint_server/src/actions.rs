@@ -87,10 +87,20 @@ pub fn minimal_edit(old: &str, new: &str) -> Option<Edit> {
     while !old.is_char_boundary(prefix) || !new.is_char_boundary(prefix) {
         prefix -= 1;
     }
-    let max_suffix = old.len().min(new.len()) - prefix;
-    let mut suffix = old.bytes().rev().zip(new.bytes().rev()).take(max_suffix).take_while(|(a, b)| a == b).count();
-    while !old.is_char_boundary(old.len() - suffix) || !new.is_char_boundary(new.len() - suffix) {
-        suffix -= 1;
+    let suffix_for = |prefix: usize| {
+        let max_suffix = old.len().min(new.len()) - prefix;
+        let mut suffix = old.bytes().rev().zip(new.bytes().rev()).take(max_suffix).take_while(|(a, b)| a == b).count();
+        while !old.is_char_boundary(old.len() - suffix) || !new.is_char_boundary(new.len() - suffix) {
+            suffix -= 1;
+        }
+        suffix
+    };
+    let mut suffix = suffix_for(prefix);
+    // An edit of whole lines reads better (and undoes better) starting at a line start
+    // than sliding into the shared indentation of the next line.
+    if old[prefix..old.len() - suffix].contains('\n') || new[prefix..new.len() - suffix].contains('\n') {
+        prefix = old[..prefix].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        suffix = suffix_for(prefix);
     }
     Some(Edit::replace(prefix..old.len() - suffix, &new[prefix..new.len() - suffix]))
 }
@@ -136,6 +146,10 @@ mod tests {
         let e = minimal_edit("aé", "aè").unwrap();
         assert_eq!((e.range, e.content.as_str()), (1..3, "è"));
         assert_eq!(minimal_edit("same", "same"), None);
+        // A removed line is removed from its start, not from inside the shared indentation.
+        let old = "    for x in y:\n        f()\n    return 1\n";
+        let e = minimal_edit(old, "    for x in y:\n    return 1\n").unwrap();
+        assert_eq!((&old[e.range.clone()], e.content.as_str()), ("        f()\n", ""));
         let e = minimal_edit("aaa", "aa").unwrap();
         assert_eq!((e.range.len(), e.content.as_str()), (1, ""));
     }

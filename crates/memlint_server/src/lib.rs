@@ -13,11 +13,180 @@ mod server;
 mod settings;
 
 pub use server::Server;
-pub use tower_lsp_server::{ClientSocket, LspService};
+pub use tower_lsp_server::ClientSocket;
+
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+use serde::de::DeserializeOwned;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use serde_json::Value;
+use tower_lsp_server::jsonrpc::{Request, Response};
+use tower_lsp_server::lsp_types::{self as lsp, MessageType};
+use tower_lsp_server::{Client, ExitedError, LspService};
+
+/// The server as a tower service: [`LspService`] with a look at each message first.
+///
+/// tower-lsp-server drops a notification whose params do not deserialize without a word;
+/// this logs it to the client instead, so a broken client is visible. It also reads
+/// `workspace.diagnostics.refreshSupport` from the raw `initialize` params, because
+/// lsp-types 0.97 looks for it under the misspelt key `diagnostic`.
+pub struct Service {
+    inner: LspService<Server>,
+    client: Client,
+}
 
 /// The service for in-process use (tests, the latency benchmark) or any transport.
-pub fn service() -> (LspService<Server>, ClientSocket) {
-    LspService::new(Server::new)
+pub fn service() -> (Service, ClientSocket) {
+    let mut client = None;
+    let (inner, socket) = LspService::build(|c| {
+        client = Some(c.clone());
+        Server::new(c)
+    })
+    .custom_method(MALFORMED, Server::malformed_message)
+    .finish();
+    let client = client.expect("LspService::new calls its init closure");
+    (Service { inner, client }, socket)
+}
+
+fn check<T: DeserializeOwned>(params: Option<&Value>) -> Option<String> {
+    serde_json::from_value::<T>(params.cloned().unwrap_or(Value::Null)).err().map(|e| e.to_string())
+}
+
+impl Service {
+    fn inspect(&self, request: &Request) {
+        let params = request.params();
+        if request.method() == "initialize" {
+            let refresh = params
+                .and_then(|p| p.pointer("/capabilities/workspace/diagnostics/refreshSupport"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            self.inner.inner().raw_refresh_support.store(refresh, Ordering::SeqCst);
+            return;
+        }
+        if request.id().is_some() {
+            // Requests with bad params get an InvalidParams error from tower-lsp-server.
+            return;
+        }
+        let problem = match request.method() {
+            "textDocument/didOpen" => check::<lsp::DidOpenTextDocumentParams>(params),
+            "textDocument/didChange" => check::<lsp::DidChangeTextDocumentParams>(params),
+            "textDocument/didClose" => check::<lsp::DidCloseTextDocumentParams>(params),
+            "notebookDocument/didOpen" => check::<lsp::DidOpenNotebookDocumentParams>(params),
+            "notebookDocument/didChange" => check::<lsp::DidChangeNotebookDocumentParams>(params),
+            "notebookDocument/didClose" => check::<lsp::DidCloseNotebookDocumentParams>(params),
+            "workspace/didChangeConfiguration" => check::<lsp::DidChangeConfigurationParams>(params),
+            "workspace/didChangeWatchedFiles" => check::<lsp::DidChangeWatchedFilesParams>(params),
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            let client = self.client.clone();
+            let message = format!("memlint: ignored `{}` with malformed params: {problem}", request.method());
+            tokio::spawn(async move { client.log_message(MessageType::ERROR, message).await });
+        }
+    }
+}
+
+impl tower_service::Service<Request> for Service {
+    type Response = Option<Response>;
+    type Error = ExitedError;
+    type Future = <LspService<Server> as tower_service::Service<Request>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        self.inspect(&request);
+        self.inner.call(request)
+    }
+}
+
+/// What the input filter sends the server in place of a message it cannot pass on.
+const MALFORMED: &str = "memlint/malformedMessage";
+
+/// Serves LSP on `input`/`output` until the client sends `exit` or closes `input`.
+///
+/// Messages pass through [`filter_input`] first: tower-lsp-server's reader stops for good
+/// at the first message that is not JSON-RPC (tokio-util's `FramedRead` ends its stream
+/// after a decoding error), which would kill the server on one bad message.
+pub async fn serve<I, O>(input: I, output: O)
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
+    let (filtered, server_input) = tokio::io::duplex(1 << 20);
+    let filter = tokio::spawn(filter_input(input, filtered));
+    let (service, socket) = service();
+    tower_lsp_server::Server::new(server_input, output, socket).serve(service).await;
+    // After `exit` the filter may still be waiting on a client that keeps its end open.
+    filter.abort();
+}
+
+/// Copies framed messages from `input` to `output`, replacing each one that is not a
+/// JSON-RPC message (bad JSON, bad or missing `Content-Length`) by a `memlint/malformedMessage`
+/// notification, which the server logs. Ends when `input` does.
+pub async fn filter_input<I: AsyncRead + Unpin, O: AsyncWrite + Unpin>(input: I, mut output: O) {
+    let mut reader = BufReader::new(input);
+    loop {
+        let mut length: Option<Result<usize, String>> = None;
+        let mut in_headers = false;
+        loop {
+            let mut line = Vec::new();
+            match reader.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            let line = String::from_utf8_lossy(&line);
+            let line = line.trim();
+            if line.is_empty() {
+                if in_headers {
+                    break;
+                }
+                continue;
+            }
+            in_headers = true;
+            if let Some((name, value)) = line.split_once(':') {
+                if name.trim().eq_ignore_ascii_case("content-length") {
+                    length = Some(value.trim().parse().map_err(|_| format!("bad Content-Length `{}`", value.trim())));
+                }
+            }
+        }
+        let body = match length {
+            Some(Ok(length)) => {
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).await.is_err() {
+                    return;
+                }
+                match jsonrpc_problem(&body) {
+                    None => body,
+                    Some(problem) => malformed(&problem),
+                }
+            }
+            Some(Err(problem)) => malformed(&problem),
+            None => malformed("a message without a Content-Length header"),
+        };
+        let header = format!("Content-Length: {}\r\n\r\n", body.len());
+        if output.write_all(header.as_bytes()).await.is_err() || output.write_all(&body).await.is_err() {
+            return;
+        }
+        let _ = output.flush().await;
+    }
+}
+
+/// Why `body` is not a JSON-RPC request, notification or response, if it is not.
+fn jsonrpc_problem(body: &[u8]) -> Option<String> {
+    if serde_json::from_slice::<Request>(body).is_ok() || serde_json::from_slice::<Response>(body).is_ok() {
+        return None;
+    }
+    Some(match serde_json::from_slice::<Value>(body) {
+        Err(e) => format!("a message that is not JSON ({e})"),
+        Ok(_) => "a JSON message that is not JSON-RPC 2.0".to_owned(),
+    })
+}
+
+fn malformed(problem: &str) -> Vec<u8> {
+    serde_json::json!({"jsonrpc": "2.0", "method": MALFORMED, "params": {"problem": problem}}).to_string().into_bytes()
 }
 
 /// Serves LSP over standard input and output until the client exits; returns the exit status.
@@ -29,10 +198,7 @@ pub fn run_stdio() -> u8 {
             return 2;
         }
     };
-    runtime.block_on(async {
-        let (service, socket) = service();
-        tower_lsp_server::Server::new(tokio::io::stdin(), tokio::io::stdout(), socket).serve(service).await;
-    });
+    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout()));
     // Do not wait for lint jobs still running for a client that has gone.
     runtime.shutdown_background();
     0

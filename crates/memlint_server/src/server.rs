@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use memlint_linter::{Applicability, FixMode, LinterSettings, RuleSelection, Severity};
@@ -41,6 +42,8 @@ const WATCHED: &[&str] = &["**/pyproject.toml", "**/memlint.toml", "**/.memlint.
 
 pub struct Server {
     client: Client,
+    /// Set by [`crate::Service`] from the raw `initialize` params.
+    pub(crate) raw_refresh_support: Arc<AtomicBool>,
     state: Arc<Mutex<State>>,
     /// Held from the version check to the end of `publishDiagnostics`, so an older
     /// version's results can never be published after a newer one's.
@@ -399,11 +402,21 @@ impl State {
 
 impl Server {
     pub fn new(client: Client) -> Server {
-        Server { client, state: Arc::new(Mutex::new(State::new())), publish_lock: Arc::new(tokio::sync::Mutex::new(())) }
+        Server {
+            client,
+            raw_refresh_support: Arc::new(AtomicBool::new(false)),
+            state: Arc::new(Mutex::new(State::new())),
+            publish_lock: Arc::new(tokio::sync::Mutex::new(())),
+        }
     }
 
     fn handle(&self) -> Server {
-        Server { client: self.client.clone(), state: self.state.clone(), publish_lock: self.publish_lock.clone() }
+        Server {
+            client: self.client.clone(),
+            raw_refresh_support: self.raw_refresh_support.clone(),
+            state: self.state.clone(),
+            publish_lock: self.publish_lock.clone(),
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -500,6 +513,12 @@ impl Server {
         }
     }
 
+    /// `memlint/malformedMessage`, sent by the input filter in place of a bad message.
+    pub(crate) async fn malformed_message(&self, params: Value) {
+        let problem = params.get("problem").and_then(Value::as_str).unwrap_or("a malformed message");
+        self.log(MessageType::ERROR, format!("memlint: ignored {problem}")).await;
+    }
+
     async fn log(&self, typ: MessageType, message: String) {
         self.client.log_message(typ, message).await;
     }
@@ -571,8 +590,8 @@ impl LanguageServer for Server {
             .map(|r| r.properties.iter().any(|p| p == "edit"))
             .unwrap_or(false);
         let workspace = caps.workspace.as_ref();
-        let refresh_support =
-            workspace.and_then(|w| w.diagnostic.as_ref()).and_then(|d| d.refresh_support).unwrap_or(false);
+        let refresh_support = self.raw_refresh_support.load(Ordering::SeqCst)
+            || workspace.and_then(|w| w.diagnostic.as_ref()).and_then(|d| d.refresh_support).unwrap_or(false);
         let watch_dynamic = workspace
             .and_then(|w| w.did_change_watched_files.as_ref())
             .and_then(|d| d.dynamic_registration)
@@ -1007,5 +1026,35 @@ impl Server {
         if let Some(uri) = first {
             self.schedule(uri);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memlint_linter::Rule;
+
+    const TRAIN: &str = "import torch\n\ndef train(model, loader, optimizer):\n    total = 0\n    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n        total += loss\n        torch.cuda.empty_cache()\n    return total\n";
+
+    #[test]
+    fn a_panicking_rule_loses_only_its_own_findings() {
+        let settings = LinterSettings::default();
+        // Stands in for a rule with a bug: any run that includes MEM002 panics.
+        let run = |s: &LinterSettings| {
+            if s.rules.is_enabled(Rule::AccumulatedLossTensor) {
+                panic!("index out of bounds");
+            }
+            vec![memlint_linter::lint(TRAIN, s).diagnostics]
+        };
+        let (found, problems) = lint_guarded(&settings, 1, &run);
+        let rules: Vec<Rule> = found[0].iter().map(|d| d.rule).collect();
+        assert_eq!(rules, [Rule::EmptyCacheInLoop]);
+        assert_eq!(
+            problems,
+            ["memlint: rule MEM002 (accumulated-loss-tensor) crashed and was skipped for this document: index out of bounds"]
+        );
+        let (found, problems) = lint_guarded(&settings, 1, &|s: &LinterSettings| vec![memlint_linter::lint(TRAIN, s).diagnostics]);
+        assert_eq!(found[0].len(), 2);
+        assert!(problems.is_empty());
     }
 }

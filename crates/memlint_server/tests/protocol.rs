@@ -1,0 +1,517 @@
+//! The server over the protocol, in-process: whole JSON messages, compared with insta
+//! snapshots where the whole message is the point.
+
+mod common;
+
+use common::{apply_text_edits, pull_client, push_client, TestClient};
+use serde_json::{json, Value};
+
+const URI: &str = "file:///memlint-test/train.py";
+
+/// A training loop with two findings: MEM002 (unsafe fix) on line 9 and MEM004 (safe fix) on line 10.
+const TRAIN: &str = "import torch
+
+
+def train(model, loader, optimizer):
+    total = 0
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss
+        torch.cuda.empty_cache()
+    return total
+";
+
+async fn push_server() -> TestClient {
+    let mut client = TestClient::start();
+    client.initialize(push_client(), Value::Null, None).await;
+    client
+}
+
+fn codes(publish: &Value) -> Vec<String> {
+    publish["params"]["diagnostics"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap().to_owned()).collect()
+}
+
+fn range(line: u32, start: u32, end_line: u32, end: u32) -> Value {
+    json!({"start": {"line": line, "character": start}, "end": {"line": end_line, "character": end}})
+}
+
+#[tokio::test]
+async fn initialize_advertises_capabilities_for_a_push_client() {
+    let mut client = TestClient::start();
+    let response = client.initialize(push_client(), Value::Null, None).await;
+    insta::assert_json_snapshot!(response, {".result.serverInfo.version" => "[version]"});
+    assert_eq!(client.shutdown().await, json!({"jsonrpc": "2.0", "id": 2, "result": null}));
+}
+
+#[tokio::test]
+async fn initialize_negotiates_utf8_and_pull_diagnostics() {
+    let mut client = TestClient::start();
+    let response = client.initialize(pull_client(), Value::Null, None).await;
+    let caps = &response["result"]["capabilities"];
+    assert_eq!(caps["positionEncoding"], "utf-8");
+    assert_eq!(caps["diagnosticProvider"], json!({"identifier": "memlint", "interFileDependencies": false, "workspaceDiagnostics": false}));
+    // The pull client offered dynamic file watching: the server registers its config files.
+    let registration = client.expect("client/registerCapability").await;
+    insta::assert_json_snapshot!(registration["params"]);
+}
+
+#[tokio::test]
+async fn diagnostics_are_pushed_on_open() {
+    let mut client = push_server().await;
+    client.open(URI, TRAIN).await;
+    let publish = client.diagnostics_for(URI).await;
+    insta::assert_json_snapshot!(publish);
+}
+
+#[tokio::test]
+async fn diagnostics_follow_incremental_changes_and_clear_on_close() {
+    let mut client = push_server().await;
+    client.open(URI, TRAIN).await;
+    assert_eq!(codes(&client.diagnostics_for(URI).await), ["MEM002", "MEM004"]);
+    // Delete the `empty_cache()` line (line 10, through the line break).
+    client.change(URI, 2, json!([{"range": range(10, 0, 11, 0), "text": ""}])).await;
+    let publish = client.diagnostics_for(URI).await;
+    assert_eq!(publish["params"]["version"], 2);
+    assert_eq!(codes(&publish), ["MEM002"]);
+    // Put it back, typed in two pieces in one notification.
+    client
+        .change(
+            URI,
+            3,
+            json!([
+                {"range": range(10, 0, 10, 0), "text": "        torch.cuda\n"},
+                {"range": range(10, 18, 10, 18), "text": ".empty_cache()"},
+            ]),
+        )
+        .await;
+    let publish = client.diagnostics_for(URI).await;
+    assert_eq!(publish["params"]["version"], 3);
+    assert_eq!(codes(&publish), ["MEM002", "MEM004"]);
+    assert_eq!(publish["params"]["diagnostics"][1]["range"], range(10, 8, 10, 32));
+    client.notify("textDocument/didClose", json!({"textDocument": {"uri": URI}})).await;
+    let publish = client.diagnostics_for(URI).await;
+    assert_eq!(publish["params"], json!({"uri": URI, "diagnostics": []}));
+}
+
+#[tokio::test]
+async fn only_the_latest_version_is_published_after_a_burst_of_changes() {
+    let mut client = push_server().await;
+    client.open(URI, TRAIN).await;
+    // Many quick edits: add and remove a comment at the end of line 0, ending with the
+    // empty_cache line deleted.
+    let mut version = 1;
+    for _ in 0..20 {
+        version += 1;
+        client.change(URI, version, json!([{"range": range(0, 12, 0, 12), "text": "  # x"}])).await;
+        version += 1;
+        client.change(URI, version, json!([{"range": range(0, 12, 0, 17), "text": ""}])).await;
+    }
+    version += 1;
+    client.change(URI, version, json!([{"range": range(10, 0, 11, 0), "text": ""}])).await;
+    let mut last_version = 0;
+    loop {
+        let publish = client.diagnostics_for(URI).await;
+        let v = publish["params"]["version"].as_i64().unwrap();
+        assert!(v > last_version, "version {v} published after {last_version}");
+        last_version = v;
+        if v == version as i64 {
+            assert_eq!(codes(&publish), ["MEM002"]);
+            break;
+        }
+    }
+}
+
+/// Non-ASCII identifiers, strings with emoji and a CJK comment before and after findings.
+const UNICODE: &str = "import torch
+
+
+def entraîner(model, loader, optimizer):
+    total = 0
+    for lot in loader:
+        loss = model(lot).sum()
+        loss.backward()
+        optimizer.step()
+        étiquette = \"🔥🚀 ü\"; total += loss  # 清理
+        étiquette = \"🔥🚀 ü\"; torch.cuda.empty_cache()  # 清理
+    return total
+";
+
+#[tokio::test]
+async fn unicode_positions_in_utf16() {
+    let mut client = push_server().await;
+    client.open(URI, UNICODE).await;
+    let publish = client.diagnostics_for(URI).await;
+    assert_eq!(codes(&publish), ["MEM002", "MEM004"]);
+    let diagnostics = &publish["params"]["diagnostics"];
+    // 8 spaces + `étiquette = "` (13 units) + 2 emoji (4 units) + ` ü"; ` (5 units) = 30.
+    let line = UNICODE.lines().nth(9).unwrap();
+    let start: usize = line[..line.find("total").unwrap()].chars().map(char::len_utf16).sum();
+    assert_eq!(start, 30);
+    assert_eq!(diagnostics[0]["range"], range(9, 30, 9, 43));
+    assert_eq!(diagnostics[1]["range"], range(10, 30, 10, 54));
+    // The fix edit converts the same way: `.item()` lands right after `loss`.
+    let edits = diagnostics[0]["data"]["fix"]["edits"].as_array().unwrap().clone();
+    assert_eq!(edits, [json!({"range": range(9, 43, 9, 43), "newText": ".item()"})]);
+    let fixed = apply_text_edits(UNICODE, &edits, false);
+    assert!(fixed.contains("étiquette = \"🔥🚀 ü\"; total += loss.item()  # 清理\n"), "{fixed}");
+}
+
+#[tokio::test]
+async fn unicode_positions_in_utf8() {
+    let mut client = TestClient::start();
+    let caps = json!({"general": {"positionEncodings": ["utf-8"]}});
+    let init = client.initialize(caps, Value::Null, None).await;
+    assert_eq!(init["result"]["capabilities"]["positionEncoding"], "utf-8");
+    client.open(URI, UNICODE).await;
+    let publish = client.diagnostics_for(URI).await;
+    let line = UNICODE.lines().nth(9).unwrap();
+    let start = line.find("total").unwrap() as u32;
+    // 8 + `étiquette = "` (14 bytes) + 2 emoji (8 bytes) + ` ü"; ` (6 bytes).
+    assert_eq!(start, 36);
+    assert_eq!(publish["params"]["diagnostics"][0]["range"], range(9, 36, 9, 49));
+    let edits = publish["params"]["diagnostics"][0]["data"]["fix"]["edits"].as_array().unwrap().clone();
+    assert_eq!(edits, [json!({"range": range(9, 49, 9, 49), "newText": ".item()"})]);
+    // Hover at a UTF-8 column inside the finding finds it.
+    let hover = client
+        .request("textDocument/hover", json!({"textDocument": {"uri": URI}, "position": {"line": 10, "character": 40}}))
+        .await;
+    assert_eq!(hover["result"]["range"], range(10, 36, 10, 60));
+    // Applying the fix as an incremental edit in UTF-8 columns after the emoji.
+    client.change(URI, 2, json!([{"range": range(9, 49, 9, 49), "text": ".item()"}])).await;
+    let publish = client.diagnostics_for(URI).await;
+    assert_eq!(publish["params"]["version"], 2);
+    assert_eq!(codes(&publish), ["MEM004"]);
+}
+
+async fn code_actions(client: &mut TestClient, line: u32, only: Option<Value>) -> Value {
+    let mut context = json!({"diagnostics": []});
+    if let Some(only) = only {
+        context["only"] = only;
+    }
+    client
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": URI}, "range": range(line, 10, line, 10), "context": context}),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn code_actions_offer_the_fix_a_noqa_and_fix_all() {
+    let mut client = push_server().await;
+    client.open(URI, TRAIN).await;
+    let response = code_actions(&mut client, 10, None).await;
+    insta::assert_json_snapshot!(response);
+    // Applying the quick fix removes the line.
+    let edits = response["result"][0]["edit"]["changes"][URI].as_array().unwrap().clone();
+    let fixed = apply_text_edits(TRAIN, &edits, false);
+    assert_eq!(fixed, TRAIN.replace("        torch.cuda.empty_cache()\n", ""));
+}
+
+#[tokio::test]
+async fn unsafe_fixes_are_offered_but_not_preferred_and_only_filters_kinds() {
+    let mut client = push_server().await;
+    client.open(URI, TRAIN).await;
+    let response = code_actions(&mut client, 9, Some(json!(["quickfix"]))).await;
+    let titles: Vec<_> = response["result"].as_array().unwrap().iter().map(|a| a["title"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(titles, ["Accumulate `loss.item()` (unsafe) (MEM002)", "Disable MEM002 for this line"]);
+    assert_eq!(response["result"][0]["isPreferred"], false);
+    let only_fix_all = code_actions(&mut client, 9, Some(json!(["source.fixAll"]))).await;
+    let kinds: Vec<_> = only_fix_all["result"].as_array().unwrap().iter().map(|a| a["kind"].clone()).collect();
+    assert_eq!(kinds, [json!("source.fixAll.memlint")]);
+}
+
+#[tokio::test]
+async fn disable_for_this_line_merges_into_an_existing_noqa() {
+    let mut client = push_server().await;
+    let text = TRAIN.replace("torch.cuda.empty_cache()", "torch.cuda.empty_cache()  # noqa: E501");
+    client.open(URI, &text).await;
+    client.diagnostics_for(URI).await;
+    let response = code_actions(&mut client, 10, Some(json!(["quickfix"]))).await;
+    let disable = response["result"].as_array().unwrap().iter().find(|a| a["title"] == "Disable MEM004 for this line").unwrap();
+    let edits = disable["edit"]["changes"][URI].as_array().unwrap().clone();
+    let fixed = apply_text_edits(&text, &edits, false);
+    assert!(fixed.contains("torch.cuda.empty_cache()  # noqa: E501, MEM004\n"), "{fixed}");
+    // And the server agrees the finding is gone.
+    client.change(URI, 2, json!([{"text": fixed}])).await;
+    assert_eq!(codes(&client.diagnostics_for(URI).await), ["MEM002"]);
+}
+
+#[tokio::test]
+async fn fix_all_is_resolved_lazily_with_apply_fixes() {
+    let mut client = TestClient::start();
+    client.initialize(pull_client(), json!({"unsafeFixes": true}), None).await;
+    client.open(URI, TRAIN).await;
+    let response = code_actions(&mut client, 0, Some(json!(["source.fixAll.memlint"]))).await;
+    let action = response["result"][0].clone();
+    insta::assert_json_snapshot!(action);
+    let resolved = client.request("codeAction/resolve", action).await;
+    let edits = resolved["result"]["edit"]["changes"][URI].as_array().unwrap().clone();
+    let fixed = apply_text_edits(TRAIN, &edits, true);
+    let settings = memlint_linter::LinterSettings::default();
+    let expected = memlint_linter::apply_fixes(TRAIN, &settings, memlint_linter::FixMode::Unsafe).source;
+    assert_eq!(fixed, expected);
+    assert!(fixed.contains("total += loss.item()") && !fixed.contains("empty_cache"), "{fixed}");
+    // A resolve for a version the document has left is refused, not applied to new text.
+    client.change(URI, 2, json!([{"range": range(0, 0, 0, 0), "text": "# edited\n"}])).await;
+    let stale = client.request("codeAction/resolve", response["result"][0].clone()).await;
+    assert_eq!(stale["error"]["code"], -32801);
+}
+
+#[tokio::test]
+async fn fix_all_without_resolve_support_carries_its_edit_and_safe_fixes_only() {
+    let mut client = push_server().await;
+    client.open(URI, TRAIN).await;
+    let response = code_actions(&mut client, 0, Some(json!(["source"]))).await;
+    let edits = response["result"][0]["edit"]["changes"][URI].as_array().unwrap().clone();
+    let fixed = apply_text_edits(TRAIN, &edits, false);
+    assert_eq!(fixed, TRAIN.replace("        torch.cuda.empty_cache()\n", ""));
+}
+
+#[tokio::test]
+async fn hover_shows_the_rule_documentation() {
+    let mut client = push_server().await;
+    client.open(URI, TRAIN).await;
+    let hover = client
+        .request("textDocument/hover", json!({"textDocument": {"uri": URI}, "position": {"line": 10, "character": 20}}))
+        .await;
+    let value = hover["result"]["contents"]["value"].as_str().unwrap();
+    assert_eq!(hover["result"]["contents"]["kind"], "markdown");
+    assert!(value.starts_with("**memlint MEM004** `empty-cache-in-loop`: `torch.cuda.empty_cache()` in the per-step loop"), "{value}");
+    assert!(value.contains(memlint_linter::Rule::EmptyCacheInLoop.doc().markdown.trim()), "{value}");
+    assert!(!value.contains("memlint verify"), "{value}");
+    // Nothing under the cursor: no hover.
+    let none = client
+        .request("textDocument/hover", json!({"textDocument": {"uri": URI}, "position": {"line": 0, "character": 2}}))
+        .await;
+    assert_eq!(none["result"], Value::Null);
+}
+
+#[tokio::test]
+async fn hover_shows_measured_savings_from_a_verify_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".memlint")).unwrap();
+    let report = json!({
+        "estimated": false,
+        "device": {"name": "NVIDIA H100 80GB HBM3"},
+        "scenarios": [
+            {"code": "MEM004", "name": "empty-cache-in-loop", "scenario": "resnet-step", "peak_bytes_bad": 1, "peak_bytes_fixed": 1,
+             "saving_bytes": 0, "saving_summary": "41 fewer cudaMalloc calls per 50 steps; step time 12.1 ms -> 9.8 ms", "error": null},
+            {"code": "MEM001", "saving_summary": "not this rule"}
+        ]
+    });
+    std::fs::write(root.join(".memlint/verify.json"), report.to_string()).unwrap();
+    let root_uri = format!("file://{}", root.display());
+    let uri = format!("{root_uri}/src/train.py");
+    let mut client = TestClient::start();
+    client.initialize(push_client(), Value::Null, Some(&root_uri)).await;
+    client.open(&uri, TRAIN).await;
+    let hover = client
+        .request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 10, "character": 9}}))
+        .await;
+    let value = hover["result"]["contents"]["value"].as_str().unwrap();
+    assert!(
+        value.contains("**Measured by `memlint verify`** (`.memlint/verify.json`):\n- `resnet-step`: 41 fewer cudaMalloc calls per 50 steps; step time 12.1 ms -> 9.8 ms (measured on NVIDIA H100 80GB HBM3)"),
+        "{value}"
+    );
+    assert!(!value.contains("not this rule"), "{value}");
+    // memlint-verify.json in the root wins over nothing, and a broken one is reported, not fatal.
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/memlint-verify.json"), "{ not json").unwrap();
+    let hover = client
+        .request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 10, "character": 9}}))
+        .await;
+    let value = hover["result"]["contents"]["value"].as_str().unwrap();
+    assert!(value.contains("*The `memlint verify` report `memlint-verify.json` could not be read: key must be a string"), "{value}");
+}
+
+#[tokio::test]
+async fn pull_diagnostics_are_full_then_unchanged_and_nothing_is_pushed() {
+    let mut client = TestClient::start();
+    client.initialize(pull_client(), Value::Null, None).await;
+    client.open(URI, TRAIN).await;
+    let first = client.request("textDocument/diagnostic", json!({"textDocument": {"uri": URI}})).await;
+    insta::assert_json_snapshot!(first);
+    let result_id = first["result"]["resultId"].clone();
+    let again = client
+        .request("textDocument/diagnostic", json!({"textDocument": {"uri": URI}, "previousResultId": result_id}))
+        .await;
+    assert_eq!(again["result"], json!({"kind": "unchanged", "resultId": result_id}));
+    client.change(URI, 2, json!([{"range": range(10, 0, 11, 0), "text": ""}])).await;
+    let changed = client
+        .request("textDocument/diagnostic", json!({"textDocument": {"uri": URI}, "previousResultId": result_id}))
+        .await;
+    assert_eq!(changed["result"]["kind"], "full");
+    assert_eq!(changed["result"]["items"].as_array().unwrap().len(), 1);
+    assert!(client.taken("textDocument/publishDiagnostics").is_empty());
+}
+
+#[tokio::test]
+async fn unknown_documents_get_an_error_and_the_server_lives_on() {
+    let mut client = push_server().await;
+    let other = "file:///memlint-test/never-opened.py";
+    let hover = client
+        .request("textDocument/hover", json!({"textDocument": {"uri": other}, "position": {"line": 0, "character": 0}}))
+        .await;
+    insta::assert_json_snapshot!(hover);
+    let actions = client
+        .request("textDocument/codeAction", json!({"textDocument": {"uri": other}, "range": range(0, 0, 0, 0), "context": {"diagnostics": []}}))
+        .await;
+    assert_eq!(actions["error"]["code"], -32602);
+    client.change(other, 2, json!([{"text": "x = 1\n"}])).await;
+    let log = client.expect("window/logMessage").await;
+    assert_eq!(log["params"]["message"], format!("memlint: change to a document that is not open: {other}"));
+    client.open(URI, TRAIN).await;
+    assert_eq!(codes(&client.diagnostics_for(URI).await), ["MEM002", "MEM004"]);
+}
+
+#[tokio::test]
+async fn malformed_params_get_an_error_or_a_log_and_the_server_lives_on() {
+    let mut client = push_server().await;
+    let bad_request = client.request("textDocument/hover", json!({"textDocument": 42})).await;
+    assert_eq!(bad_request["error"]["code"], -32602);
+    client.notify("textDocument/didOpen", json!({"textDocument": {"uri": URI}})).await;
+    let log = client.expect("window/logMessage").await;
+    insta::assert_json_snapshot!(log);
+    // Not JSON at all, JSON but not JSON-RPC, and a bad header: each is logged.
+    client.send_raw("{\"jsonrpc\": \"2.0\", \"method\": ").await;
+    assert_eq!(client.expect("window/logMessage").await["params"]["message"].as_str().unwrap().split(" (").next().unwrap(), "memlint: ignored a message that is not JSON");
+    client.send_raw("[1, 2]").await;
+    assert_eq!(client.expect("window/logMessage").await["params"]["message"], "memlint: ignored a JSON message that is not JSON-RPC 2.0");
+    client.send_bytes(b"Content-Length: many\r\n\r\n").await;
+    assert_eq!(client.expect("window/logMessage").await["params"]["message"], "memlint: ignored bad Content-Length `many`");
+    client.open(URI, TRAIN).await;
+    assert_eq!(codes(&client.diagnostics_for(URI).await), ["MEM002", "MEM004"]);
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn initialization_options_select_and_ignore_rules() {
+    let mut client = TestClient::start();
+    client.initialize(push_client(), json!({"ignore": ["empty-cache-in-loop"]}), None).await;
+    client.open(URI, TRAIN).await;
+    assert_eq!(codes(&client.diagnostics_for(URI).await), ["MEM002"]);
+    // didChangeConfiguration (VS Code style, nested) switches to select MEM004 only.
+    client
+        .notify("workspace/didChangeConfiguration", json!({"settings": {"memlint": {"select": ["MEM004"], "ignore": []}}}))
+        .await;
+    assert_eq!(codes(&client.diagnostics_for(URI).await), ["MEM004"]);
+    // An empty settings object (Neovim sends one after initializing) changes nothing.
+    client.notify("workspace/didChangeConfiguration", json!({"settings": {}})).await;
+    client.request("textDocument/hover", json!({"textDocument": {"uri": URI}, "position": {"line": 0, "character": 0}})).await;
+    assert!(client.taken("textDocument/publishDiagnostics").is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_rule_in_the_settings_is_shown() {
+    let mut client = TestClient::start();
+    client.initialize(push_client(), json!({"memlint": {"select": ["MEM004", "MEM999"]}}), None).await;
+    let shown = client.expect("window/showMessage").await;
+    insta::assert_json_snapshot!(shown);
+    client.open(URI, TRAIN).await;
+    assert_eq!(codes(&client.diagnostics_for(URI).await), ["MEM004"]);
+}
+
+async fn pull(client: &mut TestClient, uri: &str) -> Vec<String> {
+    let r = client.request("textDocument/diagnostic", json!({"textDocument": {"uri": uri}})).await;
+    r["result"]["items"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn config_files_are_honoured_reloaded_and_a_broken_one_keeps_the_last_good_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("pyproject.toml"), "[tool.memlint]\nignore = [\"MEM002\"]\n").unwrap();
+    let root_uri = format!("file://{}", root.display());
+    let uri = format!("{root_uri}/train.py");
+    let mut client = TestClient::start();
+    client.initialize(pull_client(), Value::Null, Some(&root_uri)).await;
+    client.open(&uri, TRAIN).await;
+    assert_eq!(pull(&mut client, &uri).await, ["MEM004"]);
+    // A memlint.toml next to the file wins over pyproject.toml.
+    std::fs::write(root.join("memlint.toml"), "select = [\"MEM002\"]\n").unwrap();
+    let changed = json!({"changes": [{"uri": format!("{root_uri}/memlint.toml"), "type": 1}]});
+    client.notify("workspace/didChangeWatchedFiles", changed.clone()).await;
+    // The pulling client is asked to pull again.
+    client.expect("workspace/diagnostic/refresh").await;
+    assert_eq!(pull(&mut client, &uri).await, ["MEM002"]);
+    // Broken: an unknown key. The user is told, and MEM002-only stays in force.
+    std::fs::write(root.join("memlint.toml"), "select = [\"MEM002\"]\nslect = [\"MEM004\"]\n").unwrap();
+    client.notify("workspace/didChangeWatchedFiles", changed.clone()).await;
+    let shown = client.expect("window/showMessage").await;
+    let message = shown["params"]["message"].as_str().unwrap().replace(&root.display().to_string(), "[ROOT]");
+    insta::assert_snapshot!(message);
+    assert_eq!(shown["params"]["type"], 1);
+    assert_eq!(pull(&mut client, &uri).await, ["MEM002"]);
+    // Fixed again: the new settings apply.
+    std::fs::write(root.join("memlint.toml"), "select = [\"MEM001\", \"MEM004\"]\n").unwrap();
+    client.notify("workspace/didChangeWatchedFiles", changed).await;
+    assert_eq!(pull(&mut client, &uri).await, ["MEM004"]);
+}
+
+#[tokio::test]
+async fn notebook_cells_are_linted_as_one_program() {
+    let mut client = push_server().await;
+    let nb = "file:///memlint-test/train.ipynb";
+    let cell = |i: u32| format!("vscode-notebook-cell:/memlint-test/train.ipynb#cell{i}");
+    let cells = [
+        "import torch\n%matplotlib inline\nscaler = None",
+        "# notes",
+        "for x in loader:\n    loss = model(x).sum()\n    loss.backward()\n    torch.cuda.empty_cache()",
+    ];
+    client
+        .notify(
+            "notebookDocument/didOpen",
+            json!({
+                "notebookDocument": {"uri": nb, "notebookType": "jupyter-notebook", "version": 1, "cells": [
+                    {"kind": 2, "document": cell(0)}, {"kind": 1, "document": cell(1)}, {"kind": 2, "document": cell(2)}
+                ]},
+                "cellTextDocuments": [
+                    {"uri": cell(0), "languageId": "python", "version": 1, "text": cells[0]},
+                    {"uri": cell(1), "languageId": "markdown", "version": 1, "text": cells[1]},
+                    {"uri": cell(2), "languageId": "python", "version": 1, "text": cells[2]}
+                ]
+            }),
+        )
+        .await;
+    let first = client.diagnostics_for(&cell(0)).await;
+    let third = client.diagnostics_for(&cell(2)).await;
+    assert_eq!(first["params"]["diagnostics"], json!([]));
+    assert_eq!(codes(&third), ["MEM004"]);
+    assert_eq!(third["params"]["diagnostics"][0]["range"], range(3, 4, 3, 28));
+    // Edit cell 2's text: remove the empty_cache line.
+    client
+        .notify(
+            "notebookDocument/didChange",
+            json!({"notebookDocument": {"uri": nb, "version": 2}, "change": {"cells": {"textContent": [
+                {"document": {"uri": cell(2), "version": 2}, "changes": [{"range": range(2, 19, 3, 28), "text": ""}]}
+            ]}}}),
+        )
+        .await;
+    let third = client.diagnostics_for(&cell(2)).await;
+    assert_eq!(third["params"]["diagnostics"], json!([]));
+    assert_eq!(third["params"]["version"], 2);
+    // Code actions and hover work on cell documents too.
+    client
+        .notify(
+            "notebookDocument/didChange",
+            json!({"notebookDocument": {"uri": nb, "version": 3}, "change": {"cells": {"textContent": [
+                {"document": {"uri": cell(2), "version": 3}, "changes": [{"range": range(2, 19, 2, 19), "text": "\n    torch.cuda.empty_cache()"}]}
+            ]}}}),
+        )
+        .await;
+    assert_eq!(codes(&client.diagnostics_for(&cell(2)).await), ["MEM004"]);
+    let actions = client
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": cell(2)}, "range": range(3, 6, 3, 6), "context": {"diagnostics": []}}),
+        )
+        .await;
+    assert_eq!(actions["result"][0]["title"], "Remove the `empty_cache()` call (MEM004)");
+    client.notify("notebookDocument/didClose", json!({"notebookDocument": {"uri": nb}, "cellTextDocuments": [{"uri": cell(0)}, {"uri": cell(1)}, {"uri": cell(2)}]})).await;
+    let cleared = client.diagnostics_for(&cell(2)).await;
+    assert_eq!(cleared["params"]["diagnostics"], json!([]));
+}
