@@ -29,13 +29,9 @@ local function codes(buf)
 end
 
 local function memlint_client(buf)
-  local get = vim.lsp.get_clients or vim.lsp.buf_get_clients
-  for _, c in pairs(get({ bufnr = buf }) or {}) do
-    if c.name == 'memlint' then
-      return c
-    end
-  end
-  for _, c in pairs(vim.lsp.buf_get_clients and vim.lsp.buf_get_clients(buf) or {}) do
+  -- get_clients is 0.10+; buf_get_clients (a map by id) is what 0.7 has.
+  local clients = vim.lsp.get_clients and vim.lsp.get_clients({ bufnr = buf }) or vim.lsp.buf_get_clients(buf)
+  for _, c in pairs(clients) do
     if c.name == 'memlint' then
       return c
     end
