@@ -9,7 +9,7 @@ import {
     TransportKind,
 } from "vscode-languageclient/node";
 
-import { RESTART_SETTINGS, findExecutable, readServerSettings, serverCommand } from "./settings";
+import { RESTART_SETTINGS, type ServerSettings, findExecutable, readServerSettings, serverCommand } from "./settings";
 import { StatusItem } from "./status";
 
 /** What `activate` returns: lets other extensions (and the tests) reach the running client. */
@@ -34,6 +34,8 @@ let client: LanguageClient | undefined;
 /** Disposed with the client it was made for (the config-file watcher). */
 let clientDisposables: vscode.Disposable[] = [];
 let starting: Promise<void> = Promise.resolve();
+/** The settings the running server last received. */
+let sentSettings: ServerSettings | undefined;
 let output: vscode.OutputChannel;
 let status: StatusItem;
 
@@ -71,7 +73,7 @@ async function start(): Promise<void> {
     clientDisposables.push(watcher);
     const clientOptions: LanguageClientOptions = {
         documentSelector: DOCUMENT_SELECTOR,
-        initializationOptions: readServerSettings(),
+        initializationOptions: (sentSettings = readServerSettings()),
         outputChannel: output,
         // The server reads memlint.toml / pyproject.toml itself; it is told when they change.
         synchronize: { fileEvents: watcher },
@@ -177,7 +179,15 @@ function onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
     if (current === undefined || !current.isRunning()) {
         return;
     }
+    const settings = readServerSettings();
+    // The server merges a notification into what it has, keeping a setting sent as null; an
+    // emptied `memlint.select` (null: "no override") therefore needs a fresh server.
+    if (sentSettings !== undefined && sentSettings.select !== null && settings.select === null) {
+        void restart();
+        return;
+    }
+    sentSettings = settings;
     void current
-        .sendNotification(DidChangeConfigurationNotification.type, { settings: { memlint: readServerSettings() } })
+        .sendNotification(DidChangeConfigurationNotification.type, { settings: { memlint: settings } })
         .catch((error: unknown) => output.appendLine(`Sending settings: ${String(error)}`));
 }

@@ -12,8 +12,11 @@ export interface ServerSettings {
     select: string[] | null;
     ignore: string[];
     unsafeFixes: boolean;
-    /** Absolute path, or null to discover the configuration file as the CLI does. */
-    configPath: string | null;
+    /**
+     * Absolute path, or "" to discover the configuration file as the CLI does ("" rather
+     * than null: the server keeps its previous value for a setting sent as null).
+     */
+    configPath: string;
 }
 
 /** The settings whose change needs a new server process rather than a notification. */
@@ -27,7 +30,7 @@ export function readServerSettings(): ServerSettings {
         select: select.length === 0 ? null : select,
         ignore: stringList(config.get<unknown>("ignore")),
         unsafeFixes: config.get<boolean>("unsafeFixes", false) === true,
-        configPath: configPath === "" ? null : resolveUserPath(configPath, true),
+        configPath: configPath === "" ? "" : resolveUserPath(configPath, true),
     };
 }
 

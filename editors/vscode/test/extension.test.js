@@ -122,19 +122,34 @@ test("memlint in VS Code (stubbed editor, real client, real server)", { timeout:
         await waitFor("MEM001 ignored", () => memlintDiagnostics(uri).length === 0);
         editor.setSetting("memlint.ignore", []);
         await waitFor("MEM001 back", () => memlintDiagnostics(uri).map(codeOf).includes("MEM001"));
+        // Selecting another rule hides MEM001; emptying the selection brings the defaults back.
+        editor.setSetting("memlint.select", ["MEM004"]);
+        await waitFor("MEM001 deselected", () => memlintDiagnostics(uri).length === 0);
+        editor.setSetting("memlint.select", []);
+        await waitFor("MEM001 back after select is emptied", () => memlintDiagnostics(uri).map(codeOf).includes("MEM001"));
+        assert.ok(loaded.api.client()?.isRunning());
     });
 
-    await step("unsafe fixes are offered once enabled", async () => {
-        const mem001 = () => memlintDiagnostics(uri).find((d) => codeOf(d) === "MEM001");
-        const fixFor = async () =>
-            (await editor.codeActions(document, mem001().range)).find(({ action }) =>
-                /no_grad/.test(action.title),
-            );
-        const before = await fixFor();
+    await step("memlint.unsafeFixes lets Fix All apply unsafe fixes", async () => {
+        const fixAll = vscode.CodeActionKind.SourceFixAll.append("memlint");
+        const whole = new vscode.Range(0, 0, document.lineCount, 0);
+        const mem001 = memlintDiagnostics(uri).find((d) => codeOf(d) === "MEM001");
+
+        // The unsafe fix is a quick fix all the same, marked so and never preferred.
+        const quick = (await editor.codeActions(document, mem001.range)).find(({ action }) => /no_grad/.test(action.title));
+        assert.ok(quick, "no quick fix for MEM001");
+        assert.match(quick.action.title, /unsafe/);
+        assert.notEqual(quick.action.isPreferred, true);
+
+        // Only MEM001 (unsafe) is left: without the setting there is nothing for Fix All to do.
+        assert.deepEqual(await editor.codeActions(document, whole, fixAll), []);
         editor.setSetting("memlint.unsafeFixes", true);
-        const after = await waitFor("the unsafe MEM001 fix", fixFor, 10000);
-        assert.equal(before, undefined, "the unsafe fix was offered without memlint.unsafeFixes");
-        await editor.applyCodeAction(after);
+        const offered = await waitFor("Fix All with unsafe fixes on", async () => {
+            const actions = await editor.codeActions(document, whole, fixAll);
+            return actions.length === 1 ? actions[0] : undefined;
+        }, 10000);
+        assert.equal(offered.action.kind.value, "source.fixAll.memlint");
+        await editor.applyCodeAction(offered);
         assert.match(document.getText(), /@torch\.no_grad\(\)\ndef evaluate/);
         await waitFor("no findings left", () => memlintDiagnostics(uri).length === 0);
         editor.setSetting("memlint.unsafeFixes", false);
