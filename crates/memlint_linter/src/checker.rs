@@ -53,17 +53,48 @@ pub struct Checker<'a, 't> {
 impl<'a, 't> Checker<'a, 't> {
     /// The matches of the current rule's query, in source order.
     pub fn matches(&self) -> Vec<QueryMatch<'t>> {
+        self.matches_in(&[0..self.model.source().len()])
+    }
+
+    /// The matches of the current rule's query that start within `ranges` (byte ranges;
+    /// overlapping ranges are merged). Running a query costs about twice a parse, so
+    /// rules that can only fire in some regions (loops, evaluation code) ask for those.
+    pub fn matches_in(&self, ranges: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
         let query = query(self.rule);
         let names = query.capture_names();
-        let mut cursor = QueryCursor::new();
-        let mut found = Vec::new();
+        let mut sorted: Vec<Range<usize>> = ranges.iter().filter(|r| r.start < r.end).cloned().collect();
+        sorted.sort_by_key(|r| r.start);
+        let mut merged: Vec<Range<usize>> = Vec::new();
+        for r in sorted {
+            match merged.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
         let source = self.model.source().as_bytes();
-        let mut matches = cursor.matches(query, self.model.root(), source);
-        while let Some(m) = matches.next() {
-            let captures = m.captures.iter().map(|c| (names[c.index as usize], c.node)).collect();
-            found.push(QueryMatch { captures });
+        let mut found = Vec::new();
+        let mut cursor = QueryCursor::new();
+        for range in merged {
+            cursor.set_byte_range(range.clone());
+            let mut matches = cursor.matches(query, self.model.root(), source);
+            while let Some(m) = matches.next() {
+                // The cursor also returns matches that merely overlap the range.
+                let starts_inside = m.captures.iter().map(|c| c.node.start_byte()).min().map(|s| s >= range.start && s < range.end).unwrap_or(false);
+                if !starts_inside {
+                    continue;
+                }
+                let captures = m.captures.iter().map(|c| (names[c.index as usize], c.node)).collect();
+                found.push(QueryMatch { captures });
+            }
         }
         found
+    }
+
+    /// Does the source contain any of these words? Rules use it to skip files in which
+    /// they cannot fire before running their query.
+    pub fn source_mentions(&self, words: &[&str]) -> bool {
+        let source = self.model.source();
+        words.iter().any(|w| memchr::memmem::find(source.as_bytes(), w.as_bytes()).is_some())
     }
 
     pub fn text(&self, node: Node<'_>) -> &'t str {

@@ -2,6 +2,9 @@
 //! on the reported line, and `# memlint: skip-file` anywhere.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use aho_corasick::AhoCorasick;
 
 use memlint_python::tree_sitter::Tree;
 use memlint_python::LineIndex;
@@ -25,21 +28,26 @@ pub struct Directives {
 
 impl Directives {
     pub fn from_tree(tree: &Tree, source: &str) -> Self {
+        static WORDS: OnceLock<AhoCorasick> = OnceLock::new();
+        let words = WORDS.get_or_init(|| {
+            AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .build(["noqa", "memlint:"])
+                .expect("two plain words build an automaton")
+        });
         let mut directives = Directives::default();
-        if !source.contains('#') {
-            return directives;
-        }
-        let index = LineIndex::new(source);
-        let mut stack = vec![tree.root_node()];
-        while let Some(node) = stack.pop() {
-            if node.kind() == "comment" {
-                let text = &source[node.byte_range()];
-                let line = index.line_of(node.start_byte());
-                directives.add_comment(line, text);
+        let mut index = None;
+        let mut last_comment = usize::MAX;
+        // Only comments that mention a directive matter: find the words, then ask the
+        // tree whether each one is inside a comment (not a string).
+        for found in words.find_iter(source) {
+            let Some(node) = tree.root_node().descendant_for_byte_range(found.start(), found.end()) else { continue };
+            if node.kind() != "comment" || node.start_byte() == last_comment {
                 continue;
             }
-            let mut cursor = node.walk();
-            stack.extend(node.children(&mut cursor));
+            last_comment = node.start_byte();
+            let index = index.get_or_insert_with(|| LineIndex::new(source));
+            directives.add_comment(index.line_of(node.start_byte()), &source[node.byte_range()]);
         }
         directives
     }

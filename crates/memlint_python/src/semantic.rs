@@ -11,8 +11,8 @@
 //! before the use in the same scope. That is what a reader of a training script
 //! assumes, and it keeps the model linear in the size of the module.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{OnceCell, RefCell};
+use std::collections::{HashMap, HashSet};
 
 use tree_sitter::{Node, Tree};
 
@@ -140,6 +140,8 @@ pub struct SemanticModel<'t> {
     functions: HashMap<usize, FunctionInfo<'t>>,
     /// Every call, in source order.
     calls: Vec<Node<'t>>,
+    /// Every `for` / `while` statement, in source order.
+    loops: Vec<Node<'t>>,
     /// Calls by the last part of their callee's name (`f(...)`, `x.f(...)` -> "f").
     calls_by_name: HashMap<String, Vec<Node<'t>>>,
     bindings: HashMap<(ScopeId, String), Vec<Binding<'t>>>,
@@ -150,6 +152,19 @@ pub struct SemanticModel<'t> {
     /// or only ever called from a no-grad context).
     no_grad_functions: HashMap<usize, String>,
     value_cache: RefCell<HashMap<usize, ValueKind>>,
+    /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
+    /// time (O(depth × siblings)); the rules ask for parents constantly.
+    parents: HashMap<NodeKey, Node<'t>>,
+    /// Local names bound by any import, to reject non-imported names quickly.
+    imported_names: HashSet<String>,
+    backward_calls: OnceCell<Vec<Node<'t>>>,
+}
+
+/// A node's identity within one tree (ids alone can repeat for small inline leaves).
+type NodeKey = (usize, usize, usize);
+
+fn key(node: Node<'_>) -> NodeKey {
+    (node.id(), node.start_byte(), node.end_byte())
 }
 
 /// Words in a name that say "this is a model".
@@ -252,19 +267,48 @@ impl<'t> SemanticModel<'t> {
             imports: Vec::new(),
             functions: HashMap::new(),
             calls: Vec::new(),
+            loops: Vec::new(),
             calls_by_name: HashMap::new(),
             bindings: HashMap::new(),
             self_attributes: HashMap::new(),
             classes: HashMap::new(),
             no_grad_functions: HashMap::new(),
             value_cache: RefCell::new(HashMap::new()),
+            parents: HashMap::new(),
+            imported_names: HashSet::new(),
+            backward_calls: OnceCell::new(),
         };
+        model.record_parents();
         model.collect(root, None, None);
+        model.imported_names = model.imports.iter().map(|i| i.local.clone()).collect();
         for bindings in model.bindings.values_mut() {
             bindings.sort_by_key(|b| b.position);
         }
         model.compute_no_grad_functions();
         model
+    }
+
+    fn record_parents(&mut self) {
+        let mut stack = vec![self.root];
+        let mut cursor = self.root.walk();
+        while let Some(node) = stack.pop() {
+            for child in node.children(&mut cursor) {
+                self.parents.insert(key(child), node);
+                if child.child_count() > 0 {
+                    stack.push(child);
+                }
+            }
+        }
+    }
+
+    /// The parent of a node (cheap, unlike `Node::parent`).
+    pub fn parent(&self, node: Node<'t>) -> Option<Node<'t>> {
+        self.parents.get(&key(node)).copied()
+    }
+
+    /// Every `backward()` / `torch.autograd.grad` call of the module.
+    pub fn backward_calls(&self) -> &[Node<'t>] {
+        self.backward_calls.get_or_init(|| self.calls.iter().copied().filter(|c| self.is_backward_call(*c)).collect())
     }
 
     pub fn source(&self) -> &'t str {
@@ -285,6 +329,23 @@ impl<'t> SemanticModel<'t> {
         &self.calls
     }
 
+    /// Every `for` and `while` statement, in source order.
+    pub fn loops(&self) -> &[Node<'t>] {
+        &self.loops
+    }
+
+    /// Byte ranges of the loops not nested in another loop of the same scope.
+    pub fn outermost_loop_ranges(&self) -> Vec<std::ops::Range<usize>> {
+        let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+        for l in &self.loops {
+            if ranges.last().map(|r| l.end_byte() <= r.end).unwrap_or(false) {
+                continue;
+            }
+            ranges.push(l.byte_range());
+        }
+        ranges
+    }
+
     /// Calls whose callee's last name part is `name` (`name(...)`, `x.name(...)`).
     pub fn calls_named(&self, name: &str) -> &[Node<'t>] {
         self.calls_by_name.get(name).map(Vec::as_slice).unwrap_or(&[])
@@ -299,7 +360,7 @@ impl<'t> SemanticModel<'t> {
                     .child_by_field_name("name")
                     .map(|n| self.text(n).to_owned())
                     .unwrap_or_default();
-                let parent = node.parent();
+                let parent = self.parent(node);
                 let (decorators, outer) = match parent {
                     Some(p) if p.kind() == "decorated_definition" => (
                         named_children(p)
@@ -408,22 +469,26 @@ impl<'t> SemanticModel<'t> {
             "assignment" => {
                 if let Some(left) = node.child_by_field_name("left") {
                     let value = node.child_by_field_name("right");
-                    let statement = node.parent().filter(|p| p.kind() == "expression_statement").unwrap_or(node);
+                    let statement = self.parent(node).filter(|p| p.kind() == "expression_statement").unwrap_or(node);
                     self.bind_target(scope, left, statement, value, BindingKind::Assign);
                 }
             }
             "augmented_assignment" => {
                 if let Some(left) = node.child_by_field_name("left") {
                     let value = node.child_by_field_name("right");
-                    let statement = node.parent().filter(|p| p.kind() == "expression_statement").unwrap_or(node);
+                    let statement = self.parent(node).filter(|p| p.kind() == "expression_statement").unwrap_or(node);
                     self.bind_target(scope, left, statement, value, BindingKind::AugAssign);
                 }
             }
             "for_statement" | "for_in_clause" => {
+                if node.kind() == "for_statement" {
+                    self.loops.push(node);
+                }
                 if let Some(left) = node.child_by_field_name("left") {
                     self.bind_target(scope, left, node, None, BindingKind::LoopTarget);
                 }
             }
+            "while_statement" => self.loops.push(node),
             "with_item" => {
                 if let Some(value) = node.child_by_field_name("value") {
                     if value.kind() == "as_pattern" {
@@ -489,7 +554,7 @@ impl<'t> SemanticModel<'t> {
         let position = match kind {
             BindingKind::LoopTarget | BindingKind::WithTarget => statement
                 .child_by_field_name("body")
-                .or_else(|| statement.parent().and_then(|p| p.parent()).and_then(|w| w.child_by_field_name("body")))
+                .or_else(|| self.parent(statement).and_then(|p| self.parent(p)).and_then(|w| w.child_by_field_name("body")))
                 .map(|b| b.start_byte())
                 .unwrap_or_else(|| statement.start_byte()),
             _ => statement.start_byte(),
@@ -504,12 +569,12 @@ impl<'t> SemanticModel<'t> {
 
     /// The innermost function around `node` (a `function_definition`), if any.
     pub fn enclosing_function(&self, node: Node<'t>) -> Option<&FunctionInfo<'t>> {
-        let mut current = node.parent();
+        let mut current = self.parent(node);
         while let Some(n) = current {
             if n.kind() == "function_definition" {
                 return self.functions.get(&n.id());
             }
-            current = n.parent();
+            current = self.parent(n);
         }
         None
     }
@@ -574,14 +639,17 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn lookup_import(&self, local: &str, at: Node<'t>) -> Option<&str> {
+        if !self.imported_names.contains(local) {
+            return None;
+        }
         // Innermost function scopes first, then the module; function-local imports count.
         let mut scopes: Vec<ScopeId> = Vec::new();
-        let mut current = at.parent();
+        let mut current = self.parent(at);
         while let Some(n) = current {
             if n.kind() == "function_definition" {
                 scopes.push(Some(n.id()));
             }
-            current = n.parent();
+            current = self.parent(n);
         }
         scopes.push(None);
         for scope in scopes {
@@ -647,7 +715,7 @@ impl<'t> SemanticModel<'t> {
 
     fn grad_context_with(&self, node: Node<'t>, no_grad_fns: &HashMap<usize, String>) -> GradContext {
         let mut child = node;
-        let mut current = node.parent();
+        let mut current = self.parent(node);
         while let Some(n) = current {
             match n.kind() {
                 "with_statement" => {
@@ -673,7 +741,7 @@ impl<'t> SemanticModel<'t> {
                 _ => {}
             }
             child = n;
-            current = n.parent();
+            current = self.parent(n);
         }
         GradContext::Enabled
     }
@@ -855,7 +923,7 @@ impl<'t> SemanticModel<'t> {
     pub fn enclosing_loops(&self, node: Node<'t>) -> Vec<LoopInfo<'t>> {
         let mut loops = Vec::new();
         let mut child = node;
-        let mut current = node.parent();
+        let mut current = self.parent(node);
         while let Some(n) = current {
             match n.kind() {
                 "for_statement" | "while_statement" => {
@@ -867,7 +935,7 @@ impl<'t> SemanticModel<'t> {
                 _ => {}
             }
             child = n;
-            current = n.parent();
+            current = self.parent(n);
         }
         loops
     }

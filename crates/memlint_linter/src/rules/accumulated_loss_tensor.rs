@@ -56,7 +56,8 @@ pub const FIXABLE: bool = true;
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    for m in checker.matches() {
+    // Only code in a loop can accumulate across iterations.
+    for m in checker.matches_in(&model.outermost_loop_ranges()) {
         let (Some(statement), Some(accumulator), Some(term)) = (m.get("accumulation"), m.get("accumulator"), m.get("term")) else {
             continue;
         };
@@ -133,9 +134,8 @@ fn accumulator_base(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String>
 /// (`total.backward()`, `torch.stack(losses).mean().backward()`, `scaler.scale(total).backward()`)?
 fn backpropagated_later<'t>(model: &SemanticModel<'t>, base: &str, statement: Node<'t>) -> bool {
     let scope = model.enclosing_function(statement).map(|f| f.node.id());
-    model.calls().iter().any(|c| {
+    model.backward_calls().iter().any(|c| {
         c.start_byte() > statement.start_byte()
-            && model.is_backward_call(*c)
             && model.enclosing_function(*c).map(|f| f.node.id()) == scope
             && model.identifiers_in(*c).iter().any(|n| n == base)
     })

@@ -60,7 +60,10 @@ const MEMORY_PROBES: &[&str] = &[
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    for m in checker.matches() {
+    if !checker.source_mentions(&["empty_cache"]) {
+        return;
+    }
+    for m in checker.matches_in(&model.outermost_loop_ranges()) {
         let Some(call) = m.get("call") else { continue };
         let Some(name) = model.call_resolves_to(call, EMPTY_CACHE) else { continue };
         let loops = model.enclosing_loops(call);
@@ -89,7 +92,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 
 /// Inside the loop: under `if step % N == 0:`, or in an `except` handler.
 fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: Node<'t>) -> bool {
-    let mut current = call.parent();
+    let mut current = model.parent(call);
     while let Some(n) = current {
         if n.id() == loop_node.id() {
             break;
@@ -107,7 +110,7 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
             }
             _ => {}
         }
-        current = n.parent();
+        current = model.parent(n);
     }
     false
 }
@@ -126,13 +129,13 @@ fn measures_memory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     })
 }
 
-fn removal_fix(model: &SemanticModel<'_>, call: Node<'_>) -> Option<Fix> {
+fn removal_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Fix> {
     let source = model.source();
-    let statement = call.parent().filter(|p| p.kind() == "expression_statement")?;
+    let statement = model.parent(call).filter(|p| p.kind() == "expression_statement")?;
     if !owns_its_lines(source, statement) {
         return None;
     }
-    let block = statement.parent()?;
+    let block = model.parent(statement)?;
     let only_statement = block.named_children(&mut block.walk()).filter(|c| c.kind() != "comment").count() == 1;
     let start = line_start(source, statement.start_byte());
     let end = line_end_inclusive(source, statement.end_byte().saturating_sub(1));

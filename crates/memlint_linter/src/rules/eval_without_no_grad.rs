@@ -72,7 +72,7 @@ const HELP: &str = "run evaluation under `with torch.no_grad():` (or `torch.infe
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    for m in checker.matches() {
+    for m in checker.matches_in(&evaluation_regions(checker)) {
         if let Some(call) = m.get("volatile_call") {
             if !model.grad_context(call).is_disabled() {
                 checker.report(
@@ -108,6 +108,33 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 .with_fix(fix),
         );
     }
+}
+
+/// Where evaluation code can be (a superset of what `evaluation_reason` accepts): the
+/// bodies of functions named for evaluation, loops over validation data, and what
+/// follows `.eval()` / `.train(False)` in its scope. The query only runs there.
+fn evaluation_regions(checker: &Checker<'_, '_>) -> Vec<std::ops::Range<usize>> {
+    let model = checker.model;
+    let source_len = model.source().len();
+    if checker.source_mentions(&["volatile"]) {
+        return vec![0..source_len];
+    }
+    let mut regions = Vec::new();
+    for f in model.functions() {
+        if name_says_eval(&f.name) {
+            regions.push(f.node.byte_range());
+        }
+    }
+    for l in model.loops() {
+        if model.loop_info(*l).over_eval_data {
+            regions.push(l.byte_range());
+        }
+    }
+    for toggle in model.calls_named("eval").iter().chain(model.calls_named("train")) {
+        let end = model.enclosing_function(*toggle).map(|f| f.node.end_byte()).unwrap_or(source_len);
+        regions.push(toggle.start_byte()..end);
+    }
+    regions
 }
 
 /// Why a forward pass counts as evaluation.
@@ -178,10 +205,7 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
 /// Does the scope backpropagate (so the forward pass needs its graph)?
 fn needs_gradients<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let scope = model.enclosing_function(call).map(|f| f.node.id());
-    model
-        .calls()
-        .iter()
-        .any(|c| model.is_backward_call(*c) && model.enclosing_function(*c).map(|f| f.node.id()) == scope)
+    model.backward_calls().iter().any(|c| model.enclosing_function(*c).map(|f| f.node.id()) == scope)
 }
 
 fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &EvaluationReason<'t>) -> Option<Fix> {
@@ -207,7 +231,7 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &Evaluatio
                     .enclosing_loops(call)
                     .last()
                     .map(|l| l.node)
-                    .unwrap_or_else(|| statement_of(call)),
+                    .unwrap_or_else(|| statement_of(model, call)),
             };
             if has_multiline_string(target) || !crate::rules::owns_its_lines(source, target) {
                 return None;
@@ -233,9 +257,9 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &Evaluatio
 }
 
 /// The statement a node is part of (the child of a block or the module).
-fn statement_of(node: Node<'_>) -> Node<'_> {
+fn statement_of<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Node<'t> {
     let mut current = node;
-    while let Some(parent) = current.parent() {
+    while let Some(parent) = model.parent(current) {
         if matches!(parent.kind(), "block" | "module") {
             return current;
         }

@@ -60,7 +60,7 @@ const HELP: &str = "scale the loss with `scaler = torch.amp.GradScaler(\"cuda\")
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    if scales_loss(model) {
+    if !checker.source_mentions(&["half", "float16", "autocast"]) || scales_loss(model) {
         return;
     }
     let backward_calls: Vec<Node> = model
@@ -139,7 +139,7 @@ fn argument_value(arg: Node<'_>) -> Node<'_> {
     }
 }
 
-fn is_float16(model: &SemanticModel<'_>, expr: Node<'_>) -> bool {
+fn is_float16<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
     matches!(
         model.qualified_name(expr).as_deref(),
         Some("torch.float16" | "torch.half")
@@ -147,7 +147,7 @@ fn is_float16(model: &SemanticModel<'_>, expr: Node<'_>) -> bool {
 }
 
 /// Does this autocast compute in float16 (explicitly, or by CUDA's default)?
-fn autocasts_to_float16(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
+fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let Some(args) = call.child_by_field_name("arguments") else { return false };
     let args = named_children(args);
     let keyword = |name: &str| {
