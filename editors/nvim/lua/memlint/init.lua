@@ -14,13 +14,26 @@ local defaults = {
 M.config = vim.deepcopy(defaults)
 
 -- The folder holding the nearest root marker above `path`, else the file's folder.
+-- (vim.fs.find is 0.8+; findfile/finddir with `;` search upward on 0.7 too.)
 function M.root_dir(path, markers)
   local dir = vim.fn.fnamemodify(path, ':p:h')
-  local found = vim.fs and vim.fs.find and vim.fs.find(markers, { path = dir, upward = true })[1]
-  if found then
-    return vim.fn.fnamemodify(found, ':h')
+  local best
+  for _, marker in ipairs(markers) do
+    local found = vim.fn.findfile(marker, dir .. ';')
+    if found == '' then
+      found = vim.fn.finddir(marker, dir .. ';')
+    end
+    if found ~= '' then
+      local root = vim.fn.fnamemodify(found, ':p:h')
+      if vim.fn.isdirectory(found) == 1 then
+        root = vim.fn.fnamemodify(found, ':p:h:h')
+      end
+      if not best or #root > #best then
+        best = root
+      end
+    end
   end
-  return dir
+  return best or dir
 end
 
 -- Starts memlint for buffer `bufnr` (0: current) and returns the client id.
