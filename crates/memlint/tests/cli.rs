@@ -163,7 +163,7 @@ fn unreadable_and_broken_files_are_reported_and_others_linted() {
     let dir = tree(&[
         ("bad.py", BAD.as_bytes()),
         ("latin1.py", b"x = '\xe9'\n"),
-        ("broken.py", b"def f(:\n    pass\n"),
+        ("broken.py", b"def f(:\n    pass\nfor x in loader:\n    torch.cuda.empty_cache()\n"),
     ]);
     let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--output-format", "concise", "-q", "."]));
     assert_eq!(code, 1);

@@ -9,6 +9,7 @@ mod checker;
 mod diagnostic;
 pub mod fix;
 mod noqa;
+mod prefilter;
 mod registry;
 pub mod rules;
 mod settings;
@@ -34,7 +35,21 @@ pub struct LintResult {
 }
 
 /// Lint Python `source` with `settings`.
+///
+/// The file is parsed only when some enabled rule could fire in it (a cheap word scan
+/// decides); otherwise nothing is reported, syntax errors included.
 pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
+    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
+    if !possible.any_enabled() {
+        return LintResult::default();
+    }
+    let narrowed = LinterSettings { rules: possible, severity: settings.severity.clone() };
+    let tree = memlint_python::parse_with(source, None);
+    lint_tree(source, &tree, &narrowed)
+}
+
+/// [`lint`] without the word pre-filter: every enabled rule runs on the parsed file.
+pub fn lint_unfiltered(source: &str, settings: &LinterSettings) -> LintResult {
     if !settings.rules.any_enabled() {
         return LintResult::default();
     }

@@ -600,3 +600,144 @@ fn no_finding_from_a_broken_no_grad_header() {
         "#]],
     );
 }
+
+// ----- MEM007 details --------------------------------------------------------------
+
+#[test]
+fn data_parallel_through_aliases() {
+    check(
+        r#"
+        import torch as th
+        from torch.nn import DataParallel as DP
+        a = th.nn.DataParallel(net)
+        b = DP(net)
+        "#,
+        expect![[r#"
+            3:5 MEM007 `th.nn.DataParallel(net)`: `DataParallel` replicates the mode
+            4:5 MEM007 `DP(net)`: `DataParallel` replicates the model and gathers e
+        "#]],
+    );
+}
+
+#[test]
+fn data_parallel_on_one_device_or_unimported_is_fine() {
+    check(
+        r#"
+        import torch.nn as nn
+        a = nn.DataParallel(net, device_ids=[0])
+        b = nn.DataParallel(net, [1])
+        c = DataParallel(net)
+        if isinstance(net, nn.DataParallel):
+            net = net.module
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM008 details --------------------------------------------------------------
+
+#[test]
+fn torch_load_positional_map_location_and_kwargs() {
+    check(
+        r#"
+        import torch
+        a = torch.load(path, lambda s, loc: s)
+        b = torch.load(path, **opts)
+        c = torch.load(path, weights_only=True)
+        "#,
+        expect![[r#"
+            4:5 MEM008 `torch.load(path, weights_only=True)` without `map_location` 
+        "#]],
+    );
+}
+
+#[test]
+fn torch_load_only_when_it_is_torch() {
+    check(
+        r#"
+        import pickle
+        from torch import hub
+        a = pickle.load(f)
+        b = hub.load("repo", "model")
+        c = load(path)
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM009 details --------------------------------------------------------------
+
+#[test]
+fn zero_grad_false_variants() {
+    check(
+        r#"
+        opt.zero_grad(set_to_none=False)
+        model.zero_grad(False)
+        keep = False
+        opt.zero_grad(set_to_none=keep)
+        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
+        "#,
+        expect![[r#"
+            1:1 MEM009 `opt.zero_grad(set_to_none=False)` keeps every gradient buffe
+            2:1 MEM009 `model.zero_grad(False)` keeps every gradient buffer of `mod
+            4:1 MEM009 `opt.zero_grad(set_to_none=keep)` keeps every gradient buffe
+        "#]],
+    );
+}
+
+#[test]
+fn zero_grad_flag_assigned_true_somewhere_is_unknown() {
+    check(
+        r#"
+        def step(opt, args):
+            keep = False
+            if args.debug:
+                keep = True
+            opt.zero_grad(set_to_none=keep)
+            opt.zero_grad(set_to_none=args.keep)
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM010 details --------------------------------------------------------------
+
+#[test]
+fn deprecated_amp_in_every_import_form() {
+    check(
+        r#"
+        import torch
+        from torch.cuda import amp
+        from torch.cuda.amp import GradScaler
+        a = torch.cuda.amp.autocast()
+        b = amp.autocast()
+        c = GradScaler()
+        def f():
+            from torch.cuda.amp import autocast as ac
+            with ac(dtype=torch.bfloat16):
+                pass
+        "#,
+        expect![[r#"
+            4:5 MEM010 `torch.cuda.amp.autocast()` uses `torch.cuda.amp.autocast`, 
+            5:5 MEM010 `amp.autocast()` uses `torch.cuda.amp.autocast`, deprecated
+            6:5 MEM010 `GradScaler()` uses `torch.cuda.amp.GradScaler`, deprecated
+            9:10 MEM010 `ac(dtype=torch.bfloat16)` uses `torch.cuda.amp.autocast`, 
+        "#]],
+    );
+}
+
+#[test]
+fn deprecated_amp_not_in_annotations_or_new_spelling() {
+    check(
+        r#"
+        import torch
+        from torch.cuda.amp import GradScaler
+        def f(scaler: GradScaler) -> torch.cuda.amp.GradScaler:
+            s: torch.cuda.amp.GradScaler = torch.amp.GradScaler("cuda")
+            with torch.amp.autocast("cuda"), torch.autocast("cuda"):
+                return s
+        "#,
+        expect![""],
+    );
+}

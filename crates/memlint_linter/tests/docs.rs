@@ -51,6 +51,14 @@ fn codes_are_never_renumbered() {
         ("MEM002", "accumulated-loss-tensor"),
         ("MEM003", "half-without-grad-scaler"),
         ("MEM004", "empty-cache-in-loop"),
+        ("MEM005", "retain-graph-in-loop"),
+        ("MEM006", "gpu-tensors-collected"),
+        ("MEM007", "data-parallel"),
+        ("MEM008", "torch-load-without-map-location"),
+        ("MEM009", "zero-grad-keeps-memory"),
+        ("MEM010", "deprecated-cuda-amp"),
+        ("MEM011", "accumulation-without-loss-division"),
+        ("MEM012", "frozen-network-tracks-grad"),
     ];
     for (code, name) in expected {
         let rule = Rule::from_code_or_name(code).unwrap();

@@ -1,6 +1,6 @@
 //! memlint never panics on any input: arbitrary bytes, and fixtures with random damage.
 
-use memlint_linter::{apply_fixes, lint, FixMode, LinterSettings};
+use memlint_linter::{apply_fixes, lint, lint_unfiltered, FixMode, LinterSettings};
 use proptest::prelude::*;
 
 const FIXTURES: &[&str] = &[
@@ -8,6 +8,10 @@ const FIXTURES: &[&str] = &[
     include_str!("fixtures/accumulated-loss-tensor.py"),
     include_str!("fixtures/half-without-grad-scaler.py"),
     include_str!("fixtures/empty-cache-in-loop.py"),
+    include_str!("fixtures/data-parallel.py"),
+    include_str!("fixtures/torch-load-without-map-location.py"),
+    include_str!("fixtures/zero-grad-keeps-memory.py"),
+    include_str!("fixtures/deprecated-cuda-amp.py"),
 ];
 
 /// Lints and fixes `source`; the properties are "returns" and "fixing never adds
@@ -44,6 +48,21 @@ proptest! {
         0..200,
     )) {
         exercise(&tokens.concat());
+    }
+
+    /// The pre-filter only skips work: with and without it, the findings are the same.
+    #[test]
+    fn prefilter_is_sound(which in 0..FIXTURES.len(), cuts in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..400), 0..4)) {
+        let mut source = FIXTURES[which].to_owned();
+        for (at, len) in cuts {
+            let mut start = at.index(source.len().max(1)).min(source.len());
+            while !source.is_char_boundary(start) { start -= 1; }
+            let mut end = (start + len).min(source.len());
+            while !source.is_char_boundary(end) { end -= 1; }
+            source.replace_range(start..end, "");
+        }
+        let settings = LinterSettings::default();
+        prop_assert_eq!(lint(&source, &settings).diagnostics, lint_unfiltered(&source, &settings).diagnostics);
     }
 
     #[test]

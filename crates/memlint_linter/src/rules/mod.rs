@@ -3,9 +3,17 @@
 //! `check`.
 
 pub mod accumulated_loss_tensor;
+// pub mod accumulation_without_loss_division;
+pub mod data_parallel;
+pub mod deprecated_cuda_amp;
 pub mod empty_cache_in_loop;
 pub mod eval_without_no_grad;
+// pub mod frozen_network_tracks_grad;
+// pub mod gpu_tensors_collected;
 pub mod half_without_grad_scaler;
+// pub mod retain_graph_in_loop;
+pub mod torch_load_without_map_location;
+pub mod zero_grad_keeps_memory;
 
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
@@ -137,4 +145,137 @@ pub(crate) fn snippet(model: &SemanticModel<'_>, node: Node<'_>) -> String {
         shown.push('…');
     }
     shown
+}
+
+// ----- call arguments ----------------------------------------------------------------
+
+/// The value of a keyword argument `name=...` of `call`.
+pub(crate) fn keyword_argument<'t>(model: &SemanticModel<'t>, call: Node<'t>, name: &str) -> Option<Node<'t>> {
+    let args = call.child_by_field_name("arguments")?;
+    let mut cursor = args.walk();
+    let found = args.named_children(&mut cursor).find(|a| {
+        a.kind() == "keyword_argument" && a.child_by_field_name("name").map(|n| model.text(n) == name).unwrap_or(false)
+    });
+    found.and_then(|a| a.child_by_field_name("value"))
+}
+
+/// The positional arguments of `call` (no keywords, no splats, no comments).
+pub(crate) fn positional_arguments<'t>(call: Node<'t>) -> Vec<Node<'t>> {
+    let Some(args) = call.child_by_field_name("arguments") else { return Vec::new() };
+    let mut cursor = args.walk();
+    let found = args
+        .named_children(&mut cursor)
+        .filter(|a| !matches!(a.kind(), "keyword_argument" | "list_splat" | "dictionary_splat" | "comment"))
+        .collect();
+    found
+}
+
+/// Does `call` pass `*args` or `**kwargs` (which may carry any argument)?
+pub(crate) fn has_splat(call: Node<'_>) -> bool {
+    let Some(args) = call.child_by_field_name("arguments") else { return false };
+    let mut cursor = args.walk();
+    let found = args.named_children(&mut cursor).any(|a| matches!(a.kind(), "list_splat" | "dictionary_splat"));
+    found
+}
+
+/// Is `call`'s argument list a plain `( ... )` (not a generator expression argument)?
+pub(crate) fn has_argument_list(call: Node<'_>) -> bool {
+    call.child_by_field_name("arguments").map(|a| a.kind() == "argument_list").unwrap_or(false)
+}
+
+/// An edit that adds `text` (e.g. `map_location="cpu"`) as the last argument of `call`.
+pub(crate) fn append_argument(model: &SemanticModel<'_>, call: Node<'_>, text: &str) -> Option<Edit> {
+    let args = call.child_by_field_name("arguments").filter(|a| a.kind() == "argument_list")?;
+    let mut cursor = args.walk();
+    let last = args.named_children(&mut cursor).filter(|a| a.kind() != "comment").last();
+    match last {
+        Some(last) => Some(Edit::insert(last.end_byte(), format!(", {text}"))),
+        None => {
+            // `f()`: insert right after the opening parenthesis.
+            let open = args.start_byte();
+            (model.text(args).starts_with('(')).then(|| Edit::insert(open + 1, text.to_owned()))
+        }
+    }
+}
+
+/// Edits that call `suffix` (e.g. `.detach()`) on `expr`, parenthesizing it when needed.
+pub(crate) fn call_on(expr: Node<'_>, suffix: &str) -> Vec<Edit> {
+    if is_primary(expr) {
+        vec![Edit::insert(expr.end_byte(), suffix.to_owned())]
+    } else {
+        vec![Edit::insert(expr.start_byte(), "("), Edit::insert(expr.end_byte(), format!("){suffix}"))]
+    }
+}
+
+/// An expression that binds tighter than any operator (a name, call, subscript, literal).
+pub(crate) fn is_primary(expr: Node<'_>) -> bool {
+    matches!(
+        expr.kind(),
+        "identifier" | "attribute" | "call" | "subscript" | "parenthesized_expression" | "integer" | "float" | "string" | "list" | "tuple" | "dictionary"
+    )
+}
+
+// ----- tree walking --------------------------------------------------------------------
+
+/// Every node under `node` (inclusive) that satisfies `predicate`, not looking into nested
+/// functions, classes or lambdas (they run at another time).
+pub(crate) fn descendants_where<'t>(node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> Vec<Node<'t>> {
+    let mut found = Vec::new();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if n.id() != node.id() && matches!(n.kind(), "function_definition" | "class_definition" | "lambda") {
+            continue;
+        }
+        if predicate(n) {
+            found.push(n);
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    found.sort_by_key(|n| n.start_byte());
+    found
+}
+
+/// Is `node` inside an annotation (`x: T`, `def f(a: T) -> T`)?
+pub(crate) fn in_annotation(node: Node<'_>) -> bool {
+    let mut child = node;
+    let mut current = node.parent();
+    while let Some(n) = current {
+        match n.kind() {
+            "type" => return true,
+            "function_definition" => {
+                return n.child_by_field_name("return_type").map(|r| r.id() == child.id()).unwrap_or(false);
+            }
+            "block" | "module" => return false,
+            _ => {}
+        }
+        child = n;
+        current = n.parent();
+    }
+    false
+}
+
+/// Is `value` the literal `expected` (`True`/`False`), or a name whose every assignment in
+/// its scope is that literal?
+pub(crate) fn always_bool<'t>(model: &SemanticModel<'t>, value: Node<'t>, expected: bool) -> bool {
+    let literal = if expected { "true" } else { "false" };
+    match value.kind() {
+        k if k == literal => true,
+        "identifier" => {
+            let name = model.text(value);
+            let Some(binding) = model.binding_at(name, value) else { return false };
+            let statement = binding.statement;
+            let in_scope = model.bindings_in_scope(name, statement);
+            let all = if in_scope.iter().any(|b| b.statement.id() == statement.id()) {
+                in_scope
+            } else {
+                std::slice::from_ref(binding)
+            };
+            !all.is_empty()
+                && all.iter().all(|b| {
+                    b.kind == memlint_python::BindingKind::Assign && b.value.map(|v| v.kind() == literal).unwrap_or(false)
+                })
+        }
+        _ => false,
+    }
 }

@@ -1,0 +1,177 @@
+//! ## What it does
+//! Checks for `torch.cuda.amp.autocast(...)` and `torch.cuda.amp.GradScaler(...)` in any
+//! import form: `torch.cuda.amp.autocast()`, `from torch.cuda import amp` then
+//! `amp.autocast()`, `from torch.cuda.amp import GradScaler` then `GradScaler()`, aliases,
+//! function-local imports, and the decorator form `@torch.cuda.amp.autocast()`.
+//!
+//! Not flagged: type annotations (`scaler: torch.cuda.amp.GradScaler`) and other
+//! references that construct nothing (`isinstance(s, GradScaler)`), `torch.amp.*`,
+//! `torch.autocast`, and same-named classes of other libraries.
+//!
+//! ## Why is this bad?
+//! Since PyTorch 2.4 both are deprecated aliases that emit a `FutureWarning` each time
+//! one is constructed (for `autocast`, on every step of the training loop) and will be
+//! removed. The device-generic `torch.amp.autocast("cuda")` and
+//! `torch.amp.GradScaler("cuda")` do exactly the same thing.
+//!
+//! ## Example
+//! ```python
+//! scaler = torch.cuda.amp.GradScaler()
+//! for x, y in loader:
+//!     with torch.cuda.amp.autocast():
+//!         loss = criterion(model(x), y)
+//!     scaler.scale(loss).backward()
+//! ```
+//!
+//! Use instead:
+//! ```python
+//! scaler = torch.amp.GradScaler("cuda")
+//! for x, y in loader:
+//!     with torch.amp.autocast("cuda"):
+//!         loss = criterion(model(x), y)
+//!     scaler.scale(loss).backward()
+//! ```
+//!
+//! ## Fix safety
+//! The fix rewrites the call to the `torch.amp` spelling with `"cuda"` as the device,
+//! adding `import torch` when the module does not import it (an import of the old name is
+//! left in place). `torch.cuda.amp.autocast`'s positional arguments are `enabled, dtype,
+//! cache_enabled` while `torch.amp.autocast` takes `device_type, dtype, enabled, ...`, so
+//! positional arguments are passed by keyword. The `autocast` fix is safe: the deprecated
+//! class only forwards to `torch.amp.autocast("cuda", ...)`, which exists in every PyTorch
+//! 2.x. It is unsafe when the module changes autocast's defaults
+//! (`torch.set_autocast_dtype`, `set_autocast_gpu_dtype`, `set_autocast_cache_enabled`:
+//! the old class passed float16 and caching explicitly, the new one reads those defaults)
+//! or in TorchScript code (`@torch.jit.script`). The `GradScaler` fix is unsafe:
+//! `torch.amp.GradScaler` only exists since PyTorch 2.3, so the fixed file fails on older
+//! versions.
+
+use memlint_python::tree_sitter::Node;
+use memlint_python::SemanticModel;
+
+use crate::checker::Checker;
+use crate::rules::{has_argument_list, has_splat, in_annotation, positional_arguments, snippet, torch_name};
+use crate::{Diagnostic, Edit, Fix, Severity};
+
+pub const SUMMARY: &str = "Deprecated `torch.cuda.amp.autocast` / `torch.cuda.amp.GradScaler`";
+pub const CAPTURES: &[&str] = &["call"];
+pub const FIXABLE: bool = true;
+
+const AUTOCAST: &[&str] = &["torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"];
+const GRAD_SCALER: &[&str] = &["torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"];
+/// `torch.cuda.amp.autocast`'s positional parameters, in order.
+const AUTOCAST_PARAMETERS: &[&str] = &["enabled", "dtype", "cache_enabled"];
+
+pub fn check(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    for m in checker.matches() {
+        let Some(call) = m.get("call") else { continue };
+        if in_annotation(call) {
+            continue;
+        }
+        let (is_autocast, class) = if model.call_resolves_to(call, AUTOCAST).is_some() {
+            (true, "autocast")
+        } else if model.call_resolves_to(call, GRAD_SCALER).is_some() {
+            (false, "GradScaler")
+        } else {
+            continue;
+        };
+        let fix = if is_autocast { autocast_fix(model, call) } else { grad_scaler_fix(model, call) };
+        checker.report(
+            Diagnostic::new(
+                checker.rule,
+                call.byte_range(),
+                format!(
+                    "`{}` uses `torch.cuda.amp.{class}`, deprecated since PyTorch 2.4: it warns each time it is constructed and will be removed; use `torch.amp.{class}(\"cuda\")`",
+                    snippet(model, call)
+                ),
+            )
+            .with_help(format!("write `torch.amp.{class}(\"cuda\", ...)`"))
+            .with_severity(Severity::Warning)
+            .with_fix(fix),
+        );
+    }
+}
+
+/// Edits common to both fixes: the callee becomes `<torch>.amp.<class>`, and `torch` is
+/// imported when needed.
+fn rename_callee(model: &SemanticModel<'_>, call: Node<'_>, class: &str) -> Option<(Vec<Edit>, String)> {
+    let callee = call.child_by_field_name("function")?;
+    let (torch, import) = torch_name(model);
+    let replacement = format!("{torch}.amp.{class}");
+    let mut edits: Vec<Edit> = import.into_iter().collect();
+    edits.push(Edit::replace(callee.byte_range(), replacement.clone()));
+    Some((edits, replacement))
+}
+
+/// The offset just after `(` of the argument list.
+fn after_open_paren(model: &SemanticModel<'_>, call: Node<'_>) -> Option<usize> {
+    let args = call.child_by_field_name("arguments")?;
+    model.text(args).starts_with('(').then(|| args.start_byte() + 1)
+}
+
+fn device_argument(model: &SemanticModel<'_>, call: Node<'_>) -> Option<Edit> {
+    let open = after_open_paren(model, call)?;
+    let args = call.child_by_field_name("arguments")?;
+    let empty = args.named_children(&mut args.walk()).all(|a| a.kind() == "comment");
+    Some(Edit::insert(open, if empty { "\"cuda\"" } else { "\"cuda\", " }))
+}
+
+fn autocast_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Fix> {
+    if !has_argument_list(call) || has_splat(call) {
+        return None;
+    }
+    let positional = positional_arguments(call);
+    if positional.len() > AUTOCAST_PARAMETERS.len() {
+        return None;
+    }
+    let (mut edits, replacement) = rename_callee(model, call, "autocast")?;
+    edits.push(device_argument(model, call)?);
+    for (arg, name) in positional.iter().zip(AUTOCAST_PARAMETERS) {
+        edits.push(Edit::insert(arg.start_byte(), format!("{name}=")));
+    }
+    merge_same_offset(&mut edits);
+    let message = format!("Use `{replacement}(\"cuda\")`");
+    let changes_defaults = ["set_autocast_dtype", "set_autocast_gpu_dtype", "set_autocast_cache_enabled"]
+        .iter()
+        .any(|n| !model.calls_named(n).is_empty());
+    Some(if changes_defaults || in_torchscript(model, call) { Fix::unsafe_(message, edits) } else { Fix::safe(message, edits) })
+}
+
+fn grad_scaler_fix(model: &SemanticModel<'_>, call: Node<'_>) -> Option<Fix> {
+    if !has_argument_list(call) {
+        return None;
+    }
+    let (mut edits, replacement) = rename_callee(model, call, "GradScaler")?;
+    edits.push(device_argument(model, call)?);
+    merge_same_offset(&mut edits);
+    Some(Fix::unsafe_(format!("Use `{replacement}(\"cuda\")`"), edits))
+}
+
+/// Two insertions at one offset (`"cuda", ` and `enabled=` before the first argument)
+/// become one, so the fix's edits never overlap.
+fn merge_same_offset(edits: &mut Vec<Edit>) {
+    edits.sort_by_key(|e| (e.range.start, e.range.end));
+    let mut merged: Vec<Edit> = Vec::with_capacity(edits.len());
+    for edit in edits.drain(..) {
+        match merged.last_mut() {
+            Some(last) if last.range.is_empty() && edit.range.is_empty() && last.range.start == edit.range.start => {
+                last.content.push_str(&edit.content);
+            }
+            _ => merged.push(edit),
+        }
+    }
+    *edits = merged;
+}
+
+/// Is the call in a function compiled by TorchScript (`@torch.jit.script`)?
+fn in_torchscript<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let mut node = call;
+    while let Some(f) = model.enclosing_function(node) {
+        if f.decorators.iter().any(|d| model.text(*d).contains("jit.script") || model.text(*d) == "script") {
+            return true;
+        }
+        node = f.node;
+    }
+    false
+}

@@ -1,0 +1,97 @@
+//! ## What it does
+//! Checks for `torch.load(...)` without `map_location`, under any import spelling
+//! (`import torch as th`, `from torch import load`, a function-local import).
+//!
+//! Not flagged: a call that passes `map_location` (by keyword, or as the second positional
+//! argument, whatever its value), or that passes `*args` / `**kwargs` which may carry it;
+//! and other `load` functions (`torch.hub.load`, `pickle.load`, `numpy.load`,
+//! `safetensors.torch.load_file`).
+//!
+//! ## Why is this bad?
+//! `torch.load` restores every tensor onto the device it was saved from. A checkpoint
+//! written by rank 0 of a training job names `cuda:0`, so when each process of a
+//! multi-GPU job (or an evaluation script on a shared machine) loads it, every process
+//! materialises a full copy of the checkpoint (weights and optimizer state) on GPU 0:
+//! that GPU runs out of memory, or carries several gigabytes it never frees while the
+//! process lives. Loading onto the CPU first, and letting `load_state_dict` copy the
+//! values into the parameters where they already are, costs no GPU memory at all.
+//!
+//! ## Example
+//! ```python
+//! checkpoint = torch.load("last.pt")
+//! model.load_state_dict(checkpoint["model"])
+//! ```
+//!
+//! Use instead:
+//! ```python
+//! checkpoint = torch.load("last.pt", map_location="cpu")
+//! model.load_state_dict(checkpoint["model"])
+//! ```
+//!
+//! ## Fix safety
+//! The fix adds `map_location="cpu"`. It is safe when the loaded object goes straight into
+//! `load_state_dict(...)` (`model.load_state_dict(torch.load(path))`): `Module.load_state_dict`
+//! copies values into the existing parameters on their own device, and
+//! `Optimizer.load_state_dict` moves its state to its parameters' devices, so nothing the
+//! program computes changes. It is unsafe otherwise: code that uses a loaded tensor
+//! directly (a saved CUDA tensor, a whole pickled model) would get it on the CPU and could
+//! fail with a device mismatch or run on the CPU.
+
+use memlint_python::tree_sitter::Node;
+use memlint_python::SemanticModel;
+
+use crate::checker::Checker;
+use crate::rules::{append_argument, has_argument_list, has_splat, keyword_argument, positional_arguments, snippet};
+use crate::{Diagnostic, Fix, Severity};
+
+pub const SUMMARY: &str = "`torch.load` without `map_location`";
+pub const CAPTURES: &[&str] = &["call"];
+pub const FIXABLE: bool = true;
+
+const TORCH_LOAD: &[&str] = &["torch.load", "torch.serialization.load"];
+
+pub fn check(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    for m in checker.matches() {
+        let Some(call) = m.get("call") else { continue };
+        if model.call_resolves_to(call, TORCH_LOAD).is_none() || !has_argument_list(call) {
+            continue;
+        }
+        if has_splat(call) || keyword_argument(model, call, "map_location").is_some() || positional_arguments(call).len() >= 2 {
+            continue;
+        }
+        let fix = append_argument(model, call, "map_location=\"cpu\"").map(|edit| {
+            let message = "Add `map_location=\"cpu\"`";
+            if feeds_load_state_dict(model, call) {
+                Fix::safe(message, vec![edit])
+            } else {
+                Fix::unsafe_(message, vec![edit])
+            }
+        });
+        checker.report(
+            Diagnostic::new(
+                checker.rule,
+                call.byte_range(),
+                format!(
+                    "`{}` without `map_location` restores every tensor onto the GPU it was saved from: in a multi-GPU job every process materialises the whole checkpoint on GPU 0",
+                    snippet(model, call)
+                ),
+            )
+            .with_help("load onto the CPU with `map_location=\"cpu\"` (or onto this process's device) and let `load_state_dict` place the values")
+            .with_severity(Severity::Warning)
+            .with_fix(fix),
+        );
+    }
+}
+
+/// `x.load_state_dict(torch.load(...))`: the only argument of a `load_state_dict` call.
+fn feeds_load_state_dict(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
+    let Some(args) = call.parent().filter(|p| p.kind() == "argument_list") else { return false };
+    let Some(outer) = args.parent().filter(|p| p.kind() == "call") else { return false };
+    let method = outer
+        .child_by_field_name("function")
+        .filter(|f| f.kind() == "attribute")
+        .and_then(|f| f.child_by_field_name("attribute"))
+        .map(|a| model.text(a));
+    method == Some("load_state_dict") && positional_arguments(outer).first().map(|a| a.id()) == Some(call.id())
+}

@@ -1,0 +1,77 @@
+//! ## What it does
+//! Checks for `zero_grad(set_to_none=False)` on an optimizer or a module (also the
+//! positional `zero_grad(False)`, and a variable whose only assignment is `False`).
+//!
+//! Not flagged: `zero_grad()` and `zero_grad(set_to_none=True)` (the default since
+//! PyTorch 2.0), and a value memlint cannot pin down (a parameter, a flag assigned
+//! `True` somewhere, a config field).
+//!
+//! ## Why is this bad?
+//! With `set_to_none=False` every parameter's `.grad` tensor is kept and filled with
+//! zeros. Those buffers, as large as the trainable weights, then stay allocated through
+//! the next forward pass, which is where activation memory peaks, so the peak is higher
+//! by the size of the gradients than it needs to be. Zeroing them also costs a memset
+//! kernel per parameter each step. With `set_to_none=True` the buffers are released and
+//! `backward()` allocates them again only when it produces the gradients.
+//!
+//! ## Example
+//! ```python
+//! for x, y in loader:
+//!     optimizer.zero_grad(set_to_none=False)
+//!     loss = criterion(model(x), y)
+//!     loss.backward()
+//!     optimizer.step()
+//! ```
+//!
+//! Use instead:
+//! ```python
+//! for x, y in loader:
+//!     optimizer.zero_grad(set_to_none=True)
+//!     loss = criterion(model(x), y)
+//!     loss.backward()
+//!     optimizer.step()
+//! ```
+//!
+//! ## Fix safety
+//! The fix writes `True` in place of the value. It is unsafe: afterwards `.grad` is
+//! `None` instead of a zero tensor between steps, so code that reads or updates `p.grad`
+//! before the next `backward()` fails, and optimizers skip a parameter whose gradient is
+//! `None` where they would have applied momentum or weight decay with a zero gradient
+//! (a parameter that gets no gradient in some step is updated differently).
+
+use crate::checker::Checker;
+use crate::rules::{always_bool, snippet};
+use crate::{Diagnostic, Edit, Fix, Severity};
+
+pub const SUMMARY: &str = "`zero_grad(set_to_none=False)` keeps gradient buffers allocated";
+pub const CAPTURES: &[&str] = &["call", "value"];
+pub const FIXABLE: bool = true;
+
+pub fn check(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    for m in checker.matches() {
+        let (Some(call), Some(value)) = (m.get("call"), m.get("value")) else { continue };
+        if !always_bool(model, value, false) {
+            continue;
+        }
+        let receiver = call
+            .child_by_field_name("function")
+            .and_then(|f| f.child_by_field_name("object"))
+            .map(|o| snippet(model, o))
+            .unwrap_or_default();
+        let fix = Fix::unsafe_("Use `set_to_none=True`", vec![Edit::replace(value.byte_range(), "True")]);
+        checker.report(
+            Diagnostic::new(
+                checker.rule,
+                call.byte_range(),
+                format!(
+                    "`{}` keeps every gradient buffer of `{receiver}` allocated and zero-filled through the next forward pass, raising peak memory by the size of the gradients (as large as the trainable weights)",
+                    snippet(model, call)
+                ),
+            )
+            .with_help("call `zero_grad()` (`set_to_none=True` is the default since PyTorch 2.0)")
+            .with_severity(Severity::Warning)
+            .with_fix(Some(fix)),
+        );
+    }
+}

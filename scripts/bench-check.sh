@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Throughput of `memlint check` (files/s, lines/s; median of several runs), beside
+# `ruff check --isolated` with ruff's default rules when ruff is installed.
+#
+#   scripts/bench-check.sh [TREE] [RUNS]
+#
+# Without TREE, a tree of 2,000 files is generated from the bundled examples (with the
+# findings spread over the files, and renamed functions so every file differs).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TREE=${1:-}
+RUNS=${2:-5}
+cargo build --release --quiet -p memlint --manifest-path "$ROOT/Cargo.toml"
+MEMLINT="$ROOT/target/release/memlint"
+
+if [[ -z "$TREE" ]]; then
+    TREE=$(mktemp -d)
+    trap 'rm -rf "$TREE"' EXIT
+    python3 - "$ROOT/tests/examples" "$TREE" <<'PY'
+import pathlib, sys
+examples = [p.read_text() for p in sorted(pathlib.Path(sys.argv[1]).glob("*.py"))]
+out = pathlib.Path(sys.argv[2])
+for i in range(2000):
+    d = out / f"pkg{i // 100}"
+    d.mkdir(exist_ok=True)
+    text = examples[i % len(examples)].replace("def ", f"def v{i}_")
+    (d / f"module_{i}.py").write_text(text * (1 + i % 4))
+PY
+fi
+
+FILES=$(find "$TREE" -name '*.py' -not -path '*/.*' | wc -l)
+LINES=$(find "$TREE" -name '*.py' -not -path '*/.*' -print0 | xargs -0 cat | wc -l)
+echo "tree: $TREE"
+echo "files: $FILES, lines: $LINES, cores: $(nproc)"
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+time_runs() {
+    for _ in $(seq "$RUNS"); do
+        local start end
+        start=$(date +%s.%N)
+        "$@" > /dev/null 2>&1 || true
+        end=$(date +%s.%N)
+        awk "BEGIN {print $end - $start}"
+    done | median
+}
+
+ml=$(time_runs "$MEMLINT" check --no-cache --output-format concise "$TREE")
+printf 'memlint check: %.3f s  %8.0f files/s  %10.0f lines/s\n' "$ml" "$(awk "BEGIN {print $FILES / $ml}")" "$(awk "BEGIN {print $LINES / $ml}")"
+cached=$(time_runs "$MEMLINT" check --output-format concise --cache-dir "$TREE/.memlint_cache" "$TREE")
+printf 'memlint check (warm cache): %.3f s  %8.0f files/s\n' "$cached" "$(awk "BEGIN {print $FILES / $cached}")"
+if command -v ruff > /dev/null; then
+    rf=$(time_runs ruff check --isolated --no-cache --output-format concise "$TREE")
+    printf 'ruff check --isolated: %.3f s  %8.0f files/s  %10.0f lines/s  (%s)\n' "$rf" "$(awk "BEGIN {print $FILES / $rf}")" "$(awk "BEGIN {print $LINES / $rf}")" "$(ruff --version)"
+    printf 'memlint / ruff time: %.2f\n' "$(awk "BEGIN {print $ml / $rf}")"
+fi
