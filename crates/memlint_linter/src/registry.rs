@@ -76,6 +76,7 @@ rules! {
     AccumulatedLossTensor => "MEM002", "accumulated-loss-tensor", accumulated_loss_tensor, "accumulated_loss_tensor.rs";
     HalfWithoutGradScaler => "MEM003", "half-without-grad-scaler", half_without_grad_scaler, "half_without_grad_scaler.rs";
     EmptyCacheInLoop => "MEM004", "empty-cache-in-loop", empty_cache_in_loop, "empty_cache_in_loop.rs";
+    RetainGraphInLoop => "MEM005", "retain-graph-in-loop", retain_graph_in_loop, "retain_graph_in_loop.rs";
     DataParallel => "MEM007", "data-parallel", data_parallel, "data_parallel.rs";
     TorchLoadWithoutMapLocation => "MEM008", "torch-load-without-map-location", torch_load_without_map_location, "torch_load_without_map_location.rs";
     ZeroGradKeepsMemory => "MEM009", "zero-grad-keeps-memory", zero_grad_keeps_memory, "zero_grad_keeps_memory.rs";

@@ -613,7 +613,7 @@ fn data_parallel_through_aliases() {
         b = DP(net)
         "#,
         expect![[r#"
-            3:5 MEM007 `th.nn.DataParallel(net)`: `DataParallel` replicates the mode
+            3:5 MEM007 `th.nn.DataParallel(net)`: `DataParallel` replicates the mod
             4:5 MEM007 `DP(net)`: `DataParallel` replicates the model and gathers e
         "#]],
     );
@@ -646,7 +646,7 @@ fn torch_load_positional_map_location_and_kwargs() {
         c = torch.load(path, weights_only=True)
         "#,
         expect![[r#"
-            4:5 MEM008 `torch.load(path, weights_only=True)` without `map_location` 
+            4:5 MEM008 `torch.load(path, weights_only=True)` without `map_location`
         "#]],
     );
 }
@@ -679,7 +679,7 @@ fn zero_grad_false_variants() {
         opt.zero_grad()
         "#,
         expect![[r#"
-            1:1 MEM009 `opt.zero_grad(set_to_none=False)` keeps every gradient buffe
+            1:1 MEM009 `opt.zero_grad(set_to_none=False)` keeps every gradient buff
             2:1 MEM009 `model.zero_grad(False)` keeps every gradient buffer of `mod
             4:1 MEM009 `opt.zero_grad(set_to_none=keep)` keeps every gradient buffe
         "#]],
@@ -720,9 +720,9 @@ fn deprecated_amp_in_every_import_form() {
         "#,
         expect![[r#"
             4:5 MEM010 `torch.cuda.amp.autocast()` uses `torch.cuda.amp.autocast`, 
-            5:5 MEM010 `amp.autocast()` uses `torch.cuda.amp.autocast`, deprecated
-            6:5 MEM010 `GradScaler()` uses `torch.cuda.amp.GradScaler`, deprecated
-            9:10 MEM010 `ac(dtype=torch.bfloat16)` uses `torch.cuda.amp.autocast`, 
+            5:5 MEM010 `amp.autocast()` uses `torch.cuda.amp.autocast`, deprecated 
+            6:5 MEM010 `GradScaler()` uses `torch.cuda.amp.GradScaler`, deprecated 
+            9:10 MEM010 `ac(dtype=torch.bfloat16)` uses `torch.cuda.amp.autocast`, d
         "#]],
     );
 }
@@ -737,6 +737,63 @@ fn deprecated_amp_not_in_annotations_or_new_spelling() {
             s: torch.cuda.amp.GradScaler = torch.amp.GradScaler("cuda")
             with torch.amp.autocast("cuda"), torch.autocast("cuda"):
                 return s
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM005 details --------------------------------------------------------------
+
+#[test]
+fn retain_graph_in_training_loop() {
+    check(
+        r#"
+        for x, y in train_loader:
+            loss = criterion(model(x), y)
+            loss.backward(retain_graph=True)
+            optimizer.step()
+        "#,
+        expect![[r#"
+            3:5 MEM005 `loss.backward(retain_graph=True)` retains the graph of `los
+        "#]],
+    );
+}
+
+#[test]
+fn retain_graph_then_second_backward_is_fine() {
+    check(
+        r#"
+        for real in loader:
+            fake = G(z)
+            d_loss = D(fake).mean()
+            d_loss.backward(retain_graph=True)
+            g_loss = -D(fake).mean()
+            g_loss.backward()
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn retain_graph_on_a_graph_built_before_the_loop_is_fine() {
+    check(
+        r#"
+        out = model(x)
+        for i in range(3):
+            out[i].sum().backward(retain_graph=True)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn retain_graph_false_or_conditional_is_fine() {
+    check(
+        r#"
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward(retain_graph=False)
+            loss.backward(retain_graph=i + 1 < n)
         "#,
         expect![""],
     );

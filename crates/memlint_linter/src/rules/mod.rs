@@ -11,7 +11,7 @@ pub mod eval_without_no_grad;
 // pub mod frozen_network_tracks_grad;
 // pub mod gpu_tensors_collected;
 pub mod half_without_grad_scaler;
-// pub mod retain_graph_in_loop;
+pub mod retain_graph_in_loop;
 pub mod torch_load_without_map_location;
 pub mod zero_grad_keeps_memory;
 

@@ -1,0 +1,207 @@
+//! ## What it does
+//! Checks for `loss.backward(retain_graph=True)` (or `torch.autograd.grad(...,
+//! retain_graph=True)`, `torch.autograd.backward(..., retain_graph=True)`) inside a loop,
+//! on a graph built in the same iteration, when no second backward follows in that
+//! iteration.
+//!
+//! Not flagged: GAN-style or gradient-penalty code that backpropagates again later in
+//! the iteration (`d_loss.backward(retain_graph=True)` then `g_loss.backward()`,
+//! `autograd.grad(..., retain_graph=True)` then `(loss + penalty).backward()`); a loop
+//! that backpropagates through one graph built before it (per-output Jacobian rows,
+//! several heads on shared features); `create_graph=True` (higher-order gradients need
+//! the graph); and `retain_graph=` with anything but `True` (`retain_graph=i < n - 1`).
+//!
+//! ## Why is this bad?
+//! `retain_graph=True` stops `backward()` from freeing the graph's saved activations.
+//! They stay alive until the last reference to the graph goes away, which in a loop is
+//! when `loss` is reassigned in the *next* iteration, after that iteration's forward pass
+//! has run. So the previous step's activations sit on the GPU during the next forward:
+//! the activation peak is about doubled. If the loss (or anything holding its graph) is
+//! also kept across iterations (appended to a list, summed into a total), no graph is
+//! ever freed and memory grows step by step until it runs out.
+//!
+//! ## Example
+//! ```python
+//! for x, y in loader:
+//!     loss = criterion(model(x), y)
+//!     loss.backward(retain_graph=True)
+//!     optimizer.step()
+//! ```
+//!
+//! Use instead:
+//! ```python
+//! for x, y in loader:
+//!     loss = criterion(model(x), y)
+//!     loss.backward()
+//!     optimizer.step()
+//! ```
+
+use memlint_python::tree_sitter::Node;
+use memlint_python::{contains, BindingKind, SemanticModel, ValueKind};
+
+use crate::checker::Checker;
+use crate::rules::{always_bool, descendants_where, keyword_argument, positional_arguments, snippet};
+use crate::{Diagnostic, Severity};
+
+pub const SUMMARY: &str = "`retain_graph=True` in a loop without a second backward";
+pub const CAPTURES: &[&str] = &["call", "value"];
+pub const FIXABLE: bool = false;
+
+pub fn check(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    for m in checker.matches() {
+        let (Some(call), Some(value)) = (m.get("call"), m.get("value")) else { continue };
+        if !model.is_backward_call(call) || !always_bool(model, value, true) {
+            continue;
+        }
+        if keyword_argument(model, call, "create_graph").map(|v| model.text(v) != "False").unwrap_or(false) {
+            continue;
+        }
+        let Some(innermost) = model.enclosing_loops(call).first().copied() else { continue };
+        let Some(body) = innermost.node.child_by_field_name("body") else { continue };
+        let Some(root) = backpropagated_tensor(model, call) else { continue };
+        let names = graph_names(model, root, body);
+        if !built_in_iteration(model, root, &names, body) || shares_outer_graph(model, &names, body) {
+            continue;
+        }
+        // A second backward later in the iteration (GAN, gradient penalty) needs the graph.
+        let second = descendants_where(body, |n| n.kind() == "call" && n.start_byte() >= call.end_byte() && model.is_backward_call(n));
+        if !second.is_empty() {
+            continue;
+        }
+        let shown = snippet(model, call);
+        let root_text = snippet(model, root);
+        let (message, severity) = match kept_across_iterations(model, &names, body) {
+            Some(keeper) => (
+                format!(
+                    "`{shown}` retains the graph of `{root_text}` and `{keeper}` keeps it across iterations: no step's graph is ever freed, so activation memory grows every step until it runs out"
+                ),
+                Severity::Error,
+            ),
+            None => (
+                format!(
+                    "`{shown}` retains the graph of `{root_text}` though nothing backpropagates through it again in this iteration: its saved activations stay alive through the next step's forward pass (about double the activation peak), and leak if the loss is also kept across iterations"
+                ),
+                Severity::Warning,
+            ),
+        };
+        checker.report(
+            Diagnostic::new(checker.rule, call.byte_range(), message)
+                .with_help("drop `retain_graph=True`; it is only needed when a second backward goes through the same graph")
+                .with_severity(severity),
+        );
+    }
+}
+
+/// The tensor a backward call starts from: `loss` in `loss.backward()`, the first argument
+/// (or `outputs=` / `tensors=`) of `torch.autograd.grad` / `torch.autograd.backward`.
+fn backpropagated_tensor<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Node<'t>> {
+    let callee = call.child_by_field_name("function")?;
+    if callee.kind() == "attribute" && callee.child_by_field_name("attribute").map(|a| model.text(a)) == Some("backward") {
+        let object = callee.child_by_field_name("object")?;
+        // `torch.autograd.backward(t)` is an attribute call too.
+        if model.qualified_name(callee).as_deref() != Some("torch.autograd.backward") {
+            return Some(object);
+        }
+    }
+    keyword_argument(model, call, "outputs")
+        .or_else(|| keyword_argument(model, call, "tensors"))
+        .or_else(|| positional_arguments(call).first().copied())
+}
+
+/// The names the backpropagated tensor is computed from, following assignments inside the
+/// loop body (`loss = criterion(out, y)` -> `out`, `y`, ...).
+fn graph_names<'t>(model: &SemanticModel<'t>, root: Node<'t>, body: Node<'t>) -> Vec<(String, Node<'t>)> {
+    let mut seen: Vec<(String, Node<'t>)> = Vec::new();
+    let mut work: Vec<Node<'t>> = vec![root];
+    while let Some(expr) = work.pop() {
+        if seen.len() > 64 {
+            break;
+        }
+        for ident in descendants_where(expr, |n| n.kind() == "identifier" && is_variable_use(n)) {
+            let name = model.text(ident).to_owned();
+            if seen.iter().any(|(n, _)| *n == name) {
+                continue;
+            }
+            seen.push((name.clone(), ident));
+            if let Some(b) = model.binding_at(&name, ident) {
+                if contains(body, b.statement) && matches!(b.kind, BindingKind::Assign | BindingKind::AugAssign) {
+                    if let Some(v) = b.value {
+                        work.push(v);
+                    }
+                }
+            }
+        }
+    }
+    seen
+}
+
+/// Is the graph built in this iteration: a forward pass or a name assigned in the loop body?
+fn built_in_iteration<'t>(model: &SemanticModel<'t>, root: Node<'t>, names: &[(String, Node<'t>)], body: Node<'t>) -> bool {
+    if !descendants_where(root, |n| n.kind() == "call" && model.is_forward_call(n)).is_empty() {
+        return true;
+    }
+    names.iter().any(|(name, at)| {
+        model
+            .binding_at(name, *at)
+            .map(|b| contains(body, b.statement) && matches!(b.kind, BindingKind::Assign | BindingKind::AugAssign))
+            .unwrap_or(false)
+    })
+}
+
+/// Does the graph go through a tensor with history computed before the loop (shared
+/// features, a model output reused by every iteration)? Then each iteration backpropagates
+/// through that shared part again, and it must be retained.
+fn shares_outer_graph<'t>(model: &SemanticModel<'t>, names: &[(String, Node<'t>)], body: Node<'t>) -> bool {
+    names.iter().any(|(name, at)| {
+        let outside = model.binding_at(name, *at).map(|b| !contains(body, b.statement)).unwrap_or(false);
+        outside && model.value_kind(*at) == ValueKind::GradTensor
+    })
+}
+
+/// `losses.append(loss)`, `total += loss`, `total = total + loss` with an accumulator that is
+/// not reset in the loop body: what keeps the graph across iterations.
+fn kept_across_iterations<'t>(model: &SemanticModel<'t>, names: &[(String, Node<'t>)], body: Node<'t>) -> Option<String> {
+    let holds_graph = |expr: Node<'t>| {
+        model.value_kind(expr) == ValueKind::GradTensor
+            && descendants_where(expr, |n| n.kind() == "identifier").iter().any(|i| names.iter().any(|(n, _)| n == model.text(*i)))
+    };
+    let reset_in_body = |base: &str, at: Node<'t>| {
+        model
+            .bindings_in_scope(base, at)
+            .iter()
+            .any(|b| b.kind == BindingKind::Assign && contains(body, b.statement) && !contains(b.statement, at))
+    };
+    for n in descendants_where(body, |n| matches!(n.kind(), "call" | "augmented_assignment")) {
+        let (container, term) = match n.kind() {
+            "call" => {
+                let Some(callee) = n.child_by_field_name("function").filter(|f| f.kind() == "attribute") else { continue };
+                if callee.child_by_field_name("attribute").map(|a| model.text(a)) != Some("append") {
+                    continue;
+                }
+                let (Some(object), Some(arg)) = (callee.child_by_field_name("object"), positional_arguments(n).first().copied()) else {
+                    continue;
+                };
+                (object, arg)
+            }
+            _ => {
+                let (Some(left), Some(right)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) else { continue };
+                (left, right)
+            }
+        };
+        let Some(base) = model.dotted_name(container) else { continue };
+        if holds_graph(term) && !reset_in_body(&base, n) {
+            return Some(base);
+        }
+    }
+    None
+}
+
+/// An identifier that names a variable (not `.attr` of an attribute, not `kw=` of a call).
+fn is_variable_use(ident: Node<'_>) -> bool {
+    match ident.parent() {
+        Some(p) if p.kind() == "attribute" => p.child_by_field_name("attribute").map(|a| a.id()) != Some(ident.id()),
+        Some(p) if p.kind() == "keyword_argument" => p.child_by_field_name("name").map(|a| a.id()) != Some(ident.id()),
+        _ => true,
+    }
+}
