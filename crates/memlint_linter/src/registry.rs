@@ -77,6 +77,7 @@ rules! {
     HalfWithoutGradScaler => "MEM003", "half-without-grad-scaler", half_without_grad_scaler, "half_without_grad_scaler.rs";
     EmptyCacheInLoop => "MEM004", "empty-cache-in-loop", empty_cache_in_loop, "empty_cache_in_loop.rs";
     RetainGraphInLoop => "MEM005", "retain-graph-in-loop", retain_graph_in_loop, "retain_graph_in_loop.rs";
+    GpuTensorsCollected => "MEM006", "gpu-tensors-collected", gpu_tensors_collected, "gpu_tensors_collected.rs";
     DataParallel => "MEM007", "data-parallel", data_parallel, "data_parallel.rs";
     TorchLoadWithoutMapLocation => "MEM008", "torch-load-without-map-location", torch_load_without_map_location, "torch_load_without_map_location.rs";
     ZeroGradKeepsMemory => "MEM009", "zero-grad-keeps-memory", zero_grad_keeps_memory, "zero_grad_keeps_memory.rs";

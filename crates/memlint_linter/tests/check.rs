@@ -798,3 +798,64 @@ fn retain_graph_false_or_conditional_is_fine() {
         expect![""],
     );
 }
+
+// ----- MEM006 details --------------------------------------------------------------
+
+#[test]
+fn collected_outputs_with_history_under_training() {
+    check(
+        r#"
+        outs = {}
+        for i, (x, y) in enumerate(train_loader):
+            logits = model(x)
+            criterion(logits, y).backward()
+            outs[i] = logits
+        "#,
+        expect![[r#"
+            5:5 MEM006 `outs[i] = logits` keeps every batch's autograd graph alive:
+        "#]],
+    );
+}
+
+#[test]
+fn collected_no_grad_outputs_are_mild_only_on_cuda() {
+    check(
+        r#"
+        import torch
+        feats = []
+        with torch.no_grad():
+            for x in loader:
+                feats.append(model(x.cuda()))
+        "#,
+        expect![[r#"
+            5:9 MEM006 `feats.append(model(x.cuda()))` keeps every batch's `model(x
+        "#]],
+    );
+    check(
+        r#"
+        import torch
+        feats = []
+        with torch.no_grad():
+            for x in loader:
+                feats.append(model(x))
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn collected_to_cpu_or_into_no_history_buffer_is_fine() {
+    check(
+        r#"
+        import torch
+        buf = torch.zeros(10, 2, device="cuda")
+        preds = []
+        for i, x in enumerate(loader):
+            out = model(x)
+            out.sum().backward()
+            preds.append(out.detach().cpu())
+            buf[i] = out.detach()
+        "#,
+        expect![""],
+    );
+}

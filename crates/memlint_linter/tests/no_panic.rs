@@ -9,6 +9,7 @@ const FIXTURES: &[&str] = &[
     include_str!("fixtures/half-without-grad-scaler.py"),
     include_str!("fixtures/empty-cache-in-loop.py"),
     include_str!("fixtures/retain-graph-in-loop.py"),
+    include_str!("fixtures/gpu-tensors-collected.py"),
     include_str!("fixtures/data-parallel.py"),
     include_str!("fixtures/torch-load-without-map-location.py"),
     include_str!("fixtures/zero-grad-keeps-memory.py"),

@@ -100,6 +100,7 @@ rule_snapshot!(accumulated_loss_tensor, Rule::AccumulatedLossTensor);
 rule_snapshot!(half_without_grad_scaler, Rule::HalfWithoutGradScaler);
 rule_snapshot!(empty_cache_in_loop, Rule::EmptyCacheInLoop);
 rule_snapshot!(retain_graph_in_loop, Rule::RetainGraphInLoop);
+rule_snapshot!(gpu_tensors_collected, Rule::GpuTensorsCollected);
 rule_snapshot!(data_parallel, Rule::DataParallel);
 rule_snapshot!(torch_load_without_map_location, Rule::TorchLoadWithoutMapLocation);
 rule_snapshot!(zero_grad_keeps_memory, Rule::ZeroGradKeepsMemory);

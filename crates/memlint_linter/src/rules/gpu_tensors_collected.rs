@@ -1,0 +1,402 @@
+//! ## What it does
+//! Checks for per-batch GPU results kept across the per-step loop: appended to a list
+//! (`outputs.append(pred)`), stored in a dict or list (`store[key] = pred`), or written in
+//! place into a preallocated tensor buffer (`buf[idx] = out`), without `.detach()` /
+//! `.cpu()`.
+//!
+//! - **Severe**: the value carries autograd history (a model's output outside
+//!   `torch.no_grad()`, arithmetic on it). Every batch's graph, with all its saved
+//!   activations, stays alive; an in-place write into a buffer also chains every batch's
+//!   graph into the buffer's own history.
+//! - **Mild**: the value has no history but lives on the GPU (a model's output under
+//!   `no_grad`, a `.detach()`ed tensor): device memory grows with the number of batches.
+//!   A preallocated buffer does not grow, so writing such a value into one is fine.
+//!
+//! Not flagged: `.detach().cpu()`, `.cpu()`, `.item()`, `.tolist()`, `.numpy()`; a
+//! container created (or `.clear()`ed) inside the loop; a bounded `deque(maxlen=...)`;
+//! results that are backpropagated later (`torch.stack(outputs).sum().backward()`); losses
+//! (a running list of losses is `accumulated-loss-tensor`'s business); and values memlint
+//! cannot place on the GPU (loop targets, parameters, tensors created without a device).
+//!
+//! ## Why is this bad?
+//! A tensor with autograd history keeps the whole graph that produced it, so a list of
+//! per-batch outputs keeps a forward pass's worth of activations per batch: evaluation
+//! over a few hundred batches runs out of memory even though each batch fits easily.
+//! Without history the cost is smaller but still unbounded: the results themselves stay
+//! on the GPU until the loop ends, competing with the model for memory.
+//!
+//! ## Example
+//! ```python
+//! preds = []
+//! for x, _ in test_loader:
+//!     preds.append(model(x.cuda()))
+//! ```
+//!
+//! Use instead:
+//! ```python
+//! preds = []
+//! with torch.no_grad():
+//!     for x, _ in test_loader:
+//!         preds.append(model(x.cuda()).cpu())
+//! ```
+//!
+//! ## Fix safety
+//! For a list or dict, the fix stores `<value>.detach().cpu()` (`.cpu()` after an
+//! explicit `.detach()`). It is unsafe: the stored
+//! results move to the CPU, so code after the loop that combines them with GPU tensors
+//! fails with a device mismatch, and `.cpu()` waits for the GPU.
+//!
+//! For a write into a preallocated buffer, the fix writes `<value>.detach()`: the buffer
+//! holds the same numbers, without the chained graph. It is safe when the buffer is a
+//! local variable that the function does not return or yield (nothing can backpropagate
+//! through it: backpropagated buffers are not flagged), and unsafe otherwise, since a
+//! caller could backpropagate through the returned buffer.
+
+use memlint_python::tree_sitter::Node;
+use memlint_python::{contains, name_words, unparenthesize, BindingKind, LoopKind, SemanticModel, ValueKind};
+
+use crate::checker::Checker;
+use crate::rules::{call_on, descendants_where, is_primary, keyword_argument, positional_arguments, snippet};
+use crate::{Diagnostic, Fix, Severity};
+
+pub const SUMMARY: &str = "Per-batch GPU results kept across the loop";
+pub const CAPTURES: &[&str] = &["collection", "container", "term"];
+pub const FIXABLE: bool = true;
+
+const TENSOR_FACTORIES: &[&str] = &[
+    "zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like", "rand", "randn", "tensor", "empty_strided",
+];
+
+/// What the results are stored in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Container {
+    /// A list, dict, deque: each stored value stays alive.
+    Collection,
+    /// A preallocated tensor: values are copied in place.
+    Buffer,
+}
+
+pub fn check(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    for m in checker.matches() {
+        let (Some(statement), Some(container), Some(term)) = (m.get("collection"), m.get("container"), m.get("term")) else {
+            continue;
+        };
+        let is_append = statement.kind() == "call";
+        let Some(base) = base_name(model, container) else { continue };
+        let loops = model.enclosing_loops(statement);
+        if loops.is_empty() {
+            continue;
+        }
+        // The loops whose iterations the container survives: up to the one that creates it.
+        let definitions: Vec<Node> = if base.contains('.') {
+            Vec::new()
+        } else {
+            model
+                .bindings_in_scope(&base, statement)
+                .iter()
+                .filter(|b| matches!(b.kind, BindingKind::Assign | BindingKind::LoopTarget | BindingKind::WithTarget))
+                .filter(|b| !contains(b.statement, statement))
+                .map(|b| b.statement)
+                .collect()
+        };
+        let surviving: Vec<_> = loops
+            .iter()
+            .take_while(|l| {
+                let body = l.node.child_by_field_name("body");
+                !definitions.iter().any(|d| body.map(|b| contains(b, *d)).unwrap_or(false))
+            })
+            .collect();
+        let Some(outermost) = surviving.last() else { continue };
+        if !surviving.iter().any(|l| l.kind == LoopKind::Step) {
+            continue;
+        }
+        let kind = if base.contains('.') {
+            if is_append { Some(Container::Collection) } else { None }
+        } else {
+            container_kind(model, &base, statement, is_append)
+        };
+        let Some(kind) = kind else { continue };
+        if is_loss_like(model, term, 0) || cleared_in(model, &base, outermost.node) || backpropagated_later(model, &base, statement) {
+            continue;
+        }
+        let grad = model.value_kind(term) == ValueKind::GradTensor;
+        let shown = snippet(model, statement);
+        let value = snippet(model, term);
+        let (message, severity, fix) = match (kind, grad) {
+            (Container::Buffer, true) => (
+                format!(
+                    "`{shown}` writes `{value}`, which carries autograd history, into the buffer `{base}` in place: every batch's graph is chained into `{base}`, so no batch's activations are freed until the buffer is (severe: memory grows by a forward pass per batch)"
+                ),
+                Severity::Error,
+                {
+                    let safe = is_private_local(model, &base, statement);
+                    let edits = call_on(term, ".detach()");
+                    Some(if safe { Fix::safe("Write `.detach()`", edits) } else { Fix::unsafe_("Write `.detach()`", edits) })
+                },
+            ),
+            (Container::Buffer, false) => continue,
+            (Container::Collection, true) => (
+                format!(
+                    "`{shown}` keeps every batch's autograd graph alive: `{value}` carries autograd history, so each iteration's saved activations stay on the GPU until `{base}` is dropped (severe: memory grows by a forward pass per batch)"
+                ),
+                Severity::Error,
+                Some(Fix::unsafe_("Store `.detach().cpu()`", call_on(term, ".detach().cpu()"))),
+            ),
+            (Container::Collection, false) => {
+                if model.value_kind(term) != ValueKind::PlainTensor || !on_gpu(model, term, 0) {
+                    continue;
+                }
+                (
+                    format!(
+                        "`{shown}` keeps every batch's `{value}` on the GPU in `{base}`: it has no autograd history, but device memory grows with the number of batches (mild)"
+                    ),
+                    Severity::Warning,
+                    Some(Fix::unsafe_(format!("Store `{}`", to_cpu_suffix(model, term)), call_on(term, to_cpu_suffix(model, term)))),
+                )
+            }
+        };
+        let help = match kind {
+            Container::Buffer => format!("write `{}` into the buffer", with_suffix(model, term, ".detach()")),
+            Container::Collection => {
+                format!("store `{}` (or `.item()` / `.tolist()` for numbers)", with_suffix(model, term, to_cpu_suffix(model, term)))
+            }
+        };
+        checker.report(
+            Diagnostic::new(checker.rule, statement.byte_range(), message)
+                .with_help(help)
+                .with_severity(severity)
+                .with_fix(fix),
+        );
+    }
+}
+
+/// `.cpu()` after an explicit `.detach()`, else `.detach().cpu()`.
+fn to_cpu_suffix(model: &SemanticModel<'_>, term: Node<'_>) -> &'static str {
+    let detached = term.kind() == "call"
+        && term
+            .child_by_field_name("function")
+            .and_then(|f| f.child_by_field_name("attribute"))
+            .map(|a| model.text(a) == "detach")
+            .unwrap_or(false);
+    if detached { ".cpu()" } else { ".detach().cpu()" }
+}
+
+/// The term's text with `suffix` called on it, parenthesized when needed (for messages).
+fn with_suffix(model: &SemanticModel<'_>, term: Node<'_>, suffix: &str) -> String {
+    let text = snippet(model, term);
+    if is_primary(term) { format!("{text}{suffix}") } else { format!("({text}){suffix}") }
+}
+
+/// `outputs`, `store` for `store[k]`, `self.preds` for an attribute.
+fn base_name(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String> {
+    match node.kind() {
+        "identifier" => Some(model.text(node).to_owned()),
+        "attribute" => model.dotted_name(node),
+        "subscript" => base_name(model, node.child_by_field_name("value")?),
+        _ => None,
+    }
+}
+
+/// What the name holds where the results are stored: a collection, a tensor buffer, or
+/// something memlint cannot tell (then only `.append` says it is a collection).
+fn container_kind<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>, is_append: bool) -> Option<Container> {
+    let binding = model.binding_at(base, at);
+    let value = binding.and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None }).map(unparenthesize);
+    let Some(value) = value else {
+        return is_append.then_some(Container::Collection);
+    };
+    match value.kind() {
+        "list" | "dictionary" | "list_comprehension" | "dictionary_comprehension" => Some(Container::Collection),
+        // `[None] * n`
+        "binary_operator" if value.child_by_field_name("left").map(|l| l.kind() == "list").unwrap_or(false) => Some(Container::Collection),
+        "call" => {
+            if is_tensor_factory(model, value) {
+                return Some(Container::Buffer);
+            }
+            let callee = value.child_by_field_name("function")?;
+            let name = model.dotted_name(callee).unwrap_or_default();
+            let last = name.rsplit('.').next().unwrap_or("");
+            match last {
+                "list" | "dict" | "defaultdict" | "OrderedDict" => Some(Container::Collection),
+                "deque" => keyword_argument(model, value, "maxlen").is_none().then_some(Container::Collection),
+                _ => is_append.then_some(Container::Collection),
+            }
+        }
+        _ => is_append.then_some(Container::Collection),
+    }
+}
+
+/// `torch.zeros(...)`, `torch.empty_like(x).cuda()`, `torch.full(..., device=dev)`.
+fn is_tensor_factory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let mut node = call;
+    for _ in 0..8 {
+        let Some(callee) = node.child_by_field_name("function") else { return false };
+        if let Some(q) = model.qualified_name(callee) {
+            let last = q.rsplit('.').next().unwrap_or("");
+            return q.starts_with("torch.") && TENSOR_FACTORIES.contains(&last);
+        }
+        // `.cuda()`, `.to(device)`, `.float()` on a factory call.
+        match callee.child_by_field_name("object").map(unparenthesize) {
+            Some(object) if callee.kind() == "attribute" && object.kind() == "call" => node = object,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// A loss (by name, by the loss module or function that computes it): a running list of
+/// losses is reported by `accumulated-loss-tensor`.
+fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
+    if depth > 8 {
+        return false;
+    }
+    let expr = unparenthesize(expr);
+    let says_loss = |name: &str| name_words(name).iter().any(|w| w.starts_with("loss") || w.ends_with("loss"));
+    match expr.kind() {
+        "identifier" => {
+            let name = model.text(expr);
+            says_loss(name)
+                || model
+                    .binding_at(name, expr)
+                    .and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None })
+                    .map(|v| is_loss_like(model, v, depth + 1))
+                    .unwrap_or(false)
+        }
+        "attribute" => expr.child_by_field_name("attribute").map(|a| says_loss(model.text(a))).unwrap_or(false),
+        "binary_operator" => ["left", "right"]
+            .iter()
+            .any(|f| expr.child_by_field_name(f).map(|e| is_loss_like(model, e, depth + 1)).unwrap_or(false)),
+        "call" => {
+            let Some(callee) = expr.child_by_field_name("function") else { return false };
+            if model.value_kind(callee) == ValueKind::Loss {
+                return true;
+            }
+            if let Some(q) = model.qualified_name(callee) {
+                let last = q.rsplit('.').next().unwrap_or("");
+                return q.starts_with("torch.nn.functional.")
+                    && (last.contains("loss") || matches!(last, "cross_entropy" | "binary_cross_entropy" | "binary_cross_entropy_with_logits" | "kl_div" | "nll_loss"));
+            }
+            // `loss.mean()`, `loss.sum()`: a method on a loss.
+            callee.kind() == "attribute"
+                && callee.child_by_field_name("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false)
+        }
+        _ => false,
+    }
+}
+
+/// `base.clear()`, `base.pop(...)`, `del base[...]` in the loop: the container stays bounded.
+fn cleared_in<'t>(model: &SemanticModel<'t>, base: &str, loop_node: Node<'t>) -> bool {
+    !descendants_where(loop_node, |n| match n.kind() {
+        "call" => n
+            .child_by_field_name("function")
+            .filter(|f| f.kind() == "attribute")
+            .map(|f| {
+                let method = f.child_by_field_name("attribute").map(|a| model.text(a)).unwrap_or("");
+                let object = f.child_by_field_name("object").and_then(|o| base_name(model, o));
+                matches!(method, "clear" | "pop" | "popleft") && object.as_deref() == Some(base)
+            })
+            .unwrap_or(false),
+        "delete_statement" => model.identifiers_in(n).iter().any(|i| i == base),
+        _ => false,
+    })
+    .is_empty()
+}
+
+/// Is the container backpropagated after the statement in the same scope?
+fn backpropagated_later<'t>(model: &SemanticModel<'t>, base: &str, statement: Node<'t>) -> bool {
+    let scope = model.enclosing_function(statement).map(|f| f.node.id());
+    model.calls().iter().any(|c| {
+        c.start_byte() > statement.start_byte()
+            && model.is_backward_call(*c)
+            && model.enclosing_function(*c).map(|f| f.node.id()) == scope
+            && model.identifiers_in(*c).iter().any(|n| n == base)
+    })
+}
+
+/// A function-local name that the function does not return or yield.
+fn is_private_local<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>) -> bool {
+    let Some(function) = model.enclosing_function(at) else { return false };
+    if base.contains('.') {
+        return false;
+    }
+    let Some(body) = function.node.child_by_field_name("body") else { return false };
+    descendants_where(body, |n| {
+        matches!(n.kind(), "return_statement" | "yield" | "global_statement" | "nonlocal_statement")
+            && model.identifiers_in(n).iter().any(|i| i == base)
+    })
+    .is_empty()
+}
+
+/// Is the value on the GPU, as far as memlint can follow it?
+fn on_gpu<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
+    if depth > 12 {
+        return false;
+    }
+    let expr = unparenthesize(expr);
+    match expr.kind() {
+        "identifier" => model
+            .binding_at(model.text(expr), expr)
+            .and_then(|b| if matches!(b.kind, BindingKind::Assign | BindingKind::WithTarget) { b.value } else { None })
+            .map(|v| on_gpu(model, v, depth + 1))
+            .unwrap_or(false),
+        "attribute" | "subscript" => {
+            let field = if expr.kind() == "attribute" { "object" } else { "value" };
+            expr.child_by_field_name(field).map(|o| on_gpu(model, o, depth + 1)).unwrap_or(false)
+        }
+        "binary_operator" => ["left", "right"]
+            .iter()
+            .any(|f| expr.child_by_field_name(f).map(|e| on_gpu(model, e, depth + 1)).unwrap_or(false)),
+        "call" => {
+            let Some(callee) = expr.child_by_field_name("function") else { return false };
+            if model.is_forward_call(expr) {
+                // A model's output is where the model is: on the GPU in a script that uses CUDA.
+                return model.source().contains("cuda");
+            }
+            if let Some(q) = model.qualified_name(callee) {
+                if !q.starts_with("torch.") {
+                    return false;
+                }
+                let last = q.rsplit('.').next().unwrap_or("");
+                if TENSOR_FACTORIES.contains(&last) {
+                    return keyword_argument(model, expr, "device").map(|d| device_is_gpu(model, d)).unwrap_or(false);
+                }
+                let args = positional_arguments(expr);
+                return args.iter().any(|a| on_gpu(model, *a, depth + 1));
+            }
+            if callee.kind() != "attribute" {
+                return false;
+            }
+            let method = callee.child_by_field_name("attribute").map(|a| model.text(a)).unwrap_or("");
+            let Some(object) = callee.child_by_field_name("object") else { return false };
+            match method {
+                "cpu" | "numpy" | "tolist" | "item" => false,
+                "cuda" => true,
+                "to" => {
+                    let target = keyword_argument(model, expr, "device").or_else(|| positional_arguments(expr).first().copied());
+                    match target {
+                        Some(t) if is_dtype(model, t) => on_gpu(model, object, depth + 1),
+                        Some(t) => device_is_gpu(model, t),
+                        None => on_gpu(model, object, depth + 1),
+                    }
+                }
+                _ => on_gpu(model, object, depth + 1),
+            }
+        }
+        _ => false,
+    }
+}
+
+fn is_dtype<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
+    model
+        .qualified_name(expr)
+        .map(|q| q.starts_with("torch.") && (q.contains("float") || q.contains("int") || q.ends_with("half") || q.ends_with("bool") || q.ends_with("double")))
+        .unwrap_or(false)
+}
+
+/// `"cuda"`, `"cuda:1"`, `torch.device("cuda")`, or a variable (a training script's
+/// `device` is the GPU); not `"cpu"`.
+fn device_is_gpu(model: &SemanticModel<'_>, expr: Node<'_>) -> bool {
+    let text = model.text(expr);
+    !text.contains("cpu") && (text.contains("cuda") || matches!(expr.kind(), "identifier" | "attribute" | "call"))
+}
