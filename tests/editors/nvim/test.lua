@@ -1,7 +1,7 @@
 -- Headless Neovim test of memlint's language server with the plugin from editors/nvim:
--- open a training script, wait for memlint's diagnostics, apply the MEM004 quick fix and
--- the "disable MEM002 for this line" action through Neovim's own code-action machinery,
--- and check the buffer. Exits 0 on success, 1 on any failure (see run.sh).
+-- open a training script, wait for memlint's diagnostics, apply a MEM004 quick fix, "fix
+-- all" and "disable MEM002 for this line" through Neovim's own code-action machinery, and
+-- check the buffer. Exits 0 on success, 1 on any failure (see run.sh).
 local bin = assert(os.getenv('MEMLINT_BIN'), 'MEMLINT_BIN is not set')
 local plugin = assert(os.getenv('MEMLINT_PLUGIN'), 'MEMLINT_PLUGIN is not set')
 local file = assert(os.getenv('MEMLINT_TEST_FILE'), 'MEMLINT_TEST_FILE is not set')
@@ -38,14 +38,15 @@ local function memlint_client(buf)
   end
 end
 
--- Runs the code action titled `title` on the cursor's line, as a user picking it would.
-local function apply_action(buf, title)
+-- Runs the code action of `kind` titled `title` on the cursor's line, as a user picking
+-- it would.
+local function apply_action(buf, kind, title)
   local before = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
   local picked = false
   local seen = {}
   if vim.fn.has('nvim-0.8') == 1 then
     vim.lsp.buf.code_action({
-      context = { only = { 'quickfix' } },
+      context = { only = { kind } },
       filter = function(action)
         table.insert(seen, action.title)
         return action.title == title
@@ -68,7 +69,7 @@ local function apply_action(buf, title)
       end
       on_choice(nil, nil)
     end
-    vim.lsp.buf.code_action({ only = { 'quickfix' } })
+    vim.lsp.buf.code_action({ only = { kind } })
   end
   wait_for('the action "' .. title .. '" to change the buffer', 15000, function()
     return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n') ~= before
@@ -96,7 +97,7 @@ local function main()
 
   wait_for('memlint to attach', 15000, function() return memlint_client(buf) ~= nil end)
   local client = memlint_client(buf)
-  wait_for('MEM002 and MEM004 (got "' .. codes(buf) .. '")', 20000, function() return codes(buf) == 'MEM002,MEM004' end)
+  wait_for('MEM002 and two MEM004 (got "' .. codes(buf) .. '")', 20000, function() return codes(buf) == 'MEM002,MEM004,MEM004' end)
   log('diagnostics: ' .. codes(buf))
 
   local caps = client.server_capabilities or client.resolved_capabilities
@@ -105,33 +106,46 @@ local function main()
   if expect_pull then
     -- The diagnostics must have come through textDocument/diagnostic (the pull namespace).
     local ns = vim.lsp.diagnostic.get_namespace(client.id, true)
-    assert(#vim.diagnostic.get(buf, { namespace = ns }) == 2, 'no diagnostics in the pull namespace')
+    assert(#vim.diagnostic.get(buf, { namespace = ns }) == 3, 'no diagnostics in the pull namespace')
     log('diagnostics were pulled')
   end
 
-  -- Quick fix for MEM004 on the empty_cache() line.
+  local function row_of(text)
+    for i, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+      if l:find(text, 1, true) then return i end
+    end
+    error('no line with ' .. text)
+  end
+  local function count(text)
+    local n = 0
+    for _, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+      if l:find(text, 1, true) then n = n + 1 end
+    end
+    return n
+  end
+
+  -- Quick fix for the first MEM004: exactly its line goes.
   local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
-  local row
-  for i, l in ipairs(lines) do
-    if l:find('empty_cache', 1, true) then row = i end
-  end
-  assert(row, 'fixture has no empty_cache line')
-  vim.api.nvim_win_set_cursor(0, { row, 12 })
-  apply_action(buf, 'Remove the `empty_cache()` call (MEM004)')
-  for _, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
-    assert(not l:find('empty_cache', 1, true), 'the quick fix left: ' .. l)
-  end
+  vim.api.nvim_win_set_cursor(0, { row_of('empty_cache'), 12 })
+  apply_action(buf, 'quickfix', 'Remove the `empty_cache()` call (MEM004)')
+  assert(count('empty_cache') == 1, 'the quick fix should remove one empty_cache() call')
   assert(#vim.api.nvim_buf_get_lines(buf, 0, -1, false) == #lines - 1, 'the quick fix should remove exactly one line')
-  wait_for('only MEM002 after the fix (got "' .. codes(buf) .. '")', 20000, function() return codes(buf) == 'MEM002' end)
+  wait_for('MEM002 and MEM004 after the fix (got "' .. codes(buf) .. '")', 20000, function() return codes(buf) == 'MEM002,MEM004' end)
   log('quick fix applied: ' .. codes(buf))
 
+  -- Fix all (safe fixes only by default): the other empty_cache() goes, MEM002 stays.
+  -- Clients that resolve code actions lazily get the edit from codeAction/resolve.
+  vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  apply_action(buf, 'source.fixAll.memlint', 'memlint: fix all auto-fixable problems')
+  assert(count('empty_cache') == 0, 'fix all left an empty_cache() call')
+  assert(count('total += loss') == 1, 'fix all applied the unsafe fix')
+  wait_for('only MEM002 after fix all (got "' .. codes(buf) .. '")', 20000, function() return codes(buf) == 'MEM002' end)
+  log('fix all applied: ' .. codes(buf))
+
   -- Suppress MEM002 on its line.
-  local loss_row
-  for i, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
-    if l:find('total += loss', 1, true) then loss_row = i end
-  end
+  local loss_row = row_of('total += loss')
   vim.api.nvim_win_set_cursor(0, { loss_row, 10 })
-  apply_action(buf, 'Disable MEM002 for this line')
+  apply_action(buf, 'quickfix', 'Disable MEM002 for this line')
   local suppressed = vim.api.nvim_buf_get_lines(buf, loss_row - 1, loss_row, false)[1]
   assert(suppressed == '        total += loss  # noqa: MEM002', 'unexpected line: ' .. suppressed)
   wait_for('no diagnostics after the noqa (got "' .. codes(buf) .. '")', 20000, function() return codes(buf) == '' end)
