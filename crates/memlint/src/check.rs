@@ -228,6 +228,52 @@ pub fn run(args: CheckArgs) -> u8 {
     finish(&args, &reports, files.len())
 }
 
+/// Lints `paths` (with their configuration) for `memlint verify`; Err is the exit status.
+pub fn findings_for_verify(paths: &[PathBuf]) -> Result<Vec<memlint_verify::Finding>, u8> {
+    let resolver = Arc::new(Resolver::new(Overrides::default()).map_err(|e| {
+        print_config_error(&e);
+        exit::ERROR
+    })?);
+    let (files, unreadable) = match walk::collect_files(paths, &resolver, false) {
+        Ok(found) => found,
+        Err(WalkError::Missing(missing)) => {
+            for m in missing {
+                eprintln!("error: path `{}` does not exist", m.display());
+            }
+            return Err(exit::ERROR);
+        }
+        Err(WalkError::Config(e)) => {
+            print_config_error(&e);
+            return Err(exit::ERROR);
+        }
+    };
+    for (path, reason) in unreadable {
+        eprintln!("warning: {}: {reason}", path.display());
+    }
+    let mut findings = Vec::new();
+    for file in &files {
+        let report = check_file(file, None, false, None);
+        for problem in &report.problems {
+            if let FileProblem::Unreadable(reason) = problem {
+                eprintln!("error: {}: could not lint: {reason}", file.path.display());
+                return Err(exit::ERROR);
+            }
+        }
+        let Some(source) = &report.source else { continue };
+        for d in &report.diagnostics {
+            let loc = source.location(d.range.start);
+            findings.push(memlint_verify::Finding {
+                path: file.path.clone(),
+                row: loc.row,
+                column: loc.column,
+                code: d.rule.code().to_owned(),
+                name: d.rule.name().to_owned(),
+            });
+        }
+    }
+    Ok(findings)
+}
+
 fn build_overrides(args: &CheckArgs) -> Result<Overrides, memlint_linter::UnknownRule> {
     Ok(Overrides {
         select: args.select.as_deref().map(parse_rules).transpose()?,
@@ -557,7 +603,6 @@ pub fn write_atomically(path: &Path, original: &str, fixed: &str) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::SourceKind;
 
     #[test]
     fn a_file_changed_on_disk_is_not_overwritten() {
@@ -572,7 +617,10 @@ mod tests {
     }
 
     #[test]
-    fn kinds() {
-        assert!(matches!(SourceFile::new(Path::new("a.py"), "x".into()).unwrap().kind(), SourceKind::Python));
+    fn notebooks_are_told_by_their_extension() {
+        assert!(!SourceFile::new(Path::new("a.py"), "x = 1\n".into()).unwrap().is_notebook());
+        let nb = r#"{"cells": [{"cell_type": "code", "source": ["x = 1"], "metadata": {}, "outputs": [], "execution_count": null}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}"#;
+        assert!(SourceFile::new(Path::new("a.ipynb"), nb.into()).unwrap().is_notebook());
+        assert!(SourceFile::new(Path::new("a.ipynb"), "not json".into()).is_err());
     }
 }

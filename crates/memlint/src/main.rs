@@ -44,6 +44,8 @@ enum Command {
     Rule(RuleArgs),
     /// Run the language server on standard input and output (for editors).
     Server(ServerArgs),
+    /// Measure on the GPU what each rule's fix saves (reference training loops, cudarc).
+    Verify(memlint_verify::VerifyArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -70,8 +72,22 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Rule(args) => rule(args),
         Command::Server(_) => memlint_server::run_stdio(),
+        Command::Verify(args) => verify(args),
     };
     ExitCode::from(status)
+}
+
+/// `memlint verify [FILES]`: lint the files first, then measure the rules that fired.
+fn verify(args: memlint_verify::VerifyArgs) -> u8 {
+    let findings = if args.files.is_empty() {
+        None
+    } else {
+        match check::findings_for_verify(&args.files) {
+            Ok(found) => Some(found),
+            Err(status) => return status,
+        }
+    };
+    memlint_verify::run(&args, findings).clamp(0, 255) as u8
 }
 
 fn rule(args: RuleArgs) -> u8 {

@@ -426,7 +426,9 @@ pub fn write_sarif(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result
             let fixes: Vec<Fix> = d
                 .fix
                 .iter()
-                .filter(|_| source.map(|s| s.location(0).cell.is_none()).unwrap_or(false))
+                // SARIF replacements address the file's text; a notebook's fixes address
+                // its program, so they are left out there.
+                .filter(|_| source.map(|s| !s.is_notebook()).unwrap_or(false))
                 .map(|fix| {
                     let replacements: Vec<Replacement> = fix
                         .edits

@@ -5,12 +5,6 @@ use std::path::Path;
 use memlint_linter::LineIndex;
 use memlint_notebook::Notebook;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourceKind {
-    Python,
-    Notebook,
-}
-
 /// Where something is, for people: 1-based row and character column, and for notebooks
 /// the cell (1-based, counting every cell as Jupyter shows them) with the row counted
 /// within the cell.
@@ -48,8 +42,8 @@ impl SourceFile {
         Ok(SourceFile { text, index, notebook: None, foreign: false })
     }
 
-    pub fn kind(&self) -> SourceKind {
-        if self.notebook.is_some() { SourceKind::Notebook } else { SourceKind::Python }
+    pub fn is_notebook(&self) -> bool {
+        self.notebook.is_some()
     }
 
     /// The file's text as it is on disk.
