@@ -269,3 +269,25 @@ fn help_explains_commands() {
     let (out, _) = stdout(memlint().args(["check", "--help"]));
     assert!(out.contains("--output-format") && out.contains("--select") && out.contains("--fix"), "{out}");
 }
+
+#[test]
+fn verify_lints_files_then_measures_on_the_simulator() {
+    let (out, code) = stdout(memlint().args(["verify", "--backend", "sim", "--layers", "2", "--hidden", "128", "--batch", "16", "--iters", "2"]).arg(examples().join("train_classifier.py")));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("train_classifier.py:42:18: MEM001 eval-without-no-grad"), "{out}");
+    assert!(out.contains("ESTIMATE"), "sim figures are marked as estimates: {out}");
+    memlint().args(["verify", "--backend", "sim", "missing.py"]).assert().code(2);
+}
+
+#[test]
+fn verify_without_a_gpu_driver_exits_two_with_a_message() {
+    // CI machines have no NVIDIA driver: memlint must say so, not panic.
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        return;
+    }
+    let output = memlint().args(["verify", "--rule", "MEM001"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let err = String::from_utf8(output.stderr).unwrap();
+    assert!(err.contains("no CUDA driver found"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
