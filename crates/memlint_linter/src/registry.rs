@@ -82,6 +82,7 @@ rules! {
     TorchLoadWithoutMapLocation => "MEM008", "torch-load-without-map-location", torch_load_without_map_location, "torch_load_without_map_location.rs";
     ZeroGradKeepsMemory => "MEM009", "zero-grad-keeps-memory", zero_grad_keeps_memory, "zero_grad_keeps_memory.rs";
     DeprecatedCudaAmp => "MEM010", "deprecated-cuda-amp", deprecated_cuda_amp, "deprecated_cuda_amp.rs";
+    AccumulationWithoutLossDivision => "MEM011", "accumulation-without-loss-division", accumulation_without_loss_division, "accumulation_without_loss_division.rs";
 }
 
 impl Rule {

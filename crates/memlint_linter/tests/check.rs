@@ -859,3 +859,54 @@ fn collected_to_cpu_or_into_no_history_buffer_is_fine() {
         expect![""],
     );
 }
+
+// ----- MEM011 details --------------------------------------------------------------
+
+#[test]
+fn accumulation_without_division() {
+    check(
+        r#"
+        for i, batch in enumerate(train_loader):
+            outputs = model(**batch)
+            outputs.loss.backward()
+            if (i + 1) % args.gradient_accumulation_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        "#,
+        expect![[r#"
+            3:5 MEM011 the optimizer steps once every `args.gradient_accumulation_s
+        "#]],
+    );
+}
+
+#[test]
+fn accumulation_divided_hf_style() {
+    check(
+        r#"
+        for i, batch in enumerate(train_loader):
+            outputs = model(**batch)
+            loss = outputs.loss
+            loss = loss / args.gradient_accumulation_steps
+            loss.backward()
+            if (i + 1) % args.gradient_accumulation_steps == 0:
+                optimizer.step()
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn accumulation_divided_by_loop_index() {
+    check(
+        r#"
+        for i, (x, y) in enumerate(train_loader):
+            loss = criterion(model(x), y)
+            (loss / (i + 1)).backward()
+            if (i + 1) % 4 == 0:
+                optimizer.step()
+        "#,
+        expect![[r#"
+            3:5 MEM011 the loss backpropagated here is divided by `i + 1`, which ch
+        "#]],
+    );
+}

@@ -14,6 +14,7 @@ const FIXTURES: &[&str] = &[
     include_str!("fixtures/torch-load-without-map-location.py"),
     include_str!("fixtures/zero-grad-keeps-memory.py"),
     include_str!("fixtures/deprecated-cuda-amp.py"),
+    include_str!("fixtures/accumulation-without-loss-division.py"),
 ];
 
 /// Lints and fixes `source`; the properties are "returns" and "fixing never adds

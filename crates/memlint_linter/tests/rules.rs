@@ -105,6 +105,7 @@ rule_snapshot!(data_parallel, Rule::DataParallel);
 rule_snapshot!(torch_load_without_map_location, Rule::TorchLoadWithoutMapLocation);
 rule_snapshot!(zero_grad_keeps_memory, Rule::ZeroGradKeepsMemory);
 rule_snapshot!(deprecated_cuda_amp, Rule::DeprecatedCudaAmp);
+rule_snapshot!(accumulation_without_loss_division, Rule::AccumulationWithoutLossDivision);
 
 /// Every rule must have a snapshot test above: a rule added without one fails here.
 #[test]

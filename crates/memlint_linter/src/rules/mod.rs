@@ -3,7 +3,7 @@
 //! `check`.
 
 pub mod accumulated_loss_tensor;
-// pub mod accumulation_without_loss_division;
+pub mod accumulation_without_loss_division;
 pub mod data_parallel;
 pub mod deprecated_cuda_amp;
 pub mod empty_cache_in_loop;
