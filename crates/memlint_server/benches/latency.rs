@@ -92,8 +92,9 @@ async fn measure(lines: usize, rounds: usize) -> (usize, usize, Vec<Duration>) {
     let first = client.diagnostics_for(&uri).await;
     let findings = first["params"]["diagnostics"].as_array().map(Vec::len).unwrap_or(0);
     // Typing in the middle of the file: add a character to a statement, then remove it.
-    let target = text.lines().enumerate().filter(|(_, l)| l.contains("running_loss += loss")).nth(0).map(|(n, _)| n).unwrap_or(0);
-    let target = text.lines().enumerate().filter(|(_, l)| l.contains("running_loss += loss")).map(|(n, _)| n).nth(line_count / 120).unwrap_or(target);
+    let accumulations: Vec<usize> =
+        text.lines().enumerate().filter(|(_, l)| l.contains("running_loss += loss")).map(|(n, _)| n).collect();
+    let target = accumulations[accumulations.len() / 2];
     let column = 12 + "running_loss".len();
     let mut samples = Vec::with_capacity(rounds);
     for round in 0..rounds {
@@ -118,22 +119,42 @@ async fn measure(lines: usize, rounds: usize) -> (usize, usize, Vec<Duration>) {
     (line_count, findings, samples)
 }
 
+/// The linter alone on the same text (incremental parse + `lint_tree`), to tell the
+/// server's own cost from the rules'.
+fn lint_only(lines: usize, rounds: usize) -> Vec<Duration> {
+    let text = script(lines);
+    let tree = memlint_python::parse_with(&text, None);
+    let settings = memlint_linter::LinterSettings::default();
+    let mut samples: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let started = Instant::now();
+            let tree = memlint_python::parse_with(&text, Some(&tree));
+            std::hint::black_box(memlint_linter::lint_tree(&text, &tree, &settings));
+            started.elapsed()
+        })
+        .collect();
+    samples.sort();
+    samples
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     println!("didChange -> publishDiagnostics (in-process, push diagnostics)");
-    println!("{:>8} {:>9} {:>7} {:>10} {:>10} {:>10}", "lines", "findings", "rounds", "median", "p95", "max");
+    println!("{:>8} {:>9} {:>7} {:>10} {:>10} {:>10} {:>14}", "lines", "findings", "rounds", "median", "p95", "max", "lint median");
     for (lines, rounds) in [(1_000, 60), (5_000, 40), (20_000, 20)] {
         let rounds = if quick { rounds / 4 } else { rounds };
         let (line_count, findings, samples) = runtime.block_on(measure(lines, rounds));
+        let lint = lint_only(lines, rounds.min(10));
         println!(
-            "{:>8} {:>9} {:>7} {:>8.1}ms {:>8.1}ms {:>8.1}ms",
+            "{:>8} {:>9} {:>7} {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>12.1}ms",
             line_count,
             findings,
             samples.len(),
             percentile(&samples, 0.5).as_secs_f64() * 1e3,
             percentile(&samples, 0.95).as_secs_f64() * 1e3,
             samples.last().map(|d| d.as_secs_f64() * 1e3).unwrap_or(0.0),
+            percentile(&lint, 0.5).as_secs_f64() * 1e3,
         );
     }
 }

@@ -180,7 +180,7 @@ fn lint_guarded(
                 }
             }
             for unit in &mut merged {
-                unit.sort_by(|a, b| (a.range.start, a.rule).cmp(&(b.range.start, b.rule)));
+                unit.sort_by_key(|d| (d.range.start, d.rule));
             }
             if problems.is_empty() {
                 problems.push("memlint: linting crashed on this document; no single rule is to blame".to_owned());
@@ -394,7 +394,7 @@ impl State {
         let mut seen = HashSet::new();
         self.docs
             .values()
-            .filter(|d| d.notebook.as_ref().map(|nb| seen.insert(nb.clone())).unwrap_or(true))
+            .filter(|d| d.notebook.as_ref().map(|nb| seen.insert(nb.as_str().to_owned())).unwrap_or(true))
             .map(|d| d.uri.clone())
             .collect()
     }
