@@ -8,7 +8,8 @@
 #
 # It runs the CUDA backend's tests (kernels and GEMMs against a CPU reference, autograd gradients
 # against a CPU backward, the tracker against cuMemGetInfo, scenarios against the simulator), then
-# `memlint verify` on the default workload (timed), then again with --compare-torch.
+# `memlint verify` on the default workload (timed), then again with --compare-torch, then with
+# --dtype fp16 --compare-torch as a markdown table.
 # Exit status: non-zero if any step failed.
 set -u -o pipefail
 BIN=${1:-.gpu_bin}
@@ -45,6 +46,10 @@ echo "memlint verify wall time (process start to exit): $((ms / 1000)).$(printf 
 echo
 echo "== memlint verify --compare-torch"
 "$BIN/verify_dev" --compare-torch -o "$REPORT_DIR/verify_torch.json" || status=1
+
+echo
+echo "== memlint verify --dtype fp16 --compare-torch --format markdown"
+"$BIN/verify_dev" --dtype fp16 --compare-torch --format markdown || status=1
 
 echo
 echo "== run.sh exit status: $status"

@@ -70,27 +70,37 @@
 //! ```json
 //! {
 //!   "tool": "memlint verify", "version": "0.1.0", "schema": 1, "backend": "cuda", "estimated": false,
-//!   "device": {"index": 0, "name": "NVIDIA H100 80GB HBM3", "total_bytes": 85045870592, "free_bytes": 84439072768},
+//!   "device": {"index": 0, "name": "NVIDIA H100 80GB HBM3", "total_bytes": 85017493504, "free_bytes": 84393787392},
 //!   "workload": {"layers": 8, "hidden": 4096, "batch": 512, "iters": 20, "dtype": "fp32", "classes": 10},
 //!   "scenarios": [{
-//!     "code": "MEM001", "name": "eval-without-no-grad", "variant": "eval",
-//!     "scenario": "evaluation loop tracking gradients vs under torch.no_grad()", "metric": "peak",
-//!     "peak_bytes_bad": 759433216, "peak_bytes_fixed": 599003136,
-//!     "held_bytes_bad": 655491072, "held_bytes_fixed": 580452352,
-//!     "step_ms_bad": 4.1, "step_ms_fixed": 3.9,
-//!     "saving_bytes": 160430080, "saving_fraction": 0.21,
-//!     "saving_summary": "fix saves 153.0 MiB of peak device memory (21%)",
-//!     "underflow_fraction_bad": null, "underflow_fraction_fixed": null,
-//!     "at_peak_bad": {"parameters": 537067520, "gradients": 0, "saved_activations": 142606336, "outputs": 46137344, "workspace": 33554432},
-//!     "at_peak_fixed": {"parameters": 537067520, "gradients": 0, "saved_activations": 0, "outputs": 28381184, "workspace": 33554432},
-//!     "driver_mallocs_bad": 3, "driver_mallocs_fixed": 0,
-//!     "tracker_reserved_delta_bytes": 629145600, "driver_used_delta_bytes": 629145600,
+//!     "code": "MEM001",
+//!     "name": "eval-without-no-grad",
+//!     "variant": "eval",
+//!     "scenario": "evaluation loop tracking gradients vs under torch.no_grad()",
+//!     "metric": "peak",
+//!     "peak_bytes_bad": 721761792,
+//!     "peak_bytes_fixed": 595911680,
+//!     "held_bytes_bad": 646264320,
+//!     "held_bytes_fixed": 579134464,
+//!     "step_ms_bad": 2.979,
+//!     "step_ms_fixed": 2.977,
+//!     "saving_bytes": 125850112,
+//!     "saving_fraction": 0.174,
+//!     "saving_summary": "fix saves 120.0 MiB of peak device memory (17%)",
+//!     "underflow_fraction_bad": null,
+//!     "underflow_fraction_fixed": null,
+//!     "at_peak_bad": {"parameters": 537166336, "gradients": 0, "saved_activations": 134238720, "outputs": 16802304, "workspace": 33554432},
+//!     "at_peak_fixed": {"parameters": 537166336, "gradients": 0, "saved_activations": 0, "outputs": 25190912, "workspace": 33554432},
+//!     "driver_mallocs_bad": 8,
+//!     "driver_mallocs_fixed": 1,
+//!     "tracker_reserved_delta_bytes": 580911104,
+//!     "driver_used_delta_bytes": 580911104,
 //!     "error": null
 //!   }],
-//!   "rules_without_scenario": [], "findings": null, "torch": null, "elapsed_s": 9.8
+//!   "rules_without_scenario": [], "findings": null, "torch": null, "elapsed_s": 5.2
 //! }
 //! ```
-//! (The figures above illustrate the shape; run `memlint verify` for real ones.)
+//! (The MEM001 row of `memlint verify -o report.json` on an H100, other rows left out.)
 
 pub mod alloc;
 pub mod autograd;
