@@ -83,6 +83,7 @@ rules! {
     ZeroGradKeepsMemory => "MEM009", "zero-grad-keeps-memory", zero_grad_keeps_memory, "zero_grad_keeps_memory.rs";
     DeprecatedCudaAmp => "MEM010", "deprecated-cuda-amp", deprecated_cuda_amp, "deprecated_cuda_amp.rs";
     AccumulationWithoutLossDivision => "MEM011", "accumulation-without-loss-division", accumulation_without_loss_division, "accumulation_without_loss_division.rs";
+    FrozenNetworkTracksGrad => "MEM012", "frozen-network-tracks-grad", frozen_network_tracks_grad, "frozen_network_tracks_grad.rs";
 }
 
 impl Rule {

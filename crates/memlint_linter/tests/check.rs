@@ -910,3 +910,52 @@ fn accumulation_divided_by_loop_index() {
         "#]],
     );
 }
+
+// ----- MEM012 details --------------------------------------------------------------
+
+#[test]
+fn frozen_teacher_without_no_grad() {
+    check(
+        r#"
+        from transformers import AutoModelForSequenceClassification as Auto
+        teacher = Auto.from_pretrained("big")
+        for batch in train_loader:
+            t = teacher(**batch).logits
+            s = student(**batch).logits
+            kd(s, t).backward()
+        "#,
+        expect![[r#"
+            2:11 MEM012 `teacher` is a pretrained network (`Auto.from_pretrained`) n
+        "#]],
+    );
+}
+
+#[test]
+fn teacher_under_no_grad_or_optimized_is_fine() {
+    check(
+        r#"
+        import torch
+        from transformers import AutoModel
+        teacher = AutoModel.from_pretrained("big")
+        student = AutoModel.from_pretrained("small")
+        opt = torch.optim.AdamW(student.parameters())
+        for batch in train_loader:
+            with torch.no_grad():
+                t = teacher(**batch).logits
+            kd(student(**batch).logits, t).backward()
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn pretrained_network_in_inference_only_code_is_not_this_rule() {
+    check(
+        r#"
+        from torchvision import models
+        net = models.resnet50(weights="DEFAULT")
+        out = net(x)
+        "#,
+        expect![""],
+    );
+}

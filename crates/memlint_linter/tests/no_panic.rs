@@ -15,6 +15,7 @@ const FIXTURES: &[&str] = &[
     include_str!("fixtures/zero-grad-keeps-memory.py"),
     include_str!("fixtures/deprecated-cuda-amp.py"),
     include_str!("fixtures/accumulation-without-loss-division.py"),
+    include_str!("fixtures/frozen-network-tracks-grad.py"),
 ];
 
 /// Lints and fixes `source`; the properties are "returns" and "fixing never adds

@@ -106,6 +106,7 @@ rule_snapshot!(torch_load_without_map_location, Rule::TorchLoadWithoutMapLocatio
 rule_snapshot!(zero_grad_keeps_memory, Rule::ZeroGradKeepsMemory);
 rule_snapshot!(deprecated_cuda_amp, Rule::DeprecatedCudaAmp);
 rule_snapshot!(accumulation_without_loss_division, Rule::AccumulationWithoutLossDivision);
+rule_snapshot!(frozen_network_tracks_grad, Rule::FrozenNetworkTracksGrad);
 
 /// Every rule must have a snapshot test above: a rule added without one fails here.
 #[test]

@@ -8,7 +8,7 @@ pub mod data_parallel;
 pub mod deprecated_cuda_amp;
 pub mod empty_cache_in_loop;
 pub mod eval_without_no_grad;
-// pub mod frozen_network_tracks_grad;
+pub mod frozen_network_tracks_grad;
 pub mod gpu_tensors_collected;
 pub mod half_without_grad_scaler;
 pub mod retain_graph_in_loop;

@@ -1,0 +1,258 @@
+//! ## What it does
+//! Checks for a pretrained network used only as a fixed feature extractor or loss network
+//! (a VGG for a perceptual loss, a teacher for distillation, a frozen text encoder) whose
+//! parameters still require grad and whose forward pass runs with autograd on, in a module
+//! that trains (calls `backward()`).
+//!
+//! A network counts as pretrained when it is built by `X.from_pretrained(...)`,
+//! `torchvision.models.<arch>(weights=...)` / `(pretrained=True)`,
+//! `timm.create_model(..., pretrained=True)` or `torch.hub.load(...)` (also through
+//! `.features`, slicing, `.eval()`, `.to(device)`).
+//!
+//! Not flagged, because the network may be trained or is already frozen: its
+//! `.parameters()` / `named_parameters()` are used anywhere (an optimizer, a freezing
+//! loop), `requires_grad_(...)` is called on it, it is passed to a call, put in a
+//! container, aliased or returned (memlint cannot follow it there), it is a submodule of
+//! an `nn.Module` class (the parent's parameters may go to an optimizer), or every forward
+//! pass runs under `torch.no_grad()` / `inference_mode()`.
+//!
+//! ## Why is this bad?
+//! `.eval()` does not stop autograd. While the network's parameters require grad, every
+//! forward pass through it records a graph that saves the activations needed to compute
+//! gradients *for its weights*, and every `backward()` computes those gradients and
+//! allocates a `.grad` buffer per parameter (as much memory as the weights, kept for the
+//! whole run) that nothing ever uses. For a loss network the gradient with respect to its
+//! input is still needed, but not the weights' gradients; for a feature extractor or
+//! teacher, not even the graph.
+//!
+//! ## Example
+//! ```python
+//! vgg = torchvision.models.vgg16(weights="IMAGENET1K_V1").features[:16].eval().cuda()
+//! optimizer = torch.optim.Adam(generator.parameters())
+//! for x, target in loader:
+//!     fake = generator(x)
+//!     loss = F.mse_loss(vgg(fake), vgg(target))
+//!     loss.backward()
+//! ```
+//!
+//! Use instead:
+//! ```python
+//! vgg = torchvision.models.vgg16(weights="IMAGENET1K_V1").features[:16].eval().cuda()
+//! vgg.requires_grad_(False)
+//! optimizer = torch.optim.Adam(generator.parameters())
+//! for x, target in loader:
+//!     fake = generator(x)
+//!     loss = F.mse_loss(vgg(fake), vgg(target))
+//!     loss.backward()
+//! ```
+//!
+//! ## Fix safety
+//! The fix adds `<network>.requires_grad_(False)` on the line after the construction. It
+//! is unsafe: gradients still flow through the network to its inputs, but its outputs on
+//! inputs that do not require grad (`vgg(target)`) no longer require grad themselves, so
+//! code that backpropagates from such an output alone now fails; and code memlint cannot
+//! see that reads the network's `.grad`s (gradient logging, another module that builds an
+//! optimizer from it) gets `None`. It is not offered when the construction shares its
+//! line with other code.
+
+use memlint_python::tree_sitter::Node;
+use memlint_python::SemanticModel;
+
+use crate::checker::Checker;
+use crate::rules::{keyword_argument, line_end_inclusive, line_indent, owns_its_lines};
+use crate::{Diagnostic, Edit, Fix, Severity};
+
+pub const SUMMARY: &str = "Frozen pretrained network still tracks gradients";
+pub const CAPTURES: &[&str] = &["construction", "network", "value"];
+pub const FIXABLE: bool = true;
+
+/// Methods of a network that run its forward pass (besides calling it).
+const FORWARD_METHODS: &[&str] = &[
+    "forward", "forward_features", "encode", "decode", "get_text_features", "get_image_features", "extract_features", "encode_image", "encode_text",
+];
+
+pub fn check(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    if model.calls_named("backward").is_empty() && model.calls_named("grad").is_empty() {
+        return;
+    }
+    for m in checker.matches() {
+        let (Some(construction), Some(network), Some(value)) = (m.get("construction"), m.get("network"), m.get("value")) else {
+            continue;
+        };
+        let Some(name) = model.dotted_name(network) else { continue };
+        if network.kind() == "attribute" {
+            // `self.<attr>` only, and not as a submodule of an `nn.Module` (the parent's
+            // parameters may be optimized).
+            let object = network.child_by_field_name("object").map(|o| model.text(o));
+            if object != Some("self") || name.matches('.').count() != 1 {
+                continue;
+            }
+            let class = model.enclosing_function(construction).and_then(|f| f.class.clone());
+            match class {
+                Some(c) if !model.is_module_class(&c) => {}
+                _ => continue,
+            }
+        }
+        let Some(what) = pretrained_source(model, value) else { continue };
+        let Some(statement) = construction.parent().filter(|p| p.kind() == "expression_statement") else { continue };
+        let uses = uses_of(model, &name, network, statement);
+        let mut forwards: Vec<Node> = Vec::new();
+        let mut escapes = false;
+        for u in &uses {
+            match classify_use(model, *u) {
+                Use::Forward(call) => forwards.push(call),
+                Use::Other => {}
+                Use::Escapes => escapes = true,
+            }
+        }
+        if escapes {
+            continue;
+        }
+        forwards.sort_by_key(|c| c.start_byte());
+        let Some(tracked) = forwards.iter().find(|c| !model.grad_context(**c).is_disabled()) else { continue };
+        let shown_forward = crate::rules::snippet(model, *tracked);
+        checker.report(
+            Diagnostic::new(
+                checker.rule,
+                value.byte_range(),
+                format!(
+                    "`{name}` is a pretrained network ({what}) never given to an optimizer, but its parameters still require grad and `{shown_forward}` runs with autograd on: every step records its graph and `backward()` allocates and computes a gradient for each of its weights (as much memory as the weights) that nothing uses"
+                ),
+            )
+            .with_help(format!("freeze it with `{name}.requires_grad_(False)` (and run it under `torch.no_grad()` when no gradient has to flow through it)"))
+            .with_severity(Severity::Warning)
+            .with_fix(freeze_fix(model, statement, &name)),
+        );
+    }
+}
+
+/// How the value is a pretrained network, for the message.
+fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<String> {
+    let mut node = value;
+    for _ in 0..16 {
+        match node.kind() {
+            "parenthesized_expression" => node = node.named_child(0)?,
+            "subscript" => node = node.child_by_field_name("value")?,
+            "attribute" => node = node.child_by_field_name("object")?,
+            "call" => {
+                let callee = node.child_by_field_name("function")?;
+                let method = callee.child_by_field_name("attribute").map(|a| model.text(a));
+                if method == Some("requires_grad_") {
+                    // Already frozen (or explicitly trainable) in the chain.
+                    return None;
+                }
+                if method == Some("from_pretrained") {
+                    return Some(format!("`{}`", model.dotted_name(callee).unwrap_or_else(|| "from_pretrained".into())));
+                }
+                if let Some(q) = model.qualified_name(callee) {
+                    let shown = format!("`{}`", model.text(callee));
+                    if q.starts_with("torchvision.models.") {
+                        let weights = keyword_argument(model, node, "weights").map(|w| model.text(w) != "None").unwrap_or(false);
+                        let pretrained = keyword_argument(model, node, "pretrained").map(|p| model.text(p) == "True").unwrap_or(false);
+                        return (weights || pretrained).then_some(shown);
+                    }
+                    if q == "timm.create_model" {
+                        return keyword_argument(model, node, "pretrained").filter(|p| model.text(*p) == "True").map(|_| shown);
+                    }
+                    if q == "torch.hub.load" {
+                        return Some(shown);
+                    }
+                    return None;
+                }
+                node = callee.child_by_field_name("object")?;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Every use of the network's name that refers to this construction.
+fn uses_of<'t>(model: &SemanticModel<'t>, name: &str, target: Node<'t>, statement: Node<'t>) -> Vec<Node<'t>> {
+    let is_attribute = name.contains('.');
+    // `self.<attr>` is followed through the whole class; a plain name through the module.
+    let scope = if is_attribute {
+        let mut n = statement;
+        while let Some(p) = n.parent() {
+            if p.kind() == "class_definition" {
+                break;
+            }
+            n = p;
+        }
+        n.parent().unwrap_or(model.root())
+    } else {
+        model.root()
+    };
+    let mut found = Vec::new();
+    let mut stack = vec![scope];
+    while let Some(n) = stack.pop() {
+        let candidate = match n.kind() {
+            "identifier" if !is_attribute && model.text(n) == name => {
+                let is_attribute_part = n
+                    .parent()
+                    .filter(|p| p.kind() == "attribute")
+                    .and_then(|p| p.child_by_field_name("attribute"))
+                    .map(|a| a.id() == n.id())
+                    .unwrap_or(false);
+                let is_keyword = n.parent().map(|p| p.kind() == "keyword_argument" && p.child_by_field_name("name").map(|k| k.id()) == Some(n.id())).unwrap_or(false);
+                !is_attribute_part
+                    && !is_keyword
+                    && model.binding_at(name, n).map(|b| b.statement.id() == statement.id()).unwrap_or(false)
+            }
+            "attribute" if is_attribute => model.dotted_name(n).as_deref() == Some(name),
+            _ => false,
+        };
+        if candidate && n.id() != target.id() {
+            found.push(n);
+            continue;
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    found
+}
+
+enum Use<'t> {
+    /// A forward pass through the network.
+    Forward(Node<'t>),
+    /// A use that neither trains nor hides it (`.eval()`, `.to(device)`).
+    Other,
+    /// Trained, frozen, or out of sight: the rule does not apply.
+    Escapes,
+}
+
+fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
+    let Some(parent) = node.parent() else { return Use::Escapes };
+    match parent.kind() {
+        "call" if parent.child_by_field_name("function").map(|f| f.id()) == Some(node.id()) => Use::Forward(parent),
+        "attribute" if parent.child_by_field_name("object").map(|o| o.id()) == Some(node.id()) => {
+            let attr = parent.child_by_field_name("attribute").map(|a| model.text(a)).unwrap_or("");
+            let called = parent.parent().filter(|c| c.kind() == "call" && c.child_by_field_name("function").map(|f| f.id()) == Some(parent.id()));
+            match (attr, called) {
+                (a, Some(call)) if FORWARD_METHODS.contains(&a) => Use::Forward(call),
+                ("eval" | "to" | "cuda" | "cpu" | "half" | "float" | "bfloat16", Some(_)) => Use::Other,
+                // `.parameters()`, `.requires_grad_()`, `.train()`, `.state_dict()`, a
+                // submodule (`vgg.features`), ...: trained, frozen, or not followed.
+                _ => Use::Escapes,
+            }
+        }
+        // `vgg.eval()` as a statement of its own, `if vgg is None`.
+        "comparison_operator" | "not_operator" | "boolean_operator" => Use::Other,
+        _ => Use::Escapes,
+    }
+}
+
+fn freeze_fix(model: &SemanticModel<'_>, statement: Node<'_>, name: &str) -> Option<Fix> {
+    let source = model.source();
+    if !owns_its_lines(source, statement) || !matches!(statement.parent().map(|p| p.kind()), Some("block" | "module")) {
+        return None;
+    }
+    let indent = line_indent(source, statement.start_byte());
+    let end = line_end_inclusive(source, statement.end_byte().saturating_sub(1));
+    let newline = if source[..end].ends_with('\n') { "" } else { "\n" };
+    Some(Fix::unsafe_(
+        format!("Add `{name}.requires_grad_(False)` after construction"),
+        vec![Edit::insert(end, format!("{newline}{indent}{name}.requires_grad_(False)\n"))],
+    ))
+}
