@@ -207,25 +207,34 @@ pub fn run(args: CheckArgs) -> u8 {
         }
     };
     let cache = if args.no_cache || args.fix || args.diff { None } else { Cache::open(&args.cache_dir) };
-    // One file per task: files differ wildly in size, and rayon's default splitting
-    // would leave a core idle behind one large file.
-    let mut reports: Vec<FileReport> = files
-        .par_iter()
-        .with_max_len(1)
-        .map(|file| {
-            let mode = fix_mode(&args, &file.settings);
-            let mut report = check_file(file, mode, args.diff, cache.as_ref());
-            if !report.has_output() {
-                report.source = None;
-            }
-            report
-        })
-        .collect();
-    for (path, reason) in walk_errors {
-        reports.push(FileReport::unreadable(&path, reason));
+    let mut output = match Output::open(&args) {
+        Ok(o) => o,
+        Err(e) => return write_failed(&args, e),
+    };
+    for chunk in files.chunks(CHUNK) {
+        // One file per task: files differ wildly in size, and rayon's default splitting
+        // would leave a core idle behind one large file.
+        let reports: Vec<FileReport> = chunk
+            .par_iter()
+            .with_max_len(1)
+            .map(|file| {
+                let mode = fix_mode(&args, &file.settings);
+                let mut report = check_file(file, mode, args.diff, cache.as_ref());
+                if !report.has_output() {
+                    report.source = None;
+                }
+                report
+            })
+            .collect();
+        if let Err(e) = output.chunk(&reports) {
+            return write_failed(&args, e);
+        }
     }
-    reports.sort_by(|a, b| a.path.cmp(&b.path));
-    finish(&args, &reports, files.len())
+    let unreadable: Vec<FileReport> = walk_errors.into_iter().map(|(path, reason)| FileReport::unreadable(&path, reason)).collect();
+    if let Err(e) = output.chunk(&unreadable) {
+        return write_failed(&args, e);
+    }
+    output.finish(files.len())
 }
 
 /// Lints `paths` (with their configuration) for `memlint verify`; Err is the exit status.
@@ -299,70 +308,141 @@ fn fix_mode(args: &CheckArgs, settings: &Settings) -> Option<FixMode> {
     }
 }
 
-/// Writes the report and the summary; returns the exit status.
-fn finish(args: &CheckArgs, reports: &[FileReport], files: usize) -> u8 {
-    let unsafe_allowed = args.unsafe_fixes;
-    let summary = Summary {
-        findings: reports.iter().map(|r| r.diagnostics.len()).sum(),
-        files_with_findings: reports.iter().filter(|r| !r.diagnostics.is_empty()).count(),
-        problems: reports.iter().map(|r| r.problems.len()).sum(),
-        fixed: reports.iter().map(|r| r.fixed).sum(),
-        safe_fixable: count_fixable(reports, Applicability::Safe),
-        unsafe_fixable: if unsafe_allowed { 0 } else { count_fixable(reports, Applicability::Unsafe) },
-        files,
-    };
-    let result = (|| -> std::io::Result<()> {
-        let mut out: Box<dyn Write> = match &args.output_file {
+/// Where the report goes, and what has been seen so far. Files are checked and written
+/// in chunks, so memory holds one chunk's sources, not the whole tree's.
+struct Output<'a> {
+    args: &'a CheckArgs,
+    out: Box<dyn Write>,
+    summary: Summary,
+    has_diffs: bool,
+    statistics: Vec<(Rule, usize, bool)>,
+    json_started: bool,
+    sarif_results: Vec<serde_sarif::sarif::Result>,
+    junit_suites: Vec<quick_junit::TestSuite>,
+}
+
+/// Files checked (and their reports written) per chunk.
+const CHUNK: usize = 512;
+
+impl<'a> Output<'a> {
+    fn open(args: &'a CheckArgs) -> std::io::Result<Output<'a>> {
+        let out: Box<dyn Write> = match &args.output_file {
             Some(path) => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     fs::create_dir_all(dir)?;
                 }
                 Box::new(std::io::BufWriter::new(fs::File::create(path)?))
             }
-            None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+            None => Box::new(std::io::BufWriter::new(std::io::stdout())),
         };
+        Ok(Output {
+            args,
+            out,
+            summary: Summary::default(),
+            has_diffs: false,
+            statistics: Vec::new(),
+            json_started: false,
+            sarif_results: Vec::new(),
+            junit_suites: Vec::new(),
+        })
+    }
+
+    fn chunk(&mut self, reports: &[FileReport]) -> std::io::Result<()> {
+        let args = self.args;
+        let s = &mut self.summary;
+        s.findings += reports.iter().map(|r| r.diagnostics.len()).sum::<usize>();
+        s.files_with_findings += reports.iter().filter(|r| !r.diagnostics.is_empty()).count();
+        s.problems += reports.iter().map(|r| r.problems.len()).sum::<usize>();
+        s.fixed += reports.iter().map(|r| r.fixed).sum::<usize>();
+        s.safe_fixable += count_fixable(reports, Applicability::Safe);
+        if !args.unsafe_fixes {
+            s.unsafe_fixable += count_fixable(reports, Applicability::Unsafe);
+        }
+        self.has_diffs |= reports.iter().any(|r| r.diff.is_some());
+        let out = &mut self.out;
         if args.diff {
-            report::write_diffs(&mut out, reports)?;
-        } else if args.statistics {
-            report::write_statistics(&mut out, reports)?;
+            return report::write_diffs(out, reports);
+        }
+        if args.statistics {
+            report::count_statistics(&mut self.statistics, reports);
+            return Ok(());
+        }
+        match args.output_format {
+            OutputFormat::Text => report::write_text(out, reports),
+            OutputFormat::Concise => report::write_concise(out, reports),
+            OutputFormat::Github => report::write_github(out, reports),
+            OutputFormat::Json => report::write_json_elements(out, reports, &mut self.json_started),
+            OutputFormat::Sarif => {
+                self.sarif_results.extend(report::sarif_results(reports));
+                Ok(())
+            }
+            OutputFormat::Junit => {
+                self.junit_suites.extend(report::junit_suites(reports));
+                Ok(())
+            }
+        }
+    }
+
+    /// Closes the report, prints the summary, and returns the exit status.
+    fn finish(mut self, files: usize) -> u8 {
+        let args = self.args;
+        self.summary.files = files;
+        let result = (|| -> std::io::Result<()> {
+            if args.statistics && !args.diff {
+                report::write_statistics(&mut self.out, &self.statistics, self.summary.problems)?;
+            } else if !args.diff {
+                match args.output_format {
+                    OutputFormat::Json => report::finish_json(&mut self.out, self.json_started)?,
+                    OutputFormat::Sarif => report::write_sarif(&mut self.out, std::mem::take(&mut self.sarif_results))?,
+                    OutputFormat::Junit => report::write_junit(&mut self.out, std::mem::take(&mut self.junit_suites))?,
+                    _ => {}
+                }
+            }
+            let human = matches!(args.output_format, OutputFormat::Text | OutputFormat::Concise) || args.statistics;
+            if !args.quiet && human && !args.diff {
+                // With --output-file the summary still goes to the terminal.
+                if args.output_file.is_some() {
+                    self.summary.write(&mut std::io::stderr(), args.fix)?;
+                } else {
+                    self.summary.write(&mut self.out, args.fix)?;
+                }
+            }
+            self.out.flush()
+        })();
+        if let Err(e) = result {
+            return write_failed(args, e);
+        }
+        if args.exit_zero {
+            exit::CLEAN
+        } else if args.diff {
+            if self.has_diffs || self.summary.problems > 0 { exit::FINDINGS } else { exit::CLEAN }
+        } else if self.summary.findings > 0 || self.summary.problems > 0 {
+            exit::FINDINGS
         } else {
-            match args.output_format {
-                OutputFormat::Text => report::write_text(&mut out, reports)?,
-                OutputFormat::Concise => report::write_concise(&mut out, reports)?,
-                OutputFormat::Json => report::write_json(&mut out, reports)?,
-                OutputFormat::Sarif => report::write_sarif(&mut out, reports)?,
-                OutputFormat::Github => report::write_github(&mut out, reports)?,
-                OutputFormat::Junit => report::write_junit(&mut out, reports)?,
-            }
-        }
-        let human = matches!(args.output_format, OutputFormat::Text | OutputFormat::Concise) || args.statistics;
-        if !args.quiet && human && !args.diff {
-            // With --output-file the summary still goes to the terminal.
-            if args.output_file.is_some() {
-                summary.write(&mut std::io::stderr(), args.fix)?;
-            } else {
-                summary.write(&mut out, args.fix)?;
-            }
-        }
-        out.flush()
-    })();
-    if let Err(e) = result {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            let target = args.output_file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "standard output".into());
-            eprintln!("error: could not write the report to {target}: {e}");
-            return exit::ERROR;
+            exit::CLEAN
         }
     }
-    let has_diffs = reports.iter().any(|r| r.diff.is_some());
-    if args.exit_zero {
-        exit::CLEAN
-    } else if args.diff {
-        if has_diffs || summary.problems > 0 { exit::FINDINGS } else { exit::CLEAN }
-    } else if summary.findings > 0 || summary.problems > 0 {
-        exit::FINDINGS
-    } else {
-        exit::CLEAN
+}
+
+fn write_failed(args: &CheckArgs, e: std::io::Error) -> u8 {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return exit::CLEAN;
     }
+    let target = args.output_file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "standard output".into());
+    eprintln!("error: could not write the report to {target}: {e}");
+    exit::ERROR
+}
+
+/// Writes one finished set of reports (standard input's) and returns the exit status.
+fn finish(args: &CheckArgs, reports: &[FileReport], files: usize) -> u8 {
+    let mut output = match Output::open(args) {
+        Ok(o) => o,
+        Err(e) => return write_failed(args, e),
+    };
+    if let Err(e) = output.chunk(reports) {
+        return write_failed(args, e);
+    }
+    output.finish(files)
 }
 
 fn count_fixable(reports: &[FileReport], applicability: Applicability) -> usize {
@@ -373,6 +453,7 @@ fn count_fixable(reports: &[FileReport], applicability: Applicability) -> usize 
         .count()
 }
 
+#[derive(Default)]
 struct Summary {
     findings: usize,
     files_with_findings: usize,

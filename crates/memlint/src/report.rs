@@ -244,21 +244,50 @@ fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
     out
 }
 
-pub fn write_json(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, &json_diagnostics(files))?;
-    writeln!(out)
+/// Writes the JSON array's elements for these files (`started`: whether `[` is out).
+pub fn write_json_elements(out: &mut dyn Write, files: &[FileReport], started: &mut bool) -> std::io::Result<()> {
+    for entry in json_diagnostics(files) {
+        out.write_all(if *started { b",\n" } else { b"[\n" })?;
+        *started = true;
+        let text = serde_json::to_string_pretty(&entry)?;
+        for (i, line) in text.lines().enumerate() {
+            if i > 0 {
+                out.write_all(b"\n")?;
+            }
+            write!(out, "  {line}")?;
+        }
+    }
+    Ok(())
 }
 
-pub fn write_statistics(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
-    for rule in Rule::ALL {
-        let count = files.iter().flat_map(|f| &f.diagnostics).filter(|d| d.rule == *rule).count();
-        if count == 0 {
-            continue;
+/// Closes the JSON array (`[]` when nothing was written).
+pub fn finish_json(out: &mut dyn Write, started: bool) -> std::io::Result<()> {
+    if started {
+        out.write_all(b"\n]\n")
+    } else {
+        out.write_all(b"[]\n")
+    }
+}
+
+/// Adds these files' findings to the per-rule counts (rule, count, any fixable).
+pub fn count_statistics(counts: &mut Vec<(Rule, usize, bool)>, files: &[FileReport]) {
+    for d in files.iter().flat_map(|f| &f.diagnostics) {
+        match counts.iter_mut().find(|(r, _, _)| *r == d.rule) {
+            Some((_, n, fixable)) => {
+                *n += 1;
+                *fixable |= d.fix.is_some();
+            }
+            None => counts.push((d.rule, 1, d.fix.is_some())),
         }
-        let fixable = files.iter().flat_map(|f| &f.diagnostics).any(|d| d.rule == *rule && d.fix.is_some());
+    }
+}
+
+pub fn write_statistics(out: &mut dyn Write, counts: &[(Rule, usize, bool)], problems: usize) -> std::io::Result<()> {
+    let mut counts = counts.to_vec();
+    counts.sort_by_key(|(rule, n, _)| (std::cmp::Reverse(*n), *rule));
+    for (rule, count, fixable) in counts {
         writeln!(out, "{count:>5}\t{}\t{}\t{}", rule.code(), rule.name(), if fixable { "[*]" } else { "" })?;
     }
-    let problems: usize = files.iter().map(|f| f.problems.len()).sum();
     if problems > 0 {
         writeln!(out, "{problems:>5}\t-\tfile problems")?;
     }
@@ -331,9 +360,10 @@ pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resul
 
 // ----- JUnit ------------------------------------------------------------------------------
 
-pub fn write_junit(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
-    use quick_junit::{NonSuccessKind, Report as JunitReport, TestCase, TestCaseStatus, TestSuite};
-    let mut report = JunitReport::new("memlint");
+/// One test suite per file with something to report.
+pub fn junit_suites(files: &[FileReport]) -> Vec<quick_junit::TestSuite> {
+    use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
+    let mut suites = Vec::new();
     for file in files {
         let path = file.path.display().to_string();
         let mut suite = TestSuite::new(path.clone());
@@ -361,8 +391,15 @@ pub fn write_junit(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result
         if file.problems.is_empty() && file.diagnostics.is_empty() {
             continue;
         }
-        report.add_test_suite(suite);
+        suites.push(suite);
     }
+    suites
+}
+
+pub fn write_junit(out: &mut dyn Write, suites: Vec<quick_junit::TestSuite>) -> std::io::Result<()> {
+    use quick_junit::{Report as JunitReport, TestCase, TestCaseStatus, TestSuite};
+    let mut report = JunitReport::new("memlint");
+    report.add_test_suites(suites);
     if report.test_suites.is_empty() {
         // A report with one passing case, so CI shows that memlint ran.
         let mut suite = TestSuite::new("memlint");
@@ -375,30 +412,12 @@ pub fn write_junit(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result
 
 // ----- SARIF ------------------------------------------------------------------------------
 
-pub fn write_sarif(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
+/// The SARIF results of these files.
+pub fn sarif_results(files: &[FileReport]) -> Vec<serde_sarif::sarif::Result> {
     use serde_sarif::sarif::{
-        ArtifactChange, ArtifactContent, ArtifactLocation, Fix, Location as SarifLocation, Message, MultiformatMessageString,
-        PhysicalLocation, Region, Replacement, ReportingDescriptor, Result as SarifResult, ResultLevel, Run, Sarif, Tool,
-        ToolComponent,
+        ArtifactChange, ArtifactContent, ArtifactLocation, Fix, Location as SarifLocation, Message, PhysicalLocation, Region,
+        Replacement, Result as SarifResult, ResultLevel,
     };
-    let rules: Vec<ReportingDescriptor> = Rule::ALL
-        .iter()
-        .map(|rule| {
-            let doc = rule.doc();
-            ReportingDescriptor::builder()
-                .id(rule.code())
-                .name(rule.name())
-                .short_description(MultiformatMessageString::builder().text(rule.summary()).build())
-                .full_description(
-                    MultiformatMessageString::builder()
-                        .text(doc.section("What it does").unwrap_or_else(|| rule.summary().to_owned()))
-                        .build(),
-                )
-                .help(MultiformatMessageString::builder().text(doc.markdown.clone()).markdown(doc.markdown.clone()).build())
-                .help_uri(rule.url())
-                .build()
-        })
-        .collect();
     let uri = |file: &FileReport| file.path.display().to_string().replace('\\', "/");
     let region = |source: Option<&SourceFile>, start: usize, end: usize| {
         let s = location(source, start);
@@ -460,6 +479,29 @@ pub fn write_sarif(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result
             results.push(result);
         }
     }
+    results
+}
+
+pub fn write_sarif(out: &mut dyn Write, results: Vec<serde_sarif::sarif::Result>) -> std::io::Result<()> {
+    use serde_sarif::sarif::{MultiformatMessageString, ReportingDescriptor, Run, Sarif, Tool, ToolComponent};
+    let rules: Vec<ReportingDescriptor> = Rule::ALL
+        .iter()
+        .map(|rule| {
+            let doc = rule.doc();
+            ReportingDescriptor::builder()
+                .id(rule.code())
+                .name(rule.name())
+                .short_description(MultiformatMessageString::builder().text(rule.summary()).build())
+                .full_description(
+                    MultiformatMessageString::builder()
+                        .text(doc.section("What it does").unwrap_or_else(|| rule.summary().to_owned()))
+                        .build(),
+                )
+                .help(MultiformatMessageString::builder().text(doc.markdown.clone()).markdown(doc.markdown.clone()).build())
+                .help_uri(rule.url())
+                .build()
+        })
+        .collect();
     let driver = ToolComponent::builder()
         .name("memlint")
         .version(env!("CARGO_PKG_VERSION"))
