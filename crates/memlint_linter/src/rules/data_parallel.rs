@@ -55,6 +55,10 @@ const DATA_PARALLEL: &[&str] = &[
 const FUNCTIONAL: &[&str] = &["torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"];
 
 pub fn check(checker: &mut Checker<'_, '_>) {
+    // Every finding needs this word in the file (in the call or in the import it resolves through).
+    if !checker.source_mentions(&["DataParallel", "data_parallel"]) {
+        return;
+    }
     let model = checker.model;
     for m in checker.matches() {
         let Some(call) = m.get("call") else { continue };

@@ -63,6 +63,10 @@ const GRAD_SCALER: &[&str] = &["torch.cuda.amp.GradScaler", "torch.cuda.amp.grad
 const AUTOCAST_PARAMETERS: &[&str] = &["enabled", "dtype", "cache_enabled"];
 
 pub fn check(checker: &mut Checker<'_, '_>) {
+    // Every finding needs this word in the file (in the call or in the import it resolves through).
+    if !checker.source_mentions(&["amp"]) {
+        return;
+    }
     let model = checker.model;
     for m in checker.matches() {
         let Some(call) = m.get("call") else { continue };

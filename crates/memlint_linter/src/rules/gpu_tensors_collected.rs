@@ -136,6 +136,13 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 },
             ),
             (Container::Buffer, false) => continue,
+            (Container::Collection, true) if trains(model, outermost.node) => (
+                format!(
+                    "`{shown}` keeps every batch's autograd graph alive: `{value}` carries autograd history, so each iteration's output and graph nodes (and any activations `backward()` has not freed) stay on the GPU until `{base}` is dropped (severe)"
+                ),
+                Severity::Error,
+                Some(Fix::unsafe_("Store `.detach().cpu()`", call_on(term, ".detach().cpu()"))),
+            ),
             (Container::Collection, true) => (
                 format!(
                     "`{shown}` keeps every batch's autograd graph alive: `{value}` carries autograd history, so each iteration's saved activations stay on the GPU until `{base}` is dropped (severe: memory grows by a forward pass per batch)"
@@ -169,6 +176,11 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 .with_fix(fix),
         );
     }
+}
+
+/// Does the loop backpropagate (so `backward()` frees each graph's saved activations)?
+fn trains<'t>(model: &SemanticModel<'t>, loop_node: Node<'t>) -> bool {
+    !descendants_where(loop_node, |n| n.kind() == "call" && model.is_backward_call(n)).is_empty()
 }
 
 /// `.cpu()` after an explicit `.detach()`, else `.detach().cpu()`.
