@@ -61,6 +61,7 @@ export async function deactivate(): Promise<void> {
 async function start(): Promise<void> {
     const command = serverCommand();
     status.setCommand(command);
+    output.appendLine(`Starting \`${command} server\` (memlint.path: "${vscode.workspace.getConfiguration("memlint").get<string>("path", "")}")`);
     const resolved = findExecutable(command);
     if (resolved === undefined) {
         reportMissingExecutable(command);
@@ -172,6 +173,7 @@ function onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
         return;
     }
     if (RESTART_SETTINGS.some((section) => event.affectsConfiguration(section))) {
+        output.appendLine("memlint.path changed: restarting the server");
         void restart();
         return;
     }
