@@ -36,11 +36,11 @@ let clientDisposables: vscode.Disposable[] = [];
 let starting: Promise<void> = Promise.resolve();
 /** The settings the running server last received. */
 let sentSettings: ServerSettings | undefined;
-let output: vscode.OutputChannel;
+let output: vscode.LogOutputChannel;
 let status: StatusItem;
 
 export function activate(context: vscode.ExtensionContext): MemlintApi {
-    output = vscode.window.createOutputChannel("memlint");
+    output = vscode.window.createOutputChannel("memlint", { log: true });
     status = new StatusItem();
     context.subscriptions.push(output, status);
 
@@ -61,7 +61,7 @@ export async function deactivate(): Promise<void> {
 async function start(): Promise<void> {
     const command = serverCommand();
     status.setCommand(command);
-    output.appendLine(`Starting \`${command} server\` (memlint.path: "${vscode.workspace.getConfiguration("memlint").get<string>("path", "")}")`);
+    output.info(`Starting \`${command} server\` (memlint.path: "${vscode.workspace.getConfiguration("memlint").get<string>("path", "")}")`);
     const resolved = findExecutable(command);
     if (resolved === undefined) {
         reportMissingExecutable(command);
@@ -120,7 +120,7 @@ async function start(): Promise<void> {
         }
         // vscode-languageclient has already shown its own error message with "Go to output".
         const reason = error instanceof Error ? error.message : String(error);
-        output.appendLine(`Could not start \`${resolved} server\`: ${reason}`);
+        output.error(`Could not start \`${resolved} server\`: ${reason}`);
         status.setState("failed", undefined, reason);
     }
 }
@@ -130,7 +130,7 @@ function reportMissingExecutable(command: string): void {
         command === "memlint"
             ? "`memlint` was not found on PATH"
             : `\`${command}\` (from memlint.path) is not an executable file`;
-    output.appendLine(`Could not start \`${command} server\`: ${reason}.`);
+    output.error(`Could not start \`${command} server\`: ${reason}.`);
     status.setState("failed", undefined, reason);
     void vscode.window
         .showErrorMessage(
@@ -156,7 +156,7 @@ async function stop(): Promise<void> {
     clientDisposables = [];
     if (current !== undefined) {
         // A server that is already gone cannot answer `shutdown`; stopping must still finish.
-        await current.stop(2000).catch((error: unknown) => output.appendLine(`Stopping the server: ${String(error)}`));
+        await current.stop(2000).catch((error: unknown) => output.error(`Stopping the server: ${String(error)}`));
         await current.dispose().catch(() => undefined);
     }
 }
@@ -173,7 +173,7 @@ function onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
         return;
     }
     if (RESTART_SETTINGS.some((section) => event.affectsConfiguration(section))) {
-        output.appendLine("memlint.path changed: restarting the server");
+        output.info("memlint.path changed: restarting the server");
         void restart();
         return;
     }
@@ -191,5 +191,5 @@ function onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
     sentSettings = settings;
     void current
         .sendNotification(DidChangeConfigurationNotification.type, { settings: { memlint: settings } })
-        .catch((error: unknown) => output.appendLine(`Sending settings: ${String(error)}`));
+        .catch((error: unknown) => output.error(`Sending settings: ${String(error)}`));
 }

@@ -159,9 +159,17 @@ test("memlint in VS Code (stubbed editor, real client, real server)", { timeout:
         editor.close(document);
         await waitFor("diagnostics cleared on close", () => memlintDiagnostics(uri).length === 0);
         const client = loaded.api.client();
+        // The server forgets a closed document: asking about it is now an LSP error.
+        await waitFor("the server to drop the closed document", () =>
+            client.sendRequest("textDocument/hover", { textDocument: { uri: uri.toString() }, position: { line: 12, character: 10 } }).then(
+                () => false,
+                (error) => /no open document/.test(error.message),
+            ),
+        5000);
         const pid = client._serverProcess?.pid;
         assert.ok(pid, "server process id");
         await loaded.deactivate();
+        assert.doesNotMatch(outputText(), /\[error\]/);
         await waitFor("server process to exit", () => {
             try {
                 process.kill(pid, 0);

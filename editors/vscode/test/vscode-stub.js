@@ -416,6 +416,12 @@ class TabInputTextDiff {
         this.modified = modified;
     }
 }
+class TabInputNotebook {
+    constructor(uri, notebookType) {
+        this.uri = uri;
+        this.notebookType = notebookType;
+    }
+}
 class TabInputCustom {
     constructor(uri, viewType) {
         this.uri = uri;
@@ -463,6 +469,7 @@ class CallHierarchyItem {
 }
 
 const StatusBarAlignment = { Left: 1, Right: 2 };
+const LogLevel = { Off: 0, Trace: 1, Debug: 2, Info: 3, Warning: 4, Error: 5 };
 const ProgressLocation = { SourceControl: 1, Window: 10, Notification: 15 };
 const EndOfLine = { LF: 1, CRLF: 2 };
 const TextDocumentSaveReason = { Manual: 1, AfterDelay: 2, FocusOut: 3 };
@@ -845,10 +852,10 @@ function unexpectedProvider(name) {
     };
 }
 
-function createOutputChannel(name) {
+function createOutputChannel(name, options) {
+    const logLevelChanged = new EventEmitter();
     const channel = {
         name,
-        lines: [],
         text: "",
         append(value) {
             channel.text += value;
@@ -866,6 +873,25 @@ function createOutputChannel(name) {
         hide() {},
         dispose() {},
     };
+    // `{ log: true }` makes a LogOutputChannel, which vscode-languageclient 10+ expects.
+    if (options?.log === true) {
+        Object.assign(channel, {
+            logLevel: LogLevel.Info,
+            onDidChangeLogLevel: logLevelChanged.event,
+            setLogLevel(level) {
+                channel.logLevel = level;
+                logLevelChanged.fire(level);
+            },
+        });
+        for (const [method, level] of [["trace", LogLevel.Trace], ["debug", LogLevel.Debug], ["info", LogLevel.Info], ["warn", LogLevel.Warning], ["error", LogLevel.Error]]) {
+            channel[method] = (message, ...args) => {
+                if (channel.logLevel !== LogLevel.Off && level >= channel.logLevel) {
+                    const text = message instanceof Error ? message.stack ?? message.message : String(message);
+                    channel.text += `[${method}] ${[text, ...args.map(String)].join(" ")}\n`;
+                }
+            };
+        }
+    }
     outputChannels.push(channel);
     return strict(`OutputChannel(${name})`, channel);
 }
@@ -1034,6 +1060,16 @@ const languages = strict("languages", {
     registerFoldingRangeProvider: unexpectedProvider("foldingRange"),
     registerSelectionRangeProvider: unexpectedProvider("selectionRange"),
     registerDocumentLinkProvider: unexpectedProvider("documentLink"),
+    registerDeclarationProvider: unexpectedProvider("declaration"),
+    registerImplementationProvider: unexpectedProvider("implementation"),
+    registerTypeDefinitionProvider: unexpectedProvider("typeDefinition"),
+    registerTypeHierarchyProvider: unexpectedProvider("typeHierarchy"),
+    registerCallHierarchyProvider: unexpectedProvider("callHierarchy"),
+    registerColorProvider: unexpectedProvider("color"),
+    registerOnTypeFormattingEditProvider: unexpectedProvider("onTypeFormatting"),
+    registerLinkedEditingRangeProvider: unexpectedProvider("linkedEditingRange"),
+    registerInlineValuesProvider: unexpectedProvider("inlineValues"),
+    registerInlineCompletionItemProvider: unexpectedProvider("inlineCompletion"),
 });
 
 const commands = strict("commands", {
@@ -1207,8 +1243,11 @@ const editor = {
     },
 };
 
+// The stub stands in for the oldest VS Code the extension declares it supports.
+const ENGINE = JSON.parse(fs.readFileSync(nodePath.join(__dirname, "..", "package.json"), "utf8")).engines.vscode;
+
 module.exports = {
-    version: "1.82.0",
+    version: ENGINE.replace(/^\^/, ""),
     env,
     extensions,
     workspace,
@@ -1240,6 +1279,8 @@ module.exports = {
     TabInputText,
     TabInputTextDiff,
     TabInputCustom,
+    TabInputNotebook,
+    LogLevel,
     CompletionItem,
     SymbolInformation,
     DocumentLink,

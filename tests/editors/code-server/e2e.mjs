@@ -90,6 +90,7 @@ fs.mkdirSync(chromeProfile, { recursive: true });
 const script = path.join(workspace, "train.py");
 fs.copyFileSync(path.join(here, "fixtures", "train.py"), script);
 const original = fs.readFileSync(script, "utf8");
+fs.copyFileSync(path.join(here, "fixtures", "train.ipynb"), path.join(workspace, "train.ipynb"));
 
 fs.writeFileSync(
     path.join(userDataDir, "User", "settings.json"),
@@ -116,7 +117,7 @@ fs.writeFileSync(
 
 // Where the memlint binary is is a fact about the machine code-server runs on: its
 // "Remote" (machine) settings.
-fs.writeFileSync(path.join(userDataDir, "Machine", "settings.json"), JSON.stringify({ "memlint.path": MEMLINT_BIN }, null, 2));
+fs.writeFileSync(path.join(userDataDir, "Machine", "settings.json"), JSON.stringify({ "memlint.path": MEMLINT_BIN, "memlint.trace.server": process.env.MEMLINT_TRACE ?? "off" }, null, 2));
 
 const codeServerPackage = require.resolve("code-server/package.json");
 const codeServerEntry = path.join(path.dirname(codeServerPackage), JSON.parse(fs.readFileSync(codeServerPackage, "utf8")).bin["code-server"]);
@@ -268,7 +269,22 @@ try {
         30000,
     );
     await page.screenshot({ path: path.join(ARTIFACTS, "code-server-fixed.png") });
-    log(`screenshots in ${ARTIFACTS}: code-server.png (findings and the quick fix menu), code-server-fixed.png`);
+
+    // A notebook: VS Code syncs its Python cells to the server (notebookDocument/*); the
+    // finding in the third cell shows up in Problems under that cell.
+    await page.locator(".explorer-folders-view .monaco-list-row", { hasText: "train.ipynb" }).click();
+    await page.locator(".notebook-editor .view-lines", { hasText: "torch.cuda.empty_cache()" }).first().waitFor({ state: "visible", timeout: 60000 });
+    const notebookProblems = await waitFor(
+        "the notebook cell's MEM004 in the Problems panel",
+        async () => {
+            const text = await problems.innerText();
+            return /train\.ipynb/.test(text) && text.split("train.ipynb").slice(1).join("").includes("MEM004") ? text : undefined;
+        },
+        60000,
+    );
+    log(`Problems panel with the notebook open:\n${notebookProblems}`);
+    await page.screenshot({ path: path.join(ARTIFACTS, "code-server-notebook.png") });
+    log(`screenshots in ${ARTIFACTS}: code-server.png (findings and the quick fix menu), code-server-fixed.png, code-server-notebook.png`);
     passed = true;
 } catch (error) {
     if (page !== undefined) {
