@@ -15,12 +15,15 @@ if [[ ! -x "$MEMLINT_BIN" ]]; then
     exit 1
 fi
 
-# Node 18+ and npm: the machine's, else Debian's.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    step "installing Node.js and npm from Debian"
+# Node 18+ and npm: the machine's, else Debian's; python3 checks the .vsix's contents.
+debs=()
+command -v node >/dev/null && command -v npm >/dev/null || debs+=(nodejs npm)
+command -v python3 >/dev/null || debs+=(python3)
+if (( ${#debs[@]} > 0 )); then
+    step "apt-get install ${debs[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq nodejs npm >/dev/null
+    apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
 fi
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
 if (( node_major < 18 )); then

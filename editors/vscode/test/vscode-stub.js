@@ -1143,6 +1143,78 @@ const editor = {
         events.didOpen.fire(document);
         return document;
     },
+    /**
+     * Opens a Jupyter notebook from disk in a notebook tab, in VS Code's order: the tab,
+     * then the cells' text documents, then the notebook. Returns the NotebookDocument.
+     */
+    async openNotebook(uri) {
+        const json = JSON.parse(fs.readFileSync(uri.fsPath, "utf8"));
+        const language = json.metadata?.language_info?.name ?? "python";
+        const notebook = {
+            uri,
+            notebookType: "jupyter-notebook",
+            version: 1,
+            isDirty: false,
+            isUntitled: false,
+            isClosed: false,
+            metadata: {},
+            cells: [],
+            get cellCount() {
+                return notebook.cells.length;
+            },
+            cellAt(index) {
+                return notebook.cells[index];
+            },
+            getCells(range) {
+                return range === undefined ? [...notebook.cells] : notebook.cells.slice(range.start, range.end);
+            },
+            async save() {
+                return false;
+            },
+        };
+        json.cells.forEach((cell, index) => {
+            const text = Array.isArray(cell.source) ? cell.source.join("") : cell.source;
+            const code = cell.cell_type === "code";
+            // VS Code names cells by the notebook's path and a fragment per cell.
+            const cellUri = uri.with({ scheme: "vscode-notebook-cell", fragment: `W${index}sZmlsZQ==` });
+            notebook.cells.push({
+                index,
+                notebook,
+                kind: code ? NotebookCellKind.Code : NotebookCellKind.Markup,
+                document: new TextDocument(cellUri, code ? language : "markdown", text),
+                metadata: {},
+                outputs: [],
+                executionSummary: undefined,
+            });
+        });
+        const tab = { label: nodePath.basename(uri.path), group: tabGroup, input: new TabInputNotebook(uri, notebook.notebookType), isActive: true, isDirty: false, isPinned: false, isPreview: false };
+        tabGroup.tabs.push(tab);
+        tabGroup.activeTab = tab;
+        events.didChangeTabs.fire({ opened: [tab], closed: [], changed: [] });
+        notebookDocuments.push(notebook);
+        for (const cell of notebook.cells) {
+            textDocuments.push(cell.document);
+            events.didOpen.fire(cell.document);
+        }
+        events.didOpenNotebook.fire(notebook);
+        return notebook;
+    },
+    /** Closes a notebook's tab, the notebook, then its cells' documents. */
+    closeNotebook(notebook) {
+        const index = tabGroup.tabs.findIndex((t) => t.input.uri.toString() === notebook.uri.toString());
+        if (index >= 0) {
+            const [tab] = tabGroup.tabs.splice(index, 1);
+            events.didChangeTabs.fire({ opened: [], closed: [tab], changed: [] });
+        }
+        notebookDocuments.splice(notebookDocuments.indexOf(notebook), 1);
+        notebook.isClosed = true;
+        events.didCloseNotebook.fire(notebook);
+        for (const cell of notebook.cells) {
+            textDocuments.splice(textDocuments.indexOf(cell.document), 1);
+            cell.document.isClosed = true;
+            events.didClose.fire(cell.document);
+        }
+    },
     /** Shows `document` in a tab and makes it the active editor, in VS Code's event order. */
     show(document) {
         let tab = tabGroup.tabs.find((t) => t.input.uri.toString() === document.uri.toString());
@@ -1198,6 +1270,13 @@ const editor = {
         document.version += 1;
         document.isDirty = true;
         events.didChange.fire({ document, contentChanges, reason: undefined });
+        const notebook = notebookOfCell(document);
+        if (notebook !== undefined) {
+            const cell = notebook.cells.find((c) => c.document === document);
+            notebook.version += 1;
+            notebook.isDirty = true;
+            events.didChangeNotebook.fire({ notebook, metadata: undefined, contentChanges: [], cellChanges: [{ cell, document, metadata: undefined, outputs: undefined, executionSummary: undefined }] });
+        }
     },
     /** The code-action providers' answer for `range`, as VS Code asks when the user opens the lightbulb. */
     async codeActions(document, range, only) {
