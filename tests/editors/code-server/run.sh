@@ -4,7 +4,8 @@
 # playwright-core. Installs what it needs (Debian packages as root, npm packages locally);
 # the first run compiles code-server's native modules and takes minutes.
 # MEMLINT_BIN: the memlint binary (default <repo>/target/debug/memlint; never built here).
-# Screenshots and logs: <repo>/target/test-artifacts/code-server*.png|log. Exits non-zero on failure.
+# Screenshots and logs: <repo>/target/test-artifacts/code-server*.png, *.log. MEMLINT_TRACE=verbose
+# logs the LSP messages (code-server-*memlint.log, kept when the test fails). Exits non-zero on failure.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
