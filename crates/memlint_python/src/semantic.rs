@@ -158,6 +158,8 @@ pub struct SemanticModel<'t> {
     /// Local names bound by any import, to reject non-imported names quickly.
     imported_names: HashSet<String>,
     backward_calls: OnceCell<Vec<Node<'t>>>,
+    /// Statements `x.enter_context(...)` / `torch.set_grad_enabled(...)`, by their block.
+    toggle_statements: HashMap<NodeKey, Vec<Node<'t>>>,
 }
 
 /// A node's identity within one tree (ids alone can repeat for small inline leaves).
@@ -277,6 +279,7 @@ impl<'t> SemanticModel<'t> {
             parents: HashMap::new(),
             imported_names: HashSet::new(),
             backward_calls: OnceCell::new(),
+            toggle_statements: HashMap::new(),
         };
         model.record_parents();
         model.collect(root, None, None);
@@ -508,6 +511,12 @@ impl<'t> SemanticModel<'t> {
                         _ => None,
                     };
                     if let Some(last) = last {
+                        if last == "enter_context" || last == "set_grad_enabled" {
+                            let statement = self.parent(node).filter(|p| p.kind() == "expression_statement");
+                            if let Some((statement, block)) = statement.and_then(|st| self.parent(st).map(|b| (st, b))) {
+                                self.toggle_statements.entry(key(block)).or_default().push(statement);
+                            }
+                        }
                         self.calls_by_name.entry(last.to_owned()).or_default().push(node);
                     }
                 }
@@ -814,13 +823,13 @@ impl<'t> SemanticModel<'t> {
     /// A statement before `child` in `block` that toggles autograd for the rest of the
     /// block: `torch.set_grad_enabled(False)` or `stack.enter_context(torch.no_grad())`.
     fn preceding_grad_toggle(&self, block: Node<'t>, child: Node<'t>) -> Option<GradContext> {
+        // Only blocks with a toggle statement are scanned (recorded while collecting), so
+        // this is constant time for almost every block.
+        let statements = self.toggle_statements.get(&key(block))?;
         let mut result = None;
-        for statement in named_children(block) {
+        for statement in statements {
             if statement.start_byte() >= child.start_byte() {
                 break;
-            }
-            if statement.kind() != "expression_statement" {
-                continue;
             }
             let Some(call) = statement.named_child(0).filter(|c| c.kind() == "call") else { continue };
             let Some(callee) = call.child_by_field_name("function") else { continue };
