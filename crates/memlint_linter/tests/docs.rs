@@ -66,3 +66,33 @@ fn codes_are_never_renumbered() {
         assert_eq!(Rule::from_code_or_name(name).unwrap(), rule);
     }
 }
+
+/// `docs/rules/<name>.md` (where every diagnostic's `url` points) is generated from the
+/// rule files. Regenerate with `MEMLINT_UPDATE_DOCS=1 cargo test -p memlint_linter --test docs`.
+#[test]
+fn published_rule_pages_match_the_rule_files() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/rules");
+    let update = std::env::var_os("MEMLINT_UPDATE_DOCS").is_some();
+    if update {
+        std::fs::create_dir_all(&dir).unwrap();
+    }
+    let mut index = String::from("# memlint rules\n\n| Code | Name | Summary |\n|------|------|---------|\n");
+    for rule in Rule::ALL {
+        let path = dir.join(format!("{}.md", rule.name()));
+        let expected = rule.doc().render();
+        index.push_str(&format!("| {} | [`{}`]({}.md) | {} |\n", rule.code(), rule.name(), rule.name(), rule.summary()));
+        if update {
+            std::fs::write(&path, &expected).unwrap();
+            continue;
+        }
+        let actual = std::fs::read_to_string(&path)
+            .unwrap_or_else(|_| panic!("{} is missing; run MEMLINT_UPDATE_DOCS=1 cargo test -p memlint_linter --test docs", path.display()));
+        assert_eq!(actual, expected, "{} is stale; run MEMLINT_UPDATE_DOCS=1 cargo test -p memlint_linter --test docs", path.display());
+    }
+    let index_path = dir.join("README.md");
+    if update {
+        std::fs::write(&index_path, &index).unwrap();
+    } else {
+        assert_eq!(std::fs::read_to_string(&index_path).unwrap_or_default(), index, "docs/rules/README.md is stale");
+    }
+}
