@@ -9,7 +9,7 @@ mod checker;
 mod diagnostic;
 pub mod fix;
 mod noqa;
-mod prefilter;
+pub mod prefilter;
 mod registry;
 pub mod rules;
 mod settings;

@@ -72,7 +72,7 @@ fn contains(source: &str, word: &str) -> bool {
 }
 
 /// The enabled rules that could report something in `source`.
-pub(crate) fn rules_that_could_fire(source: &str, enabled: &RuleSelection) -> RuleSelection {
+pub fn rules_that_could_fire(source: &str, enabled: &RuleSelection) -> RuleSelection {
     let words = Words::scan(source);
     let mut selection = RuleSelection::none();
     for rule in enabled.iter() {

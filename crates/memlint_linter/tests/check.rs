@@ -959,3 +959,62 @@ fn pretrained_network_in_inference_only_code_is_not_this_rule() {
         expect![""],
     );
 }
+
+// ----- loops over batches vs loops inside a forward pass -------------------------
+
+#[test]
+fn loops_inside_a_forward_pass_keep_what_they_need() {
+    check(
+        r#"
+        import torch
+        from torch import nn
+
+        class TiledDecoder(nn.Module):
+            def forward(self, tiles):
+                row = []
+                total = 0
+                for tile in tiles:
+                    decoded = self.decoder(tile)
+                    row.append(decoded)
+                    total = total + self.loss_fn(decoded, tile)
+                return torch.cat(row), total
+        "#,
+        expect![[r#""#]],
+    );
+}
+
+#[test]
+fn loss_summed_over_a_range_loop_that_trains() {
+    check(
+        r#"
+        total = 0
+        for step in range(1000):
+            x, y = next(batches)
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total += loss
+        "#,
+        expect![[r#"
+            7:5 MEM002 `total += loss` keeps each step's graph nodes and loss tenso
+        "#]],
+    );
+}
+
+#[test]
+fn collected_outputs_are_one_rule_and_losses_the_other() {
+    check(
+        r#"
+        preds, losses = [], []
+        for x, y in val_loader:
+            out = model(x.cuda())
+            preds.append(out)
+            losses.append(criterion(out, y.cuda()))
+        "#,
+        expect![[r#"
+            3:11 MEM001 forward pass `model(x.cuda())` in evaluation code (in a loop
+            4:5 MEM006 `preds.append(out)` keeps every batch's autograd graph alive
+            5:5 MEM002 `losses.append(criterion(out, y.cuda()))` keeps every batch'
+        "#]],
+    );
+}

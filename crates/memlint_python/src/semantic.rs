@@ -117,6 +117,10 @@ pub struct LoopInfo<'t> {
     pub kind: LoopKind,
     /// The loop iterates over validation/test data (by the names in its iterable).
     pub over_eval_data: bool,
+    /// The loop goes over batches: its iterable (or condition) names data, or its body
+    /// backpropagates or steps an optimizer. Loops inside a forward pass (over layers,
+    /// tiles, timesteps) are not: what they collect is needed by that forward pass.
+    pub over_batches: bool,
 }
 
 #[derive(Debug)]
@@ -975,7 +979,19 @@ impl<'t> SemanticModel<'t> {
         } else {
             LoopKind::Other
         };
-        LoopInfo { node, kind, over_eval_data }
+        let over_batches = over_data || body.map(|b| self.trains_in(b)).unwrap_or(false);
+        LoopInfo { node, kind, over_eval_data, over_batches }
+    }
+
+    /// Does `body` (nested loops included, nested functions not) call `backward()` or step
+    /// an optimizer?
+    pub fn trains_in(&self, body: Node<'t>) -> bool {
+        let scope = self.enclosing_function(body).map(|f| f.node.id());
+        let steps = self.calls_named("step").iter().filter(|c| self.is_optimizer_step(**c));
+        self.backward_calls()
+            .iter()
+            .chain(steps)
+            .any(|c| contains(body, *c) && self.enclosing_function(*c).map(|f| f.node.id()) == scope)
     }
 
     fn contains_nested_step_loop(&self, body: Node<'t>) -> bool {

@@ -4,6 +4,11 @@
 //! iteration: `total += loss`, `total = total + loss`, `losses.append(loss)`, or a dict of
 //! such (`stats["loss"] += loss`, `history[k].append(loss)`).
 //!
+//! The loop must go over batches: its iterable names data (`loader`, `dataset`,
+//! `batches`), or its body calls `backward()` or steps an optimizer. A loop inside a
+//! forward pass (over layers, tiles, timesteps) needs what it collects for that pass.
+//! A list of other per-batch outputs (`preds.append(out)`) is `gpu-tensors-collected`.
+//!
 //! Not flagged: accumulating `loss.item()`, `loss.detach()` or `float(loss)`; and the sum
 //! of per-step losses inside one iteration that is then backpropagated (BPTT-style
 //! `loss += criterion(out[t], y[t])` followed by `loss.backward()`), or any accumulator
@@ -47,7 +52,7 @@ use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, BindingKind, SemanticModel};
 
 use crate::checker::Checker;
-use crate::rules::snippet;
+use crate::rules::{is_loss_like, snippet};
 use crate::{Diagnostic, Edit, Fix, Severity};
 
 pub const SUMMARY: &str = "Tensor with autograd history accumulated across loop iterations";
@@ -88,6 +93,15 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             })
             .collect();
         let Some(outermost) = surviving.last() else { continue };
+        // Across batches only: a loop inside a forward pass (over layers, tiles,
+        // timesteps) needs what it collects for that pass's own backward.
+        if !surviving.iter().any(|l| l.over_batches) {
+            continue;
+        }
+        // Any other collected tensor is `gpu-tensors-collected`'s business.
+        if statement.kind() == "call" && !is_loss_like(model, term, 0) {
+            continue;
+        }
         if backpropagated_later(model, &base, statement) {
             continue;
         }

@@ -2,7 +2,9 @@
 //! Checks for per-batch GPU results kept across the per-step loop: appended to a list
 //! (`outputs.append(pred)`), stored in a dict or list (`store[key] = pred`), or written in
 //! place into a preallocated tensor buffer (`buf[idx] = out`), without `.detach()` /
-//! `.cpu()`.
+//! `.cpu()`. The loop must go over batches: its iterable names data (`loader`,
+//! `dataset`, `batches`), or its body calls `backward()` or steps an optimizer; a loop
+//! inside a forward pass (over layers, tiles, timesteps) needs what it collects.
 //!
 //! - **Severe**: the value carries autograd history (a model's output outside
 //!   `torch.no_grad()`, arithmetic on it). Every batch's graph, with all its saved
@@ -53,10 +55,10 @@
 //! caller could backpropagate through the returned buffer.
 
 use memlint_python::tree_sitter::Node;
-use memlint_python::{contains, name_words, unparenthesize, BindingKind, LoopKind, SemanticModel, ValueKind};
+use memlint_python::{contains, unparenthesize, BindingKind, SemanticModel, ValueKind};
 
 use crate::checker::Checker;
-use crate::rules::{call_on, descendants_where, is_primary, keyword_argument, positional_arguments, snippet};
+use crate::rules::{call_on, descendants_where, is_loss_like, is_primary, keyword_argument, positional_arguments, snippet};
 use crate::{Diagnostic, Fix, Severity};
 
 pub const SUMMARY: &str = "Per-batch GPU results kept across the loop";
@@ -108,7 +110,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             })
             .collect();
         let Some(outermost) = surviving.last() else { continue };
-        if !surviving.iter().any(|l| l.kind == LoopKind::Step) {
+        if !surviving.iter().any(|l| l.over_batches) {
             continue;
         }
         let kind = if base.contains('.') {
@@ -255,46 +257,6 @@ fn is_tensor_factory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
         }
     }
     false
-}
-
-/// A loss (by name, by the loss module or function that computes it): a running list of
-/// losses is reported by `accumulated-loss-tensor`.
-fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
-    if depth > 8 {
-        return false;
-    }
-    let expr = unparenthesize(expr);
-    let says_loss = |name: &str| name_words(name).iter().any(|w| w.starts_with("loss") || w.ends_with("loss"));
-    match expr.kind() {
-        "identifier" => {
-            let name = model.text(expr);
-            says_loss(name)
-                || model
-                    .binding_at(name, expr)
-                    .and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None })
-                    .map(|v| is_loss_like(model, v, depth + 1))
-                    .unwrap_or(false)
-        }
-        "attribute" => expr.child_by_field_name("attribute").map(|a| says_loss(model.text(a))).unwrap_or(false),
-        "binary_operator" => ["left", "right"]
-            .iter()
-            .any(|f| expr.child_by_field_name(f).map(|e| is_loss_like(model, e, depth + 1)).unwrap_or(false)),
-        "call" => {
-            let Some(callee) = expr.child_by_field_name("function") else { return false };
-            if model.value_kind(callee) == ValueKind::Loss {
-                return true;
-            }
-            if let Some(q) = model.qualified_name(callee) {
-                let last = q.rsplit('.').next().unwrap_or("");
-                return q.starts_with("torch.nn.functional.")
-                    && (last.contains("loss") || matches!(last, "cross_entropy" | "binary_cross_entropy" | "binary_cross_entropy_with_logits" | "kl_div" | "nll_loss"));
-            }
-            // `loss.mean()`, `loss.sum()`: a method on a loss.
-            callee.kind() == "attribute"
-                && callee.child_by_field_name("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false)
-        }
-        _ => false,
-    }
 }
 
 /// `base.clear()`, `base.pop(...)`, `del base[...]` in the loop: the container stays bounded.

@@ -16,7 +16,7 @@ pub mod torch_load_without_map_location;
 pub mod zero_grad_keeps_memory;
 
 use memlint_python::tree_sitter::Node;
-use memlint_python::SemanticModel;
+use memlint_python::{name_words, unparenthesize, BindingKind, SemanticModel, ValueKind};
 
 use crate::Edit;
 
@@ -275,6 +275,46 @@ pub(crate) fn always_bool<'t>(model: &SemanticModel<'t>, value: Node<'t>, expect
                 && all.iter().all(|b| {
                     b.kind == memlint_python::BindingKind::Assign && b.value.map(|v| v.kind() == literal).unwrap_or(false)
                 })
+        }
+        _ => false,
+    }
+}
+
+/// A loss (by name, by the loss module or function that computes it): a running list of
+/// losses is reported by `accumulated-loss-tensor`.
+pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
+    if depth > 8 {
+        return false;
+    }
+    let expr = unparenthesize(expr);
+    let says_loss = |name: &str| name_words(name).iter().any(|w| w.starts_with("loss") || w.ends_with("loss"));
+    match expr.kind() {
+        "identifier" => {
+            let name = model.text(expr);
+            says_loss(name)
+                || model
+                    .binding_at(name, expr)
+                    .and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None })
+                    .map(|v| is_loss_like(model, v, depth + 1))
+                    .unwrap_or(false)
+        }
+        "attribute" => expr.child_by_field_name("attribute").map(|a| says_loss(model.text(a))).unwrap_or(false),
+        "binary_operator" => ["left", "right"]
+            .iter()
+            .any(|f| expr.child_by_field_name(f).map(|e| is_loss_like(model, e, depth + 1)).unwrap_or(false)),
+        "call" => {
+            let Some(callee) = expr.child_by_field_name("function") else { return false };
+            if model.value_kind(callee) == ValueKind::Loss {
+                return true;
+            }
+            if let Some(q) = model.qualified_name(callee) {
+                let last = q.rsplit('.').next().unwrap_or("");
+                return q.starts_with("torch.nn.functional.")
+                    && (last.contains("loss") || matches!(last, "cross_entropy" | "binary_cross_entropy" | "binary_cross_entropy_with_logits" | "kl_div" | "nll_loss"));
+            }
+            // `loss.mean()`, `loss.sum()`: a method on a loss.
+            callee.kind() == "attribute"
+                && callee.child_by_field_name("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false)
         }
         _ => false,
     }
