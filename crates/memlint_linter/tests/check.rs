@@ -1018,3 +1018,42 @@ fn collected_outputs_are_one_rule_and_losses_the_other() {
         "#]],
     );
 }
+
+#[test]
+fn helpers_named_after_a_model_are_not_forward_passes() {
+    check(
+        r#"
+        def generate(model, inputs, model_kwargs):
+            model.eval()
+            kwargs = self._update_model_kwargs_for_generation(inputs, model_kwargs)
+            base = get_base_model(model)
+            cache = EncoderDecoderCache(model)
+            return model(inputs)
+        "#,
+        expect![[r#"
+            6:12 MEM001 forward pass `model(inputs)` in evaluation code (in `generat
+        "#]],
+    );
+}
+
+#[test]
+fn checks_and_preparation_named_for_evaluation_are_not_evaluation() {
+    check(
+        r#"
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def validate_inputs(self, x):
+                return self.encoder(x)
+
+            def prepare_inputs_for_generation(self, ids):
+                return self.embed(ids)
+
+            def validate_one_epoch(self, x):
+                return self.encoder(x)
+        "#,
+        expect![[r#"
+            11:16 MEM001 forward pass `self.encoder(x)` in evaluation code (in `valid
+        "#]],
+    );
+}

@@ -69,6 +69,25 @@ proptest! {
         prop_assert_eq!(lint(&source, &settings).diagnostics, lint_unfiltered(&source, &settings).diagnostics);
     }
 
+    /// Loop headers, strings, comments and brackets in any order: the word scan that
+    /// finds loop headers must never lose one.
+    #[test]
+    fn prefilter_is_sound_on_noise(tokens in proptest::collection::vec(
+        prop_oneof![
+            Just("for "), Just("while "), Just(" in "), Just("x"), Just("val_loader"), Just("range(n)"),
+            Just(":"), Just(":="), Just("\n"), Just("    "), Just("("), Just(")"), Just("["), Just("]"),
+            Just("{"), Just("}"), Just("'"), Just("\""), Just("'''"), Just("# a: (\n"), Just("\\\n"),
+            Just("f\"{d[\"k:v\"]}\""), Just("out = model(x)\n"), Just("preds.append(out)\n"),
+            Just("total += criterion(out, y)\n"), Just("loss.backward()\n"), Just("optimizer.step()\n"),
+            Just("model.eval()\n"), Just("def evaluate(model):\n"), Just("import torch\n"),
+        ],
+        0..120,
+    )) {
+        let source = tokens.concat();
+        let settings = LinterSettings::default();
+        prop_assert_eq!(lint(&source, &settings).diagnostics, lint_unfiltered(&source, &settings).diagnostics);
+    }
+
     #[test]
     fn damaged_fixtures(which in 0..FIXTURES.len(), cuts in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..40, "[ -~\n\t:()]{0,8}"), 1..6)) {
         let mut source = FIXTURES[which].to_owned();
@@ -80,5 +99,20 @@ proptest! {
             source.replace_range(start..end, &insert);
         }
         exercise(&source);
+    }
+}
+
+/// Every fixture and bundled example reports the same with and without the pre-filter.
+#[test]
+fn prefilter_keeps_every_fixture_finding() {
+    let examples = [
+        include_str!("../../../tests/examples/train_classifier.py"),
+        include_str!("../../../tests/examples/generate_text.py"),
+        include_str!("../../../tests/examples/clean_training.py"),
+    ];
+    let settings = LinterSettings::default();
+    for source in FIXTURES.iter().chain(examples.iter()) {
+        let filtered = lint(source, &settings).diagnostics;
+        assert_eq!(filtered, lint_unfiltered(source, &settings).diagnostics);
     }
 }

@@ -8,7 +8,7 @@ mod semantic;
 
 pub use line_index::{LineIndex, SourcePosition};
 pub use semantic::{
-    contains, name_says_data, name_says_eval, name_says_loss, name_says_model, name_words,
+    contains, function_name_says_eval, name_says_data, name_says_eval, name_says_loss, name_says_model, name_says_optimizer, name_words,
     named_children, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo,
     LoopKind, SemanticModel, ValueKind,
 };

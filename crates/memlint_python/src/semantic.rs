@@ -180,6 +180,21 @@ const MODEL_WORDS: &[&str] = &[
     "actor", "policy", "resnet", "vgg", "bert", "gpt", "llm", "extractor", "autoencoder",
     "detector", "segmenter", "lm", "vit", "clip", "gan",
 ];
+/// First words of a function name that does something to a model rather than being one.
+const NOT_MODEL_VERBS: &[&str] = &[
+    "get", "create", "build", "make", "load", "download", "update", "step", "swap", "prepare",
+    "init", "initialize", "gen", "compute", "apply", "setup", "set", "convert", "wrap", "unwrap",
+    "check", "is", "has", "save", "freeze", "unfreeze", "register", "resolve", "validate",
+    "maybe", "patch", "replace", "copy", "print", "log", "export", "find", "fetch", "parse",
+    "optimize", "extract", "enable", "disable", "reset", "count", "infer", "cast", "move",
+];
+/// Last words of a name for something a model has or needs, not the model itself.
+const NOT_MODEL_NOUNS: &[&str] = &[
+    "kwargs", "args", "cache", "config", "cfg", "path", "paths", "name", "names", "dir", "file",
+    "type", "types", "cls", "class", "id", "ids", "state", "dict", "registry", "mask", "masks",
+    "size", "dim", "params", "parameters", "keys", "list", "info", "card", "url", "version",
+    "mixin", "output", "outputs", "tokens", "kwarg", "inputs", "generation", "index",
+];
 /// Words in a name that say "this is a loss function object".
 const LOSS_WORDS: &[&str] = &["criterion", "criteria", "loss_fn", "lossfn", "loss_func", "loss_function", "loss_module"];
 /// Words in a name that say evaluation or inference.
@@ -187,6 +202,21 @@ const EVAL_WORDS: &[&str] = &[
     "eval", "evaluate", "evaluation", "evaluating", "validate", "validation", "validating", "val",
     "valid", "test", "testing", "predict", "prediction", "predictions", "infer", "inference",
     "generate", "generation", "sample", "sampling", "dev", "holdout",
+];
+/// First words of functions that check, get or prepare something, even when an
+/// evaluation word follows (`is_valid`, `get_test_split`).
+const NOT_EVAL_FUNCTION_VERBS: &[&str] = &[
+    "is", "has", "get", "set", "check", "create", "prepare", "update", "build", "make", "init",
+    "setup", "load", "save", "register", "maybe", "convert", "parse", "to", "from", "should",
+    "can", "add", "remove", "on",
+];
+/// Last words of functions that validate or generate something other than a model's output.
+const NOT_EVAL_FUNCTION_OBJECTS: &[&str] = &[
+    "inputs", "input", "environment", "architecture", "kwargs", "args", "arguments", "config",
+    "cfg", "params", "parameters", "shape", "shapes", "dtype", "type", "types", "anchors",
+    "ratio", "value", "values", "path", "format", "mask", "masks", "name", "names", "keys",
+    "frames", "indices", "ids", "length", "size", "options", "dataloader", "loader",
+    "dataset", "file", "files", "signature", "spec", "schema", "settings", "start", "end",
 ];
 /// Lightning hooks that run under `torch.no_grad()` already.
 const NO_GRAD_HOOKS: &[&str] = &["validation_step", "test_step", "predict_step"];
@@ -221,9 +251,15 @@ fn strip_digits(word: &str) -> &str {
 }
 
 /// Does a name say it holds a model (`model`, `self.encoder`, `resnet50`, `G_net`)?
+/// A verb phrase (`get_model`, `step_model`, `_update_model_kwargs`) or a name for
+/// something a model has (`model_config`, `model_path`, `encoder_cache`) does not.
 pub fn name_says_model(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
     let words = name_words(last);
+    let (Some(first), Some(final_word)) = (words.first(), words.last()) else { return false };
+    if words.len() > 1 && (NOT_MODEL_VERBS.contains(&first.as_str()) || NOT_MODEL_NOUNS.contains(&strip_digits(final_word))) {
+        return false;
+    }
     if words.iter().any(|w| MODEL_WORDS.contains(&strip_digits(w))) {
         return true;
     }
@@ -238,9 +274,34 @@ pub fn name_says_loss(name: &str) -> bool {
     LOSS_WORDS.iter().any(|w| last == *w || last.ends_with(&format!("_{w}")) || last.starts_with(&format!("{w}_")))
 }
 
+/// Does a name (or an expression's text) say it holds an optimizer or a `GradScaler`
+/// (`optimizer`, `opt_g`, `optimD`, `self.optimizers()[0]`, `scaler`)? `Optional` and
+/// `options` do not.
+pub fn name_says_optimizer(name: &str) -> bool {
+    name_words(name).iter().any(|w| {
+        let w = strip_digits(w);
+        w == "opt" || w.starts_with("optim") || w.ends_with("scaler")
+    })
+}
+
 /// Does a name say evaluation/inference (`evaluate`, `val_loader`, `test_step`, `run_inference`)?
 pub fn name_says_eval(name: &str) -> bool {
     name_words(name).iter().any(|w| EVAL_WORDS.contains(&strip_digits(w)))
+}
+
+/// Does a function's name say it evaluates or runs inference (`evaluate`,
+/// `validate_one_epoch`, `run_test`, `predict`, `generate`, `sample`)? Not a check, getter
+/// or preparation step (`validate_inputs`, `is_valid_image`, `get_valid_ratio`,
+/// `prepare_inputs_for_generation`): only the words before a `for` count, and a name that
+/// starts with such a verb or ends with what it checks or makes is not evaluation.
+pub fn function_name_says_eval(name: &str) -> bool {
+    let words = name_words(name);
+    let words: Vec<&str> = words.iter().map(|w| strip_digits(w)).take_while(|w| *w != "for").collect();
+    let (Some(first), Some(last)) = (words.first(), words.last()) else { return false };
+    if words.len() > 1 && (NOT_EVAL_FUNCTION_VERBS.contains(first) || NOT_EVAL_FUNCTION_OBJECTS.contains(last)) {
+        return false;
+    }
+    words.iter().any(|w| EVAL_WORDS.contains(w))
 }
 
 /// Does a name say it holds batches of data (`train_loader`, `dataset`, `dl`)?
@@ -681,6 +742,12 @@ impl<'t> SemanticModel<'t> {
             .map(|i| i.local.as_str())
     }
 
+    /// Every local name (in any scope) that an import binds to `qualified`
+    /// (`L` for `from torch import load as L`).
+    pub fn names_imported_as(&self, qualified: &str) -> Vec<&str> {
+        self.imports.iter().filter(|i| i.qualified == qualified).map(|i| i.local.as_str()).collect()
+    }
+
     /// Does the callee of `call` resolve to one of `names` (fully qualified)?
     pub fn call_resolves_to(&self, call: Node<'t>, names: &[&str]) -> Option<String> {
         let callee = call.child_by_field_name("function")?;
@@ -1078,8 +1145,7 @@ impl<'t> SemanticModel<'t> {
         if attr != Some("step") {
             return false;
         }
-        let object = callee.child_by_field_name("object").map(|o| self.text(o).to_lowercase()).unwrap_or_default();
-        object.contains("opt") || object.contains("scaler")
+        callee.child_by_field_name("object").map(|o| name_says_optimizer(self.text(o))).unwrap_or(false)
     }
 
     /// Is `call` a forward pass of a model: `model(x)`, `self.encoder(x)`, `model.forward(x)`,

@@ -58,7 +58,7 @@
 //! through them. It is not offered when re-indenting would change a multi-line string.
 
 use memlint_python::tree_sitter::Node;
-use memlint_python::{name_says_eval, GradContext, SemanticModel};
+use memlint_python::{function_name_says_eval, GradContext, SemanticModel};
 
 use crate::checker::Checker;
 use crate::rules::{has_multiline_string, indent_lines, indent_unit, line_indent, line_start, snippet, torch_name};
@@ -121,7 +121,7 @@ fn evaluation_regions(checker: &Checker<'_, '_>) -> Vec<std::ops::Range<usize>> 
     }
     let mut regions = Vec::new();
     for f in model.functions() {
-        if name_says_eval(&f.name) {
+        if function_name_says_eval(&f.name) {
             regions.push(f.node.byte_range());
         }
     }
@@ -157,7 +157,7 @@ impl EvaluationReason<'_> {
 fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> Option<EvaluationReason<'t>> {
     let function = model.enclosing_function(call);
     if let Some(f) = function {
-        if name_says_eval(&f.name) && f.name != "forward" {
+        if function_name_says_eval(&f.name) && f.name != "forward" {
             return Some(EvaluationReason::EvalFunction(f.name.clone()));
         }
     }

@@ -56,7 +56,13 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         return;
     }
     let model = checker.model;
-    for m in checker.matches() {
+    // The query only runs on calls of something named `load` (or an alias of it).
+    let mut names = vec!["load"];
+    for qualified in TORCH_LOAD {
+        names.extend(model.names_imported_as(qualified));
+    }
+    let candidates: Vec<_> = names.iter().flat_map(|n| model.calls_named(n)).map(|c| c.byte_range()).collect();
+    for m in checker.matches_in(&candidates) {
         let Some(call) = m.get("call") else { continue };
         if model.call_resolves_to(call, TORCH_LOAD).is_none() || !has_argument_list(call) {
             continue;
