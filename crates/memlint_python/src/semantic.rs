@@ -12,7 +12,7 @@
 //! assumes, and it keeps the model linear in the size of the module.
 
 use std::cell::{OnceCell, RefCell};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use tree_sitter::{Node, Tree};
 
@@ -332,19 +332,19 @@ impl<'t> SemanticModel<'t> {
             source,
             root,
             imports: Vec::new(),
-            functions: HashMap::new(),
+            functions: HashMap::default(),
             calls: Vec::new(),
             loops: Vec::new(),
-            calls_by_name: HashMap::new(),
-            bindings: HashMap::new(),
-            self_attributes: HashMap::new(),
-            classes: HashMap::new(),
-            no_grad_functions: HashMap::new(),
-            value_cache: RefCell::new(HashMap::new()),
-            parents: HashMap::new(),
-            imported_names: HashSet::new(),
+            calls_by_name: HashMap::default(),
+            bindings: HashMap::default(),
+            self_attributes: HashMap::default(),
+            classes: HashMap::default(),
+            no_grad_functions: HashMap::default(),
+            value_cache: RefCell::new(HashMap::default()),
+            parents: HashMap::default(),
+            imported_names: HashSet::default(),
             backward_calls: OnceCell::new(),
-            toggle_statements: HashMap::new(),
+            toggle_statements: HashMap::default(),
         };
         model.record_parents();
         model.collect(root, None, None);
@@ -945,7 +945,7 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn compute_no_grad_functions(&mut self) {
-        let mut no_grad: HashMap<usize, String> = HashMap::new();
+        let mut no_grad: HashMap<usize, String> = HashMap::default();
         for info in self.functions.values() {
             if let Some(d) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
                 no_grad.insert(info.node.id(), format!("`@{}`", self.text(*d)));
