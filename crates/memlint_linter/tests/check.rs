@@ -1037,6 +1037,29 @@ fn helpers_named_after_a_model_are_not_forward_passes() {
 }
 
 #[test]
+fn prediction_heads_called_from_forward_are_training_code() {
+    check(
+        r#"
+        import torch.nn as nn
+
+        class Segmenter(nn.Module):
+            def predict(self, tokens):
+                return self.class_head(tokens)
+
+            def forward(self, x):
+                return self.predict(self.encoder(x))
+
+        def predict(model, x):
+            model.eval()
+            return model(x)
+        "#,
+        expect![[r#"
+            12:12 MEM001 forward pass `model(x)` in evaluation code (after `model.eva
+        "#]],
+    );
+}
+
+#[test]
 fn checks_and_preparation_named_for_evaluation_are_not_evaluation() {
     check(
         r#"

@@ -14,6 +14,11 @@
 //! name says so), in Lightning's `validation_step` / `test_step` / `predict_step`, and in a
 //! function of the same module that is only ever called from such code.
 //!
+//! A function named for evaluation that is called from some module's `forward` (a
+//! `predict_heads` helper of a detection model) is part of the training forward pass and is
+//! not treated as evaluation; neither are checks and preparation steps (`validate_inputs`,
+//! `prepare_inputs_for_generation`).
+//!
 //! Code that needs gradients after `.eval()` (a `.backward()` or `torch.autograd.grad` in
 //! the same function, as in adversarial examples or saliency maps) is not flagged.
 //!
@@ -58,7 +63,7 @@
 //! through them. It is not offered when re-indenting would change a multi-line string.
 
 use memlint_python::tree_sitter::Node;
-use memlint_python::{function_name_says_eval, GradContext, SemanticModel};
+use memlint_python::{function_name_says_eval, FunctionInfo, GradContext, SemanticModel};
 
 use crate::checker::Checker;
 use crate::rules::{has_multiline_string, indent_lines, indent_unit, line_indent, line_start, snippet, torch_name};
@@ -121,7 +126,7 @@ fn evaluation_regions(checker: &Checker<'_, '_>) -> Vec<std::ops::Range<usize>> 
     }
     let mut regions = Vec::new();
     for f in model.functions() {
-        if function_name_says_eval(&f.name) {
+        if is_evaluation_function(model, f) {
             regions.push(f.node.byte_range());
         }
     }
@@ -135,6 +140,18 @@ fn evaluation_regions(checker: &Checker<'_, '_>) -> Vec<std::ops::Range<usize>> 
         regions.push(toggle.start_byte()..end);
     }
     regions
+}
+
+/// A function named for evaluation (`predict`, `generate`, `_sample`) that is not a step of
+/// some module's `forward`: `self.predict_heads(x)` called from `forward` runs in training
+/// too, and needs its graph.
+fn is_evaluation_function(model: &SemanticModel<'_>, f: &FunctionInfo<'_>) -> bool {
+    function_name_says_eval(&f.name)
+        && f.name != "forward"
+        && !model
+            .calls_named(&f.name)
+            .iter()
+            .any(|call| model.enclosing_function(*call).map(|caller| caller.name == "forward").unwrap_or(false))
 }
 
 /// Why a forward pass counts as evaluation.
@@ -157,7 +174,7 @@ impl EvaluationReason<'_> {
 fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> Option<EvaluationReason<'t>> {
     let function = model.enclosing_function(call);
     if let Some(f) = function {
-        if function_name_says_eval(&f.name) && f.name != "forward" {
+        if is_evaluation_function(model, f) {
             return Some(EvaluationReason::EvalFunction(f.name.clone()));
         }
     }
