@@ -6,6 +6,7 @@
 #
 # Without TREE, a tree of 2,000 files is generated from the bundled examples (with the
 # findings spread over the files, and renamed functions so every file differs).
+# scripts/fetch-bench-tree.sh DIR fetches a large real PyTorch tree (2.2 million lines).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TREE=${1:-}

@@ -1,25 +1,71 @@
-use memlint_linter::{lint, lint_unfiltered, prefilter::rules_that_could_fire, LinterSettings, Rule, RuleSelection};
+//! How much of a tree the pre-filter lets through, per rule, and (with `compare`) whether
+//! filtering changed any finding:
+//!
+//! ```sh
+//! cargo run --release -p memlint_linter --example prefilter_stats -- TREE [compare]
+//! ```
+//!
+//! Exits 1 when `compare` finds a file where `lint` and `lint_unfiltered` disagree.
+
+use std::path::PathBuf;
+
+use memlint_linter::prefilter::rules_that_could_fire;
+use memlint_linter::{lint, lint_unfiltered, LinterSettings, Rule, RuleSelection};
+
 fn main() {
-    let dir = std::env::args().nth(1).unwrap();
-    let compare = std::env::args().nth(2).is_some();
-    let mut counts = vec![0usize; Rule::ALL.len()];
-    let mut lines_pass = vec![0usize; Rule::ALL.len()];
-    let (mut files, mut any, mut lines, mut any_lines, mut mismatches) = (0, 0, 0, 0, 0);
-    let mut stack = vec![std::path::PathBuf::from(dir)];
-    while let Some(p) = stack.pop() {
-        if p.is_dir() { for e in std::fs::read_dir(&p).unwrap() { stack.push(e.unwrap().path()); } continue; }
-        if p.extension().map(|e| e != "py").unwrap_or(true) { continue; }
-        let Ok(src) = std::fs::read_to_string(&p) else { continue };
-        files += 1; let n = src.lines().count(); lines += n;
-        let sel = rules_that_could_fire(&src, &RuleSelection::all());
-        if sel.any_enabled() { any += 1; any_lines += n; }
-        for (i, r) in Rule::ALL.iter().enumerate() { if sel.is_enabled(*r) { counts[i] += 1; lines_pass[i] += n; } }
+    let mut args = std::env::args().skip(1);
+    let Some(dir) = args.next() else {
+        eprintln!("usage: prefilter_stats TREE [compare]");
+        std::process::exit(2);
+    };
+    let compare = args.next().as_deref() == Some("compare");
+    let settings = LinterSettings::default();
+    let mut files_through = vec![0usize; Rule::ALL.len()];
+    let mut lines_through = vec![0usize; Rule::ALL.len()];
+    let (mut files, mut lines, mut parsed_files, mut parsed_lines, mut mismatches) = (0, 0, 0, 0, 0);
+    let mut stack = vec![PathBuf::from(dir)];
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                stack.extend(entries.flatten().map(|e| e.path()));
+            }
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "py") {
+            continue;
+        }
+        let Ok(source) = std::fs::read_to_string(&path) else { continue };
+        let n = source.lines().count();
+        files += 1;
+        lines += n;
+        let possible = rules_that_could_fire(&source, &RuleSelection::all());
+        if possible.any_enabled() {
+            parsed_files += 1;
+            parsed_lines += n;
+        }
+        for (i, rule) in Rule::ALL.iter().enumerate() {
+            if possible.is_enabled(*rule) {
+                files_through[i] += 1;
+                lines_through[i] += n;
+            }
+        }
         if compare {
-            let s = LinterSettings::default();
-            let a = lint(&src, &s).diagnostics; let b = lint_unfiltered(&src, &s).diagnostics;
-            if a != b { mismatches += 1; println!("MISMATCH {}: {} vs {}", p.display(), a.len(), b.len()); }
+            let filtered = lint(&source, &settings).diagnostics;
+            let unfiltered = lint_unfiltered(&source, &settings).diagnostics;
+            if filtered != unfiltered {
+                mismatches += 1;
+                println!("MISMATCH {}: {} findings filtered, {} unfiltered", path.display(), filtered.len(), unfiltered.len());
+            }
         }
     }
-    println!("files {files} lines {lines}; parsed {any} files {any_lines} lines; mismatches {mismatches}");
-    for (i, r) in Rule::ALL.iter().enumerate() { println!("{} {:5} files {:8} lines", r.code(), counts[i], lines_pass[i]); }
+    println!("files {files} lines {lines}; parsed {parsed_files} files {parsed_lines} lines");
+    for (i, rule) in Rule::ALL.iter().enumerate() {
+        println!("{} {:5} files {:8} lines", rule.code(), files_through[i], lines_through[i]);
+    }
+    if compare {
+        println!("mismatches {mismatches}");
+        if mismatches > 0 {
+            std::process::exit(1);
+        }
+    }
 }
