@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the binaries tests/gpu/run.sh needs (release) and copies them into .gpu_bin/, a folder
-# that is not tracked (add `/.gpu_bin/` to .git/info/exclude) and is carried to the GPU machine.
+# that is not tracked (.gitignore) and is carried to the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release -p memlint_verify --example verify_dev
+cargo build --release -p memlint
 tests=$(cargo test --release -p memlint_verify --test cuda --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
@@ -11,6 +11,6 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "cuda" and m.get("executable"):
         print(m["executable"])')
 mkdir -p .gpu_bin
-cp target/release/examples/verify_dev .gpu_bin/verify_dev
+cp target/release/memlint .gpu_bin/memlint
 cp "$tests" .gpu_bin/cuda_tests
 ls -la .gpu_bin

@@ -8,8 +8,10 @@
 #
 # It runs the CUDA backend's tests (kernels and GEMMs against a CPU reference, autograd gradients
 # against a CPU backward, the tracker against cuMemGetInfo, scenarios against the simulator), then
-# `memlint verify` on the default workload (timed), then again with --compare-torch, then with
-# --dtype fp16 --compare-torch as a markdown table.
+# `memlint verify` (the binary users lint with) on the default workload (timed), then again with
+# --compare-torch, then with --dtype fp16 --compare-torch as a markdown table, then
+# `memlint verify FILES` on the bundled examples (lint, then measure per finding), then without
+# a GPU visible (exit 2 and a message).
 # Exit status: non-zero if any step failed.
 set -u -o pipefail
 BIN=${1:-.gpu_bin}
@@ -38,18 +40,30 @@ echo "== GPU tests: $BIN/cuda_tests"
 echo
 echo "== memlint verify (default workload: MLP 8 x 4096, batch 512, 20 iterations, fp32)"
 start=$(date +%s%N)
-"$BIN/verify_dev" -o "$REPORT_DIR/verify.json" || status=1
+"$BIN/memlint" verify -o "$REPORT_DIR/verify.json" || status=1
 end=$(date +%s%N)
 ms=$(( (end - start) / 1000000 ))
 echo "memlint verify wall time (process start to exit): $((ms / 1000)).$(printf %03d $((ms % 1000))) s"
 
 echo
 echo "== memlint verify --compare-torch"
-"$BIN/verify_dev" --compare-torch -o "$REPORT_DIR/verify_torch.json" || status=1
+"$BIN/memlint" verify --compare-torch -o "$REPORT_DIR/verify_torch.json" || status=1
 
 echo
 echo "== memlint verify --dtype fp16 --compare-torch --format markdown"
-"$BIN/verify_dev" --dtype fp16 --compare-torch --format markdown || status=1
+"$BIN/memlint" verify --dtype fp16 --compare-torch --format markdown || status=1
+
+echo
+echo "== memlint verify tests/examples/*.py (lint first, then the savings per finding)"
+"$BIN/memlint" verify tests/examples/*.py
+rc=$?
+[ $rc -eq 0 ] || { echo "expected exit 0, got $rc"; status=1; }
+
+echo
+echo "== memlint verify with no GPU visible"
+CUDA_VISIBLE_DEVICES= "$BIN/memlint" verify --rule MEM001
+rc=$?
+[ $rc -eq 2 ] || { echo "expected exit 2, got $rc"; status=1; }
 
 echo
 echo "== run.sh exit status: $status"

@@ -44,7 +44,21 @@ pub fn probe() -> Result<(), String> {
 /// Number of CUDA devices, after a successful [`probe`].
 pub fn device_count() -> Result<usize, String> {
     probe()?;
-    CudaContext::device_count().map(|n| n.max(0) as usize).map_err(|e| format!("the CUDA driver could not list devices: {e}"))
+    list_devices()
+}
+
+/// The driver's device count, with a readable reason when it has none to give.
+fn list_devices() -> Result<usize, String> {
+    match CudaContext::device_count() {
+        Ok(n) => Ok(n.max(0) as usize),
+        Err(e) if e.0 == drv_sys::cudaError_enum::CUDA_ERROR_NO_DEVICE => {
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES")
+                .map(|v| format!(" (CUDA_VISIBLE_DEVICES={v:?} hides the others)"))
+                .unwrap_or_default();
+            Err(format!("the CUDA driver sees no GPU{visible}"))
+        }
+        Err(e) => Err(format!("the CUDA driver could not list devices: {e}")),
+    }
 }
 
 fn drv_err(what: &str) -> impl Fn(drv::DriverError) -> DeviceError + '_ {
@@ -68,11 +82,11 @@ impl CudaBackend {
     /// Call [`probe`] first: cudarc panics if a library is missing.
     pub fn new(ordinal: usize) -> Result<CudaBackend, String> {
         probe()?;
-        let count = CudaContext::device_count().map_err(|e| format!("the CUDA driver could not list devices: {e}"))?;
-        if count <= 0 {
+        let count = list_devices()?;
+        if count == 0 {
             return Err("the CUDA driver reports no GPU".to_string());
         }
-        if ordinal >= count as usize {
+        if ordinal >= count {
             return Err(format!("--device {ordinal}: the driver reports {count} GPU(s), numbered from 0"));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| format!("could not open GPU {ordinal}: {e}"))?;
