@@ -31,7 +31,7 @@ fn main() {
             }
             continue;
         }
-        if path.extension().is_none_or(|e| e != "py") {
+        if path.extension().map_or(true, |e| e != "py") {
             continue;
         }
         let Ok(source) = std::fs::read_to_string(&path) else { continue };

@@ -162,6 +162,14 @@ pub struct SemanticModel<'t> {
     /// Local names bound by any import, to reject non-imported names quickly.
     imported_names: HashSet<String>,
     backward_calls: OnceCell<Vec<Node<'t>>>,
+    /// Backward calls and optimizer steps with their scope, by start byte: what
+    /// `trains_in` searches for every loop (a scan of all calls per loop was quadratic).
+    training_calls: OnceCell<Vec<(usize, ScopeId)>>,
+    /// `backward_calls` grouped by scope, in source order.
+    backward_calls_by_scope: OnceCell<HashMap<ScopeId, Vec<Node<'t>>>>,
+    /// `loop_info` by loop node id: rules and the loop classification ask for the same
+    /// loops again and again.
+    loop_infos: RefCell<HashMap<usize, LoopInfo<'t>>>,
     /// Statements `x.enter_context(...)` / `torch.set_grad_enabled(...)`, by their block.
     toggle_statements: HashMap<NodeKey, Vec<Node<'t>>>,
 }
@@ -344,6 +352,9 @@ impl<'t> SemanticModel<'t> {
             parents: HashMap::default(),
             imported_names: HashSet::default(),
             backward_calls: OnceCell::new(),
+            training_calls: OnceCell::new(),
+            backward_calls_by_scope: OnceCell::new(),
+            loop_infos: RefCell::new(HashMap::default()),
             toggle_statements: HashMap::default(),
         };
         model.record_parents();
@@ -377,6 +388,19 @@ impl<'t> SemanticModel<'t> {
     /// Every `backward()` / `torch.autograd.grad` call of the module.
     pub fn backward_calls(&self) -> &[Node<'t>] {
         self.backward_calls.get_or_init(|| self.calls.iter().copied().filter(|c| self.is_backward_call(*c)).collect())
+    }
+
+    /// The `backward()` / `torch.autograd.grad` calls in the scope `node` runs in (its
+    /// function, or module level), in source order.
+    pub fn backward_calls_in_scope_of(&self, node: Node<'t>) -> &[Node<'t>] {
+        let by_scope = self.backward_calls_by_scope.get_or_init(|| {
+            let mut by_scope: HashMap<ScopeId, Vec<Node<'t>>> = HashMap::default();
+            for call in self.backward_calls() {
+                by_scope.entry(self.scope_of(*call)).or_default().push(*call);
+            }
+            by_scope
+        });
+        by_scope.get(&self.scope_of(node)).map(Vec::as_slice).unwrap_or(&[])
     }
 
     pub fn source(&self) -> &'t str {
@@ -1022,6 +1046,15 @@ impl<'t> SemanticModel<'t> {
 
     /// Classifies a `for` or `while` loop.
     pub fn loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
+        if let Some(info) = self.loop_infos.borrow().get(&node.id()) {
+            return *info;
+        }
+        let info = self.compute_loop_info(node);
+        self.loop_infos.borrow_mut().insert(node.id(), info);
+        info
+    }
+
+    fn compute_loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
         let (header_names, target) = if node.kind() == "for_statement" {
             (
                 node.child_by_field_name("right").map(|r| self.identifiers_in(r)).unwrap_or_default(),
@@ -1053,12 +1086,16 @@ impl<'t> SemanticModel<'t> {
     /// Does `body` (nested loops included, nested functions not) call `backward()` or step
     /// an optimizer?
     pub fn trains_in(&self, body: Node<'t>) -> bool {
-        let scope = self.enclosing_function(body).map(|f| f.node.id());
-        let steps = self.calls_named("step").iter().filter(|c| self.is_optimizer_step(**c));
-        self.backward_calls()
-            .iter()
-            .chain(steps)
-            .any(|c| contains(body, *c) && self.enclosing_function(*c).map(|f| f.node.id()) == scope)
+        let calls = self.training_calls.get_or_init(|| {
+            let steps = self.calls_named("step").iter().filter(|c| self.is_optimizer_step(**c));
+            let mut calls: Vec<(usize, ScopeId)> =
+                self.backward_calls().iter().chain(steps).map(|c| (c.start_byte(), self.scope_of(*c))).collect();
+            calls.sort_unstable();
+            calls
+        });
+        let scope = self.scope_of(body);
+        let first = calls.partition_point(|(start, _)| *start < body.start_byte());
+        calls[first..].iter().take_while(|(start, _)| *start < body.end_byte()).any(|(_, s)| *s == scope)
     }
 
     fn contains_nested_step_loop(&self, body: Node<'t>) -> bool {

@@ -147,12 +147,10 @@ fn accumulator_base(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String>
 /// Is the accumulator backpropagated after `statement` in the same scope
 /// (`total.backward()`, `torch.stack(losses).mean().backward()`, `scaler.scale(total).backward()`)?
 fn backpropagated_later<'t>(model: &SemanticModel<'t>, base: &str, statement: Node<'t>) -> bool {
-    let scope = model.enclosing_function(statement).map(|f| f.node.id());
-    model.backward_calls().iter().any(|c| {
-        c.start_byte() > statement.start_byte()
-            && model.enclosing_function(*c).map(|f| f.node.id()) == scope
-            && model.identifiers_in(*c).iter().any(|n| n == base)
-    })
+    model
+        .backward_calls_in_scope_of(statement)
+        .iter()
+        .any(|c| c.start_byte() > statement.start_byte() && model.identifiers_in(*c).iter().any(|n| n == base))
 }
 
 fn subtree_has<'t>(_model: &SemanticModel<'t>, node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> bool {

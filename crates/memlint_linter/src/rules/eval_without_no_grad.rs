@@ -221,8 +221,7 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
 
 /// Does the scope backpropagate (so the forward pass needs its graph)?
 fn needs_gradients<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
-    let scope = model.enclosing_function(call).map(|f| f.node.id());
-    model.backward_calls().iter().any(|c| model.enclosing_function(*c).map(|f| f.node.id()) == scope)
+    !model.backward_calls_in_scope_of(call).is_empty()
 }
 
 fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &EvaluationReason<'t>) -> Option<Fix> {

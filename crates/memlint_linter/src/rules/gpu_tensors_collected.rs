@@ -281,13 +281,10 @@ fn cleared_in<'t>(model: &SemanticModel<'t>, base: &str, loop_node: Node<'t>) ->
 
 /// Is the container backpropagated after the statement in the same scope?
 fn backpropagated_later<'t>(model: &SemanticModel<'t>, base: &str, statement: Node<'t>) -> bool {
-    let scope = model.enclosing_function(statement).map(|f| f.node.id());
-    model.calls().iter().any(|c| {
-        c.start_byte() > statement.start_byte()
-            && model.is_backward_call(*c)
-            && model.enclosing_function(*c).map(|f| f.node.id()) == scope
-            && model.identifiers_in(*c).iter().any(|n| n == base)
-    })
+    model
+        .backward_calls_in_scope_of(statement)
+        .iter()
+        .any(|c| c.start_byte() > statement.start_byte() && model.identifiers_in(*c).iter().any(|n| n == base))
 }
 
 /// A function-local name that the function does not return or yield.
