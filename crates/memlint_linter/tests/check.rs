@@ -1060,6 +1060,51 @@ fn prediction_heads_called_from_forward_are_training_code() {
 }
 
 #[test]
+fn evaluation_after_a_training_loop_in_the_same_function_is_flagged() {
+    check(
+        r#"
+        def fit(net, train_dl, val_dl, opt, crit):
+            for epoch in range(3):
+                net.train()
+                for x, y in train_dl:
+                    loss = crit(net(x), y)
+                    loss.backward()
+                    opt.step()
+                net.eval()
+                for x, y in val_dl:
+                    logits = net(x)
+        "#,
+        expect![[r#"
+            10:22 MEM001 forward pass `net(x)` in evaluation code (in a loop over `va
+        "#]],
+    );
+}
+
+#[test]
+fn gradients_taken_after_eval_are_needed_until_train() {
+    check(
+        r#"
+        def attack(model, x, y, crit):
+            model.eval()
+            x.requires_grad_(True)
+            loss = crit(model(x), y)
+            loss.backward()
+            return x.grad
+
+        def check_then_train(model, x, y, crit, opt):
+            model.eval()
+            score = model(x)
+            model.train()
+            crit(model(x), y).backward()
+            opt.step()
+        "#,
+        expect![[r#"
+            10:13 MEM001 forward pass `model(x)` in evaluation code (after `model.eva
+        "#]],
+    );
+}
+
+#[test]
 fn checks_and_preparation_named_for_evaluation_are_not_evaluation() {
     check(
         r#"

@@ -19,8 +19,9 @@
 //! not treated as evaluation; neither are checks and preparation steps (`validate_inputs`,
 //! `prepare_inputs_for_generation`).
 //!
-//! Code that needs gradients after `.eval()` (a `.backward()` or `torch.autograd.grad` in
-//! the same function, as in adversarial examples or saliency maps) is not flagged.
+//! Code that needs gradients after `.eval()` (a `.backward()` or `torch.autograd.grad` later
+//! in the same function with no `.train()` in between, as in adversarial examples or
+//! saliency maps) is not flagged; a training loop earlier in the function does not count.
 //!
 //! ## Why is this bad?
 //! `model.eval()` only switches layers such as dropout and batch norm to inference
@@ -219,9 +220,19 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
     state.map(EvaluationReason::AfterEval)
 }
 
-/// Does the scope backpropagate (so the forward pass needs its graph)?
+/// Does the forward pass need its graph: a backward in the same scope after it, with no
+/// `.train()` in between (adversarial examples, saliency maps)? A training loop earlier in
+/// the function (which runs again on the next epoch) does not backpropagate through an
+/// evaluation pass that follows it.
 fn needs_gradients<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
-    !model.backward_calls_in_scope_of(call).is_empty()
+    let after = call.end_byte();
+    let back_to_training = |until: usize| {
+        model.calls_named("train").iter().any(|t| t.start_byte() >= after && t.start_byte() < until)
+    };
+    model
+        .backward_calls_in_scope_of(call)
+        .iter()
+        .any(|b| b.start_byte() >= after && !back_to_training(b.start_byte()))
 }
 
 fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &EvaluationReason<'t>) -> Option<Fix> {
