@@ -403,6 +403,14 @@ impl<'t> SemanticModel<'t> {
         by_scope.get(&self.scope_of(node)).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// Is `name` backpropagated after `statement` in the same scope (`total.backward()`,
+    /// `torch.stack(losses).mean().backward()`, `scaler.scale(total).backward()`)?
+    pub fn backpropagated_after(&self, name: &str, statement: Node<'t>) -> bool {
+        self.backward_calls_in_scope_of(statement)
+            .iter()
+            .any(|c| c.start_byte() > statement.start_byte() && self.identifiers_in(*c).iter().any(|n| n == name))
+    }
+
     pub fn source(&self) -> &'t str {
         self.source
     }

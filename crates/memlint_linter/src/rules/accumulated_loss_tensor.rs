@@ -102,7 +102,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if statement.kind() == "call" && !is_loss_like(model, term, 0) {
             continue;
         }
-        if backpropagated_later(model, &base, statement) {
+        if model.backpropagated_after(&base, statement) {
             continue;
         }
         let training = subtree_has(model, outermost.node, |n| n.kind() == "call" && model.is_backward_call(n));
@@ -142,15 +142,6 @@ fn accumulator_base(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String>
         "subscript" => accumulator_base(model, node.child_by_field_name("value")?),
         _ => None,
     }
-}
-
-/// Is the accumulator backpropagated after `statement` in the same scope
-/// (`total.backward()`, `torch.stack(losses).mean().backward()`, `scaler.scale(total).backward()`)?
-fn backpropagated_later<'t>(model: &SemanticModel<'t>, base: &str, statement: Node<'t>) -> bool {
-    model
-        .backward_calls_in_scope_of(statement)
-        .iter()
-        .any(|c| c.start_byte() > statement.start_byte() && model.identifiers_in(*c).iter().any(|n| n == base))
 }
 
 fn subtree_has<'t>(_model: &SemanticModel<'t>, node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> bool {

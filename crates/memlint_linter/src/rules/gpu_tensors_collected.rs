@@ -121,7 +121,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             container_kind(model, &base, statement, is_append)
         };
         let Some(kind) = kind else { continue };
-        if is_loss_like(model, term, 0) || cleared_in(model, &base, outermost.node) || backpropagated_later(model, &base, statement) {
+        if is_loss_like(model, term, 0) || cleared_in(model, &base, outermost.node) || model.backpropagated_after(&base, statement) {
             continue;
         }
         let grad = model.value_kind(term) == ValueKind::GradTensor;
@@ -277,14 +277,6 @@ fn cleared_in<'t>(model: &SemanticModel<'t>, base: &str, loop_node: Node<'t>) ->
         _ => false,
     })
     .is_empty()
-}
-
-/// Is the container backpropagated after the statement in the same scope?
-fn backpropagated_later<'t>(model: &SemanticModel<'t>, base: &str, statement: Node<'t>) -> bool {
-    model
-        .backward_calls_in_scope_of(statement)
-        .iter()
-        .any(|c| c.start_byte() > statement.start_byte() && model.identifiers_in(*c).iter().any(|n| n == base))
 }
 
 /// A function-local name that the function does not return or yield.
