@@ -9,10 +9,12 @@ mod checker;
 mod diagnostic;
 pub mod fix;
 mod noqa;
+mod outline;
 pub mod prefilter;
 mod registry;
 pub mod rules;
 mod settings;
+mod skip;
 
 pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, Severity};
 pub use fix::{apply_fixes, FixMode, FixOutcome};
@@ -37,13 +39,32 @@ pub struct LintResult {
 /// Lint Python `source` with `settings`.
 ///
 /// The file is parsed only when some enabled rule could fire in it (a cheap word scan
-/// decides); otherwise nothing is reported, syntax errors included.
+/// decides); otherwise nothing is reported, syntax errors included. Function bodies in
+/// which nothing could be reported, and which nothing reported elsewhere depends on, are
+/// blanked before parsing (see `skip.rs`); a syntax error inside one is not reported.
 pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
-    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
+    let words = prefilter::Words::scan(source);
+    let possible = prefilter::possible_rules(source, &words, &settings.rules);
     if !possible.any_enabled() {
         return LintResult::default();
     }
     let narrowed = LinterSettings { rules: possible, severity: settings.severity.clone() };
+    if let Some(blanked) = skip::blank_irrelevant_bodies(source, &words, &narrowed.rules) {
+        if let Some(tree) = blanked.parse().filter(|tree| skip::parsed_as_blanked(tree, &blanked)) {
+            let result = lint_tree(source, &tree, &narrowed);
+            // A finding or fix never touches a blanked body; if one did, the tree would
+            // not be the file's, so the file is linted whole.
+            let touches_blanked = |range: &std::ops::Range<usize>| {
+                blanked.bodies.iter().any(|(b, _)| range.start < b.end && b.start < range.end.max(range.start + 1))
+            };
+            let sound = result.diagnostics.iter().all(|d| {
+                !touches_blanked(&d.range) && d.fix.as_ref().map(|f| f.edits.iter().all(|e| !touches_blanked(&e.range))).unwrap_or(true)
+            });
+            if sound {
+                return result;
+            }
+        }
+    }
     let tree = memlint_python::parse_with(source, None);
     lint_tree(source, &tree, &narrowed)
 }

@@ -16,18 +16,25 @@ const MODULE_TOKENS: &[&str] = &[
     "Module", "LightningModule", "forward", "requires_grad_", "nn", "torchvision", "timm", "transformers",
 ];
 
-/// What the file's words allow.
-struct Words<'a> {
-    identifiers: FxHashSet<&'a str>,
+/// What the words of a file (or of one function body) allow.
+pub(crate) struct Words<'a> {
+    pub(crate) identifiers: FxHashSet<&'a str>,
     /// Identifiers in loop headers (`for` target and iterable, `while` condition): what
     /// the semantic model reads to tell a loop over batches from any other loop.
     loop_header: FxHashSet<&'a str>,
-    /// Names of `def`s (what the semantic model calls a function's name).
-    functions: FxHashSet<&'a str>,
+    /// Names of `def`s (what the semantic model calls a function's name), once per `def`.
+    pub(crate) functions: Vec<&'a str>,
+    /// Names of `class`es, once per `class`.
+    pub(crate) classes: Vec<&'a str>,
     /// `train(False)` appears (with any whitespace): `.train(False)` switches to eval mode.
     train_false: bool,
     /// Identifiers that are called somewhere, or imported under another name.
     called: FxHashSet<&'a str>,
+    /// `X as Y` pairs (imports under another name, and any other `as`).
+    renamed: Vec<(&'a str, &'a str)>,
+    /// `X` in `self.X` followed by what can make it an assignment target (`=`, `,`, `:`,
+    /// `)`, `]`): the semantic model reads such attributes from any method.
+    pub(crate) self_assigned: FxHashSet<&'a str>,
 }
 
 /// The index of the first byte at or after `j` that is not whitespace or in a comment.
@@ -68,6 +75,31 @@ fn called_with_false(bytes: &[u8], end: usize) -> bool {
     bytes[arg.min(bytes.len())..].starts_with(b"False") && !bytes.get(arg + 5).map(|b| is_identifier_byte(*b)).unwrap_or(false)
 }
 
+/// `self` starts at `word_start` and its `.` ends at `at`: records the attribute when
+/// what follows can make it an assignment target: `=`, or, when `self` starts its line
+/// (after any `(`, `[` or `*`), a tuple target's `,` / `)` / `]` or an annotation's `:`.
+fn note_self_assignment<'a>(source: &'a str, word_start: usize, at: usize, assigned: &mut FxHashSet<&'a str>) {
+    let bytes = source.as_bytes();
+    let start = skip_blank(bytes, at);
+    let mut end = start;
+    while end < bytes.len() && is_identifier_byte(bytes[end]) {
+        end += 1;
+    }
+    let Some(attribute) = source.get(start..end).filter(|a| !a.is_empty()) else { return };
+    let next = skip_blank(bytes, end);
+    let starts_line = || {
+        bytes[..word_start].iter().rev().take_while(|b| **b != b'\n').all(|b| matches!(b, b' ' | b'\t' | b'(' | b'[' | b'*'))
+    };
+    let target = match bytes.get(next) {
+        Some(b'=') => bytes.get(next + 1) != Some(&b'='),
+        Some(b',' | b':' | b')' | b']') => starts_line(),
+        _ => false,
+    };
+    if target {
+        assigned.insert(attribute);
+    }
+}
+
 fn is_identifier_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
 }
@@ -85,14 +117,24 @@ struct Header {
 }
 
 impl<'a> Words<'a> {
-    fn scan(source: &'a str) -> Self {
+    pub(crate) fn scan(source: &'a str) -> Self {
+        Self::scan_except(source, 0, &[])
+    }
+
+    /// The words of `source` (which starts at byte `offset` of its file) outside the
+    /// `quiet` ranges of the file (sorted, not overlapping).
+    pub(crate) fn scan_except(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>]) -> Self {
         let bytes = source.as_bytes();
+        let mut quiet = &quiet[quiet.partition_point(|q| q.end <= offset)..];
         let mut words = Words {
             identifiers: FxHashSet::default(),
             loop_header: FxHashSet::default(),
-            functions: FxHashSet::default(),
+            functions: Vec::new(),
+            classes: Vec::new(),
             train_false: false,
             called: FxHashSet::default(),
+            renamed: Vec::new(),
+            self_assigned: FxHashSet::default(),
         };
         // A header starts at `for`/`while` and ends at a `:` at depth 0 outside strings
         // (not `:=`), or when a bracket closes below its depth (a comprehension's `for`).
@@ -100,11 +142,22 @@ impl<'a> Words<'a> {
         // adds header words.
         let mut header: Option<Header> = None;
         let mut after_def = false;
+        let mut after_class = false;
+        // The word before an `as`, while the `as` is the last word seen.
+        let mut before_as: Option<&'a str> = None;
+        let mut previous_word: Option<&'a str> = None;
         // Only whitespace (or `async`) so far on this line: a `for`/`while` statement
         // always starts its line, so the word in prose or a comprehension starts nothing.
         let mut at_line_start = true;
         let mut i = 0;
         while i < bytes.len() {
+            if let Some(q) = quiet.first() {
+                if q.start <= offset + i {
+                    i = i.max(q.end.saturating_sub(offset));
+                    quiet = &quiet[1..];
+                    continue;
+                }
+            }
             let b = bytes[i];
             if is_identifier_byte(b) && !b.is_ascii_digit() {
                 let start = i;
@@ -115,9 +168,26 @@ impl<'a> Words<'a> {
                 let Some(word) = source.get(start..i) else { continue };
                 words.identifiers.insert(word);
                 if after_def {
-                    words.functions.insert(word);
+                    words.functions.push(word);
+                }
+                if after_class {
+                    words.classes.push(word);
                 }
                 after_def = word == "def";
+                after_class = word == "class";
+                if let Some(original) = before_as.take() {
+                    words.renamed.push((original, word));
+                }
+                if word == "as" {
+                    before_as = previous_word;
+                }
+                previous_word = Some(word);
+                if word == "self" {
+                    let dot = skip_blank(bytes, i);
+                    if bytes.get(dot) == Some(&b'.') {
+                        note_self_assignment(source, start, dot + 1, &mut words.self_assigned);
+                    }
+                }
                 if word == "train" && called_with_false(bytes, i) {
                     words.train_false = true;
                 }
@@ -147,6 +217,9 @@ impl<'a> Words<'a> {
                 at_line_start = true;
             } else if !b.is_ascii_whitespace() {
                 after_def = false;
+                after_class = false;
+                before_as = None;
+                previous_word = None;
                 at_line_start = false;
             }
             if let Some(h) = header.as_mut() {
@@ -206,7 +279,7 @@ impl<'a> Words<'a> {
         words
     }
 
-    fn has(&self, word: &str) -> bool {
+    pub(crate) fn has(&self, word: &str) -> bool {
         self.identifiers.contains(word)
     }
 
@@ -243,13 +316,137 @@ impl<'a> Words<'a> {
     }
 }
 
+/// Does the body mention `word`, or a name some import in the file gives it (`ec` after
+/// `from torch.cuda import empty_cache as ec`)?
+fn mentions_or_alias(body: &Words<'_>, file: &Words<'_>, word: &str) -> bool {
+    body.has(word) || file.renamed.iter().any(|(original, alias)| *original == word && body.has(alias))
+}
+
+/// Must a function body be parsed for `rule`: could the rule report something in it, or
+/// does the rule read something in it while checking other code? `name` is the
+/// function's name, `body` the body's words, `file` the whole file's. `None` for a rule
+/// whose findings depend on other functions in ways this does not follow (every use of a
+/// pretrained network in the module): with it enabled, no body is skipped.
+pub(crate) fn body_matters(rule: Rule, body: &Words<'_>, body_text: &str, name: &str, file: &Words<'_>) -> Option<bool> {
+    Some(match rule {
+        // An evaluation region is a function named for evaluation, a loop over evaluation
+        // data, or the code after `.eval()` / `.train(False)` in the same function.
+        Rule::EvalWithoutNoGrad => {
+            function_name_says_eval(name) || body.has("volatile") || body.has("eval") || body.has("train") || body.mentions_evaluation()
+        }
+        // The accumulation and the loop over batches it survives are in the same function.
+        Rule::AccumulatedLossTensor => (contains(body_text, "+") || body.has("append")) && body.mentions_batches(),
+        Rule::GpuTensorsCollected => body.mentions_batches(),
+        // Conversions and autocasts are reported where they are; any `backward()` and any
+        // loss scaling in the module decide whether they are.
+        Rule::HalfWithoutGradScaler => {
+            ["half", "float16", "autocast"].iter().any(|w| mentions_or_alias(body, file, w))
+                || body.called.contains("backward")
+                || ["GradScaler", "ShardedGradScaler", "scale_loss", "scale"].iter().any(|w| body.has(w))
+        }
+        Rule::EmptyCacheInLoop => mentions_or_alias(body, file, "empty_cache"),
+        Rule::RetainGraphInLoop => body.has("retain_graph"),
+        Rule::DataParallel => mentions_or_alias(body, file, "DataParallel") || mentions_or_alias(body, file, "data_parallel"),
+        Rule::TorchLoadWithoutMapLocation => mentions_or_alias(body, file, "load"),
+        Rule::ZeroGradKeepsMemory => body.has("zero_grad"),
+        // The deprecated names end in `autocast` / `GradScaler`; calls that change autocast
+        // defaults anywhere make the fix unsafe.
+        Rule::DeprecatedCudaAmp => {
+            mentions_or_alias(body, file, "autocast")
+                || mentions_or_alias(body, file, "GradScaler")
+                || ["set_autocast_dtype", "set_autocast_gpu_dtype", "set_autocast_cache_enabled"].iter().any(|w| body.has(w))
+        }
+        // The backward, the guarded step and the loss are in the same loop.
+        Rule::AccumulationWithoutLossDivision => {
+            contains(body_text, "%") && body.mentions_backward() && body.mentions_optimizer_step()
+        }
+        Rule::FrozenNetworkTracksGrad => return None,
+    })
+}
+
+/// Where the lines of a file went (for `examples/prefilter_stats.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineStats {
+    /// Lines of files no enabled rule could fire in: not parsed.
+    pub skipped_file: usize,
+    /// Lines parsed whole (the outline scan gave up, a rule allows no skipping, or the
+    /// blanked file did not parse as expected).
+    pub whole_file: usize,
+    /// Lines outside function bodies (module level, class bodies, `def` headers).
+    pub between_bodies: usize,
+    /// Body lines kept because a rule could report there.
+    pub kept_could_report: usize,
+    /// Body lines kept because they may call such a function.
+    pub kept_calls: usize,
+    /// Body lines kept because they define or assign what kept code names.
+    pub kept_provides: usize,
+    /// Body lines blanked.
+    pub blanked: usize,
+}
+
+impl std::ops::AddAssign for LineStats {
+    fn add_assign(&mut self, o: Self) {
+        self.skipped_file += o.skipped_file;
+        self.whole_file += o.whole_file;
+        self.between_bodies += o.between_bodies;
+        self.kept_could_report += o.kept_could_report;
+        self.kept_calls += o.kept_calls;
+        self.kept_provides += o.kept_provides;
+        self.blanked += o.blanked;
+    }
+}
+
+/// The text [`crate::lint`] hands to the parser for `source`, when it blanks function
+/// bodies (`None` when it parses the file whole or not at all).
+pub fn text_to_parse(source: &str, enabled: &RuleSelection) -> Option<String> {
+    let words = Words::scan(source);
+    let possible = possible_rules(source, &words, enabled);
+    if !possible.any_enabled() {
+        return None;
+    }
+    crate::skip::blank_irrelevant_bodies(source, &words, &possible).map(|b| b.source)
+}
+
+/// Where [`crate::lint`]'s parsing effort on `source` goes, by line.
+pub fn line_stats(source: &str, enabled: &RuleSelection) -> LineStats {
+    use crate::skip::{blank_irrelevant_bodies, decide, parsed_as_blanked, Kept};
+    let lines = source.lines().count();
+    let words = Words::scan(source);
+    let possible = possible_rules(source, &words, enabled);
+    if !possible.any_enabled() {
+        return LineStats { skipped_file: lines, ..LineStats::default() };
+    }
+    let whole = LineStats { whole_file: lines, ..LineStats::default() };
+    let Some(blanked) = blank_irrelevant_bodies(source, &words, &possible) else { return whole };
+    if !blanked.parse().map(|t| parsed_as_blanked(&t, &blanked)).unwrap_or(false) {
+        return whole;
+    }
+    let mut stats = LineStats { between_bodies: lines, ..LineStats::default() };
+    for c in decide(source, &words, &possible).expect("decided before") {
+        // The header's line stays; the body's other lines are counted where they went.
+        let n = source[c.body.range.clone()].lines().count().saturating_sub(1);
+        stats.between_bodies -= n;
+        *match c.kept {
+            None => &mut stats.blanked,
+            Some(Kept::Matters) => &mut stats.kept_could_report,
+            Some(Kept::Calls) => &mut stats.kept_calls,
+            Some(Kept::Provides) => &mut stats.kept_provides,
+        } += n;
+    }
+    stats
+}
+
 fn contains(source: &str, word: &str) -> bool {
     memchr::memmem::find(source.as_bytes(), word.as_bytes()).is_some()
 }
 
 /// The enabled rules that could report something in `source`.
 pub fn rules_that_could_fire(source: &str, enabled: &RuleSelection) -> RuleSelection {
-    let words = Words::scan(source);
+    possible_rules(source, &Words::scan(source), enabled)
+}
+
+/// [`rules_that_could_fire`] with the file's words already scanned.
+pub(crate) fn possible_rules(source: &str, words: &Words<'_>, enabled: &RuleSelection) -> RuleSelection {
     let mut selection = RuleSelection::none();
     for rule in enabled.iter() {
         let possible = match rule {
@@ -257,8 +454,9 @@ pub fn rules_that_could_fire(source: &str, enabled: &RuleSelection) -> RuleSelec
             Rule::AccumulatedLossTensor => {
                 (contains(source, "+") || words.has("append")) && words.mentions_batches() && words.mentions_a_model()
             }
+            // The rule needs a `backward()` call in the module.
             Rule::HalfWithoutGradScaler => {
-                contains(source, "backward") && ["half", "float16", "autocast"].iter().any(|w| contains(source, w))
+                words.called.contains("backward") && ["half", "float16", "autocast"].iter().any(|w| contains(source, w))
             }
             Rule::EmptyCacheInLoop => contains(source, "empty_cache"),
             Rule::RetainGraphInLoop => words.has("retain_graph"),

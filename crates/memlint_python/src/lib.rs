@@ -52,6 +52,38 @@ pub fn parse_with(source: &str, old_tree: Option<&Tree>) -> Tree {
         .expect("parsing without a timeout or cancellation flag always yields a tree")
 }
 
+/// Parse only the byte `ranges` of `source` (sorted, not overlapping), as if the text
+/// between them were not there; nodes keep their positions in `source`. `None` when
+/// tree-sitter rejects the ranges.
+pub fn parse_ranges(source: &str, ranges: &[std::ops::Range<usize>]) -> Option<Tree> {
+    let mut parser = Parser::new();
+    parser
+        .set_language(&language())
+        .expect("tree-sitter-python is ABI-compatible with the tree-sitter crate");
+    let bytes = source.as_bytes();
+    let mut row = 0;
+    let mut line_start = 0;
+    let mut scanned = 0;
+    let mut point = |offset: usize| {
+        for newline in memchr::memchr_iter(b'\n', &bytes[scanned..offset]) {
+            row += 1;
+            line_start = scanned + newline + 1;
+        }
+        scanned = offset;
+        tree_sitter::Point { row, column: offset - line_start }
+    };
+    let ranges: Vec<tree_sitter::Range> = ranges
+        .iter()
+        .map(|r| {
+            let start_point = point(r.start);
+            let end_point = point(r.end);
+            tree_sitter::Range { start_byte: r.start, end_byte: r.end, start_point, end_point }
+        })
+        .collect();
+    parser.set_included_ranges(&ranges).ok()?;
+    parser.parse(source, None)
+}
+
 /// A syntax error found in the tree: where and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyntaxError {
