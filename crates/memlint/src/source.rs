@@ -19,7 +19,8 @@ pub struct Location {
 #[derive(Debug, Clone)]
 pub struct SourceFile {
     text: String,
-    index: LineIndex,
+    /// Built on first use: most files report nothing.
+    index: std::sync::OnceLock<LineIndex>,
     notebook: Option<Notebook>,
     /// A notebook in another language: its program is empty.
     foreign: bool,
@@ -33,13 +34,11 @@ impl SourceFile {
             let notebook = Notebook::parse(&text).map_err(|e| e.to_string())?;
             if notebook.language().map(|l| !l.eq_ignore_ascii_case("python")).unwrap_or(false) {
                 // An R or Julia notebook: nothing for memlint to lint.
-                return Ok(SourceFile { index: LineIndex::new(""), text, notebook: None, foreign: true });
+                return Ok(SourceFile { index: Default::default(), text, notebook: None, foreign: true });
             }
-            let index = LineIndex::new(notebook.python_source());
-            return Ok(SourceFile { text, index, notebook: Some(notebook), foreign: false });
+            return Ok(SourceFile { text, index: Default::default(), notebook: Some(notebook), foreign: false });
         }
-        let index = LineIndex::new(&text);
-        Ok(SourceFile { text, index, notebook: None, foreign: false })
+        Ok(SourceFile { text, index: Default::default(), notebook: None, foreign: false })
     }
 
     pub fn is_notebook(&self) -> bool {
@@ -67,7 +66,7 @@ impl SourceFile {
                 return Location { row: p.row, column: p.column, cell: Some(p.cell) };
             }
         }
-        let p = self.index.position(offset, self.program());
+        let p = self.index.get_or_init(|| LineIndex::new(self.program())).position(offset, self.program());
         Location { row: p.row, column: p.column, cell: None }
     }
 
@@ -80,7 +79,7 @@ impl SourceFile {
                 SourceFile::new(Path::new("fixed.ipynb"), text)
             }
             None if self.foreign => Ok(self.clone()),
-            None => Ok(SourceFile { text: fixed.to_owned(), index: LineIndex::new(fixed), notebook: None, foreign: false }),
+            None => Ok(SourceFile { text: fixed.to_owned(), index: Default::default(), notebook: None, foreign: false }),
         }
     }
 }

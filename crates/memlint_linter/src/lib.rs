@@ -55,7 +55,7 @@ pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
             // A finding or fix never touches a blanked body; if one did, the tree would
             // not be the file's, so the file is linted whole.
             let touches_blanked = |range: &std::ops::Range<usize>| {
-                blanked.bodies.iter().any(|(b, _)| range.start < b.end && b.start < range.end.max(range.start + 1))
+                blanked.bodies.iter().any(|b| range.start < b.range.end && b.range.start < range.end.max(range.start + 1))
             };
             let sound = result.diagnostics.iter().all(|d| {
                 !touches_blanked(&d.range) && d.fix.as_ref().map(|f| f.edits.iter().all(|e| !touches_blanked(&e.range))).unwrap_or(true)

@@ -18,6 +18,8 @@ use std::ops::Range;
 pub(crate) struct FunctionBody<'a> {
     /// The function's name.
     pub name: &'a str,
+    /// Where the definition starts: its first decorator, or `def` / `async`.
+    pub outer_start: usize,
     /// From just after the header's `:` to the end of the body's last logical line (its
     /// newline excluded).
     pub range: Range<usize>,
@@ -84,6 +86,8 @@ struct Scanner<'a> {
     awaiting_first: Option<usize>,
     /// End of the previous logical line.
     previous_end: usize,
+    /// Start of the decorators right before the current line, if any.
+    decorators_from: Option<usize>,
 }
 
 fn is_identifier_byte(b: u8) -> bool {
@@ -139,6 +143,9 @@ impl<'a> Scanner<'a> {
         if line.only_a_string {
             self.quiet.push(start..line.end);
         }
+        let is_decorator = self.source.as_bytes()[start] == b'@';
+        let outer_start = self.decorators_from.unwrap_or(start);
+        self.decorators_from = if is_decorator { Some(outer_start) } else { None };
         if let Some(index) = self.awaiting_first.take() {
             self.bodies[index].first_statement = start;
         }
@@ -162,7 +169,7 @@ impl<'a> Scanner<'a> {
                 let name = if line.first_word == "def" { line.second_word } else { line.third_word };
                 let colon = line.first_colon?;
                 if outline_level && !name.is_empty() {
-                    self.bodies.push(FunctionBody { name, range: colon + 1..colon + 1, first_statement: colon + 1 });
+                    self.bodies.push(FunctionBody { name, outer_start, range: colon + 1..colon + 1, first_statement: colon + 1 });
                     self.awaiting_first = Some(self.bodies.len() - 1);
                     BlockKind::Function(Some(self.bodies.len() - 1))
                 } else {
@@ -203,6 +210,7 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
         expect_indent: false,
         awaiting_first: None,
         previous_end: 0,
+        decorators_from: None,
     };
     let mut frames: Vec<Frame> = Vec::new();
     let mut depth: u32 = 0;
@@ -421,6 +429,8 @@ mod tests {
     fn top_level_functions_and_methods() {
         let source = "import x\n\ndef f(a, b=(1, 2)) -> int:  # c\n    return a\n\nclass A(B):\n    x = 1\n\n    @dec\n    async def g(self):\n        '''doc'''\n        y = 2\n        # trailing\n    def h(self): return 1\n";
         assert_eq!(bodies(source).unwrap(), [("f", "return a"), ("g", "'''doc'''\n        y = 2")]);
+        let starts: Vec<&str> = outline(source).unwrap().bodies.iter().map(|b| &source[b.outer_start..b.outer_start + 5]).collect();
+        assert_eq!(starts, ["def f", "@dec\n"]);
     }
 
     #[test]

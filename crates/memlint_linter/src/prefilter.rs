@@ -35,6 +35,11 @@ pub(crate) struct Words<'a> {
     /// `X` in `self.X` followed by what can make it an assignment target (`=`, `,`, `:`,
     /// `)`, `]`): the semantic model reads such attributes from any method.
     pub(crate) self_assigned: FxHashSet<&'a str>,
+    /// `X` in every `self.X`.
+    pub(crate) self_attributes: FxHashSet<&'a str>,
+    /// Every identifier followed by `(`: what the semantic model's call graph sees (only
+    /// collected by [`Words::scan_except`], for function bodies).
+    pub(crate) calls: FxHashSet<&'a str>,
 }
 
 /// The index of the first byte at or after `j` that is not whitespace or in a comment.
@@ -75,10 +80,10 @@ fn called_with_false(bytes: &[u8], end: usize) -> bool {
     bytes[arg.min(bytes.len())..].starts_with(b"False") && !bytes.get(arg + 5).map(|b| is_identifier_byte(*b)).unwrap_or(false)
 }
 
-/// `self` starts at `word_start` and its `.` ends at `at`: records the attribute when
-/// what follows can make it an assignment target: `=`, or, when `self` starts its line
+/// `self` starts at `word_start` and its `.` ends at `at`: records the attribute, and
+/// notes it as assigned when what follows can make it an assignment target: `=`, or, when `self` starts its line
 /// (after any `(`, `[` or `*`), a tuple target's `,` / `)` / `]` or an annotation's `:`.
-fn note_self_assignment<'a>(source: &'a str, word_start: usize, at: usize, assigned: &mut FxHashSet<&'a str>) {
+fn note_self_attribute<'a>(source: &'a str, word_start: usize, at: usize, words: &mut Words<'a>) {
     let bytes = source.as_bytes();
     let start = skip_blank(bytes, at);
     let mut end = start;
@@ -86,6 +91,7 @@ fn note_self_assignment<'a>(source: &'a str, word_start: usize, at: usize, assig
         end += 1;
     }
     let Some(attribute) = source.get(start..end).filter(|a| !a.is_empty()) else { return };
+    words.self_attributes.insert(attribute);
     let next = skip_blank(bytes, end);
     let starts_line = || {
         bytes[..word_start].iter().rev().take_while(|b| **b != b'\n').all(|b| matches!(b, b' ' | b'\t' | b'(' | b'[' | b'*'))
@@ -96,12 +102,25 @@ fn note_self_assignment<'a>(source: &'a str, word_start: usize, at: usize, assig
         _ => false,
     };
     if target {
-        assigned.insert(attribute);
+        words.self_assigned.insert(attribute);
     }
 }
 
+/// Bytes that can be part of an identifier (ASCII letters, digits, `_`, any byte of a
+/// multi-byte UTF-8 character), by table: the word scan asks for every byte.
+const IDENTIFIER_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
+        b += 1;
+    }
+    table
+};
+
 fn is_identifier_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+    IDENTIFIER_BYTES[b as usize]
 }
 
 /// Where the scan is in a loop header.
@@ -118,16 +137,20 @@ struct Header {
 
 impl<'a> Words<'a> {
     pub(crate) fn scan(source: &'a str) -> Self {
-        Self::scan_except(source, 0, &[])
+        Self::scan_with(source, 0, &[], false)
     }
 
     /// The words of `source` (which starts at byte `offset` of its file) outside the
-    /// `quiet` ranges of the file (sorted, not overlapping).
+    /// `quiet` ranges of the file (sorted, not overlapping), calls included.
     pub(crate) fn scan_except(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>]) -> Self {
+        Self::scan_with(source, offset, quiet, true)
+    }
+
+    fn scan_with(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>], collect_calls: bool) -> Self {
         let bytes = source.as_bytes();
         let mut quiet = &quiet[quiet.partition_point(|q| q.end <= offset)..];
         let mut words = Words {
-            identifiers: FxHashSet::default(),
+            identifiers: FxHashSet::with_capacity_and_hasher(source.len() / 48, Default::default()),
             loop_header: FxHashSet::default(),
             functions: Vec::new(),
             classes: Vec::new(),
@@ -135,6 +158,8 @@ impl<'a> Words<'a> {
             called: FxHashSet::default(),
             renamed: Vec::new(),
             self_assigned: FxHashSet::default(),
+            self_attributes: FxHashSet::default(),
+            calls: FxHashSet::default(),
         };
         // A header starts at `for`/`while` and ends at a `:` at depth 0 outside strings
         // (not `:=`), or when a bracket closes below its depth (a comprehension's `for`).
@@ -159,6 +184,11 @@ impl<'a> Words<'a> {
                 }
             }
             let b = bytes[i];
+            if b == b' ' {
+                // Spaces change no state of the scan (in a header or not).
+                i += 1;
+                continue;
+            }
             if is_identifier_byte(b) && !b.is_ascii_digit() {
                 let start = i;
                 while i < bytes.len() && is_identifier_byte(bytes[i]) {
@@ -185,8 +215,11 @@ impl<'a> Words<'a> {
                 if word == "self" {
                     let dot = skip_blank(bytes, i);
                     if bytes.get(dot) == Some(&b'.') {
-                        note_self_assignment(source, start, dot + 1, &mut words.self_assigned);
+                        note_self_attribute(source, start, dot + 1, &mut words);
                     }
+                }
+                if collect_calls && bytes.get(skip_blank(bytes, i)) == Some(&b'(') {
+                    words.calls.insert(word);
                 }
                 if word == "train" && called_with_false(bytes, i) {
                     words.train_false = true;
@@ -396,15 +429,27 @@ impl std::ops::AddAssign for LineStats {
     }
 }
 
-/// The text [`crate::lint`] hands to the parser for `source`, when it blanks function
-/// bodies (`None` when it parses the file whole or not at all).
+/// What [`crate::lint`] parses of `source` when it leaves function bodies out: the text
+/// with everything left out turned to spaces (newlines kept). `None` when it parses the
+/// file whole or not at all.
 pub fn text_to_parse(source: &str, enabled: &RuleSelection) -> Option<String> {
     let words = Words::scan(source);
     let possible = possible_rules(source, &words, enabled);
     if !possible.any_enabled() {
         return None;
     }
-    crate::skip::blank_irrelevant_bodies(source, &words, &possible).map(|b| b.source)
+    let blanked = crate::skip::blank_irrelevant_bodies(source, &words, &possible)?;
+    let mut bytes = blanked.source.into_bytes();
+    let mut start = 0;
+    for included in blanked.included.iter().chain(std::iter::once(&(bytes.len()..bytes.len()))) {
+        for b in &mut bytes[start..included.start] {
+            if *b != b'\n' {
+                *b = b' ';
+            }
+        }
+        start = included.end;
+    }
+    String::from_utf8(bytes).ok()
 }
 
 /// Where [`crate::lint`]'s parsing effort on `source` goes, by line.
@@ -423,8 +468,9 @@ pub fn line_stats(source: &str, enabled: &RuleSelection) -> LineStats {
     }
     let mut stats = LineStats { between_bodies: lines, ..LineStats::default() };
     for c in decide(source, &words, &possible).expect("decided before") {
-        // The header's line stays; the body's other lines are counted where they went.
-        let n = source[c.body.range.clone()].lines().count().saturating_sub(1);
+        // The line of the `0` stays; the other lines are counted where they went.
+        let from = if c.whole { c.body.outer_start } else { c.body.range.start };
+        let n = source[from..c.body.range.end].lines().count().saturating_sub(1);
         stats.between_bodies -= n;
         *match c.kept {
             None => &mut stats.blanked,

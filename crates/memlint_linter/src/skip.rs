@@ -10,12 +10,13 @@
 //! A body is kept when
 //! - some enabled rule could report something in it (its words meet that rule's
 //!   condition, [`crate::prefilter`]), or it holds a `memlint:` / `noqa` comment;
-//! - it mentions a function whose body is kept (it may call it, and a function only
-//!   called from no-grad code runs without gradients);
+//! - it calls (by name, as the semantic model's call graph does) a function whose
+//!   gradient context matters: one that could report, or that calls such a function
+//!   (a function only called from no-grad code runs without gradients);
 //! - it defines a class or function that kept code names (the semantic model knows
 //!   classes by name);
-//! - it may assign `self.X` for an `X` that kept code names (the semantic model reads
-//!   `self.X` from any method).
+//! - it may assign `self.X` for an `X` that kept code reads as `self.X` (the semantic
+//!   model reads `self.X` from any method).
 //!
 //! and these are followed to a fixed point. Everything else the semantic model reads —
 //! imports, bindings, loops, backward calls — is scoped to the function it is in. Only
@@ -40,8 +41,8 @@ use crate::RuleSelection;
 pub(crate) struct Blanked {
     /// The source with a `0` at the start of each left-out body (same length).
     pub source: String,
-    /// The left-out bodies, and where each one's `0` statement is.
-    pub bodies: Vec<(Range<usize>, usize)>,
+    /// What is left out.
+    pub bodies: Vec<LeftOut>,
     /// What the parser reads: everything but the bodies after their `0`.
     pub included: Vec<Range<usize>>,
 }
@@ -51,6 +52,23 @@ impl Blanked {
     pub fn parse(&self) -> Option<Tree> {
         memlint_python::parse_ranges(&self.source, &self.included)
     }
+}
+
+/// What a `0` statement stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stand {
+    /// A function's body: the header is parsed.
+    Body,
+    /// A whole definition, decorators and header included.
+    Definition,
+}
+
+/// One left-out piece of the source.
+pub(crate) struct LeftOut {
+    /// From the `0` to the end of the body.
+    pub range: Range<usize>,
+    pub zero: usize,
+    pub kind: Stand,
 }
 
 /// Why a body is kept.
@@ -68,6 +86,9 @@ pub(crate) struct Candidate<'a> {
     pub body: crate::outline::FunctionBody<'a>,
     words: Words<'a>,
     pub kept: Option<Kept>,
+    /// Not kept, and neither are its decorators and header: nothing names the function
+    /// and its header holds nothing that matters. The whole definition is left out.
+    pub whole: bool,
 }
 
 /// Decides which function bodies of `source` must be parsed for `possible`; `None` when
@@ -88,7 +109,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
                 Some(false) => {}
             }
         }
-        candidates.push(Candidate { body, words, kept: matters.then_some(Kept::Matters) });
+        candidates.push(Candidate { body, words, kept: matters.then_some(Kept::Matters), whole: false });
     }
     if candidates.iter().all(|c| c.kept.is_some()) {
         return Some(candidates);
@@ -100,25 +121,36 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
     // class bodies, `def` headers) is always kept; its `def`s are the candidates' headers
     // plus functions the outline does not split (in an `if`), which may report.
     let mut named: FxHashSet<&str> = FxHashSet::default();
+    let mut self_read: FxHashSet<&str> = FxHashSet::default();
     let mut status_matters: FxHashSet<&str> = FxHashSet::default();
-    let mut header_names: Vec<&str> = Vec::new();
+    // The code between definitions, and each header without its own name (whether the
+    // function is named elsewhere decides whether its header can go too).
+    let mut headers = Vec::with_capacity(candidates.len());
     let mut start = 0;
-    for end in candidates.iter().map(|c| c.body.range.clone()).chain(std::iter::once(source.len()..source.len())) {
-        let gap = Words::scan_except(&source[start..end.start], start, quiet);
-        named.extend(gap.identifiers.iter().copied());
-        header_names.extend(gap.functions.iter().copied());
-        start = end.end;
-    }
+    let name_at = |c: &Candidate<'_>| c.body.name.as_ptr() as usize - source.as_ptr() as usize;
     for c in &candidates {
-        if let Some(at) = header_names.iter().position(|n| *n == c.body.name) {
-            header_names.swap_remove(at);
+        let name = name_at(c);
+        let before = Words::scan_except(&source[start..c.body.outer_start], start, quiet);
+        let header = Words::scan_except(&source[c.body.outer_start..name], c.body.outer_start, quiet);
+        let after = Words::scan_except(&source[name + c.body.name.len()..c.body.range.start], name + c.body.name.len(), quiet);
+        for words in [&before, &header, &after] {
+            named.extend(words.identifiers.iter().copied());
+            self_read.extend(words.self_attributes.iter().copied());
         }
+        // Functions the outline does not split (in an `if`) may report.
+        status_matters.extend(before.functions.iter().copied());
+        headers.push((header, after));
+        start = c.body.range.end;
     }
-    status_matters.extend(header_names);
+    let rest = Words::scan_except(&source[start..], start, quiet);
+    named.extend(rest.identifiers.iter().copied());
+    self_read.extend(rest.self_attributes.iter().copied());
+    status_matters.extend(rest.functions.iter().copied());
     let mut status_known = vec![false; candidates.len()];
     for (i, c) in candidates.iter().enumerate() {
         if c.kept.is_some() {
             named.extend(c.words.identifiers.iter().copied());
+            self_read.extend(c.words.self_attributes.iter().copied());
             status_matters.insert(c.body.name);
             status_matters.extend(c.words.functions.iter().copied());
             status_known[i] = true;
@@ -127,9 +159,10 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
     loop {
         let mut changed = false;
         for (i, c) in candidates.iter_mut().enumerate() {
-            if !status_known[i] && c.words.identifiers.iter().any(|w| status_matters.contains(w)) {
+            if !status_known[i] && c.words.calls.iter().any(|w| status_matters.contains(w)) {
                 if c.kept.is_none() {
                     named.extend(c.words.identifiers.iter().copied());
+                    self_read.extend(c.words.self_attributes.iter().copied());
                 }
                 c.kept = Some(c.kept.unwrap_or(Kept::Calls));
                 status_matters.insert(c.body.name);
@@ -139,10 +172,11 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
             }
             if c.kept.is_none() {
                 let defines_named = c.words.functions.iter().chain(&c.words.classes).any(|d| named.contains(d));
-                let assigns_named = c.words.self_assigned.iter().any(|a| named.contains(a));
-                if defines_named || assigns_named {
+                let assigns_read = c.words.self_assigned.iter().any(|a| self_read.contains(a));
+                if defines_named || assigns_read {
                     c.kept = Some(Kept::Provides);
                     named.extend(c.words.identifiers.iter().copied());
+                    self_read.extend(c.words.self_attributes.iter().copied());
                     changed = true;
                 }
             }
@@ -150,6 +184,19 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
         if !changed {
             break;
         }
+    }
+    // A definition nobody names, whose decorators, parameters and annotations call no
+    // function that matters and hold nothing a rule reports, goes whole.
+    for (c, (header, after)) in candidates.iter_mut().zip(&headers) {
+        if c.kept.is_some() || named.contains(c.body.name) {
+            continue;
+        }
+        let header_text = &source[c.body.outer_start..c.body.range.start];
+        let calls_matter = header.calls.iter().chain(&after.calls).any(|w| status_matters.contains(w));
+        let reports = possible.iter().any(|rule| {
+            [header, after].iter().any(|w| body_matters(rule, w, header_text, "", file) != Some(false))
+        });
+        c.whole = !calls_matter && !reports && !has_directive(header_text);
     }
     Some(candidates)
 }
@@ -166,16 +213,17 @@ pub(crate) fn blank_irrelevant_bodies(source: &str, file: &Words<'_>, possible: 
     let mut included = Vec::new();
     let mut start = 0;
     for c in candidates.iter().filter(|c| c.kept.is_none()) {
-        let first = c.body.first_statement;
-        // The first statement becomes `0` (the rest of a multi-byte character, left out
-        // of parsing anyway, becomes spaces so the text stays UTF-8).
-        bytes[first] = b'0';
-        for b in bytes[first + 1..].iter_mut().take_while(|b| (0x80..0xC0).contains(*b)) {
+        // The body (or the whole definition) becomes a `0` statement; the rest of a
+        // multi-byte character, left out of parsing anyway, becomes spaces so the text
+        // stays UTF-8.
+        let (zero, kind) = if c.whole { (c.body.outer_start, Stand::Definition) } else { (c.body.first_statement, Stand::Body) };
+        bytes[zero] = b'0';
+        for b in bytes[zero + 1..].iter_mut().take_while(|b| (0x80..0xC0).contains(*b)) {
             *b = b' ';
         }
-        included.push(start..first + 1);
+        included.push(start..zero + 1);
         start = c.body.range.end;
-        bodies.push((c.body.range.clone(), first));
+        bodies.push(LeftOut { range: zero..c.body.range.end, zero, kind });
     }
     included.push(start..source.len());
     let source = String::from_utf8(bytes).ok()?;
@@ -198,14 +246,23 @@ pub(crate) fn parsed_as_blanked(tree: &Tree, blanked: &Blanked) -> bool {
     if root.has_error() {
         return false;
     }
-    blanked.bodies.iter().all(|(_, first)| {
-        let Some(zero) = root.descendant_for_byte_range(*first, *first + 1) else { return false };
+    blanked.bodies.iter().all(|left_out| {
+        let Some(zero) = root.descendant_for_byte_range(left_out.zero, left_out.zero + 1) else { return false };
         let statement = zero.parent().filter(|s| zero.kind() == "integer" && s.kind() == "expression_statement");
-        let block = statement.and_then(|s| s.parent()).filter(|b| b.kind() == "block");
-        let Some(block) = block else { return false };
-        let mut cursor = block.walk();
-        let statements = block.named_children(&mut cursor).filter(|c| c.kind() != "comment").count();
-        statements == 1 && block.parent().map(|f| f.kind() == "function_definition").unwrap_or(false)
+        let Some(container) = statement.and_then(|s| s.parent()) else { return false };
+        match left_out.kind {
+            Stand::Body => {
+                let mut cursor = container.walk();
+                let statements = container.named_children(&mut cursor).filter(|c| c.kind() != "comment").count();
+                container.kind() == "block"
+                    && statements == 1
+                    && container.parent().map(|f| f.kind() == "function_definition").unwrap_or(false)
+            }
+            Stand::Definition => {
+                container.kind() == "module"
+                    || (container.kind() == "block" && container.parent().map(|c| c.kind() == "class_definition").unwrap_or(false))
+            }
+        }
     })
 }
 
@@ -224,10 +281,13 @@ mod tests {
         let tree = b.parse().expect("ranges are sorted");
         assert!(super::parsed_as_blanked(&tree, &b), "{}", tree.root_node().to_sexp());
         let mut names = Vec::new();
-        for (range, _) in &b.bodies {
-            let header = &source[..range.start];
-            let def = header.rfind("def ").expect("a def before each body");
-            names.push(header[def + 4..].split('(').next().unwrap().to_owned());
+        for left_out in &b.bodies {
+            let def = match left_out.kind {
+                super::Stand::Definition => left_out.range.start + source[left_out.range.start..].find("def ").unwrap(),
+                super::Stand::Body => source[..left_out.range.start].rfind("def ").unwrap(),
+            };
+            let whole = if left_out.kind == super::Stand::Definition { "whole " } else { "" };
+            names.push(format!("{whole}{}", source[def + 4..].split('(').next().unwrap()));
         }
         names
     }
@@ -237,25 +297,38 @@ mod tests {
     #[test]
     fn bodies_no_rule_can_fire_in_are_blanked() {
         let source = format!("{EVAL}\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = torch.nn.Linear(2, 2)\n\n    def forward(self, x):\n        return self.fc(x)\n");
-        assert_eq!(blanked(&source), ["__init__", "forward"]);
+        assert_eq!(blanked(&source), ["whole __init__", "whole forward"]);
     }
 
     #[test]
     fn a_caller_of_a_kept_function_is_kept() {
         let source = format!("{EVAL}\ndef main(model, loader):\n    with torch.no_grad():\n        evaluate(model, loader)\n\ndef unrelated():\n    return 1\n");
-        assert_eq!(blanked(&source), ["unrelated"]);
+        assert_eq!(blanked(&source), ["whole unrelated"]);
     }
 
     #[test]
     fn a_method_assigning_an_attribute_kept_code_reads_is_kept() {
         let source = "import torch\n\nclass Runner:\n    def setup(self):\n        self.net = torch.nn.Linear(2, 2)\n        self.other = 1\n\n    def predict(self, x):\n        return self.net(x)\n\n    def helper(self):\n        return self.other\n";
-        assert_eq!(blanked(source), ["helper"]);
+        assert_eq!(blanked(source), ["whole helper"]);
     }
 
     #[test]
     fn a_class_defined_in_a_body_and_named_elsewhere_is_kept() {
         let source = "import torch\n\ndef make():\n    class Head(torch.nn.Module):\n        pass\n    return Head\n\ndef predict(x):\n    return Head()(x)\n";
         assert_eq!(blanked(source), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_function_named_elsewhere_keeps_its_header() {
+        // `helper` stays bound (a name with no binding would be read by what it says).
+        let source = format!("{EVAL}\n@decorate\ndef helper(x):\n    return x\n\ndef unused(x=1):\n    return x\n\nvalue = helper\n");
+        assert_eq!(blanked(&source), ["helper", "whole unused"]);
+    }
+
+    #[test]
+    fn a_header_calling_a_function_that_matters_stays() {
+        let source = format!("{EVAL}\ndef f(x=evaluate(None, [])):\n    return x\n");
+        assert_eq!(blanked(&source), ["f"]);
     }
 
     #[test]
@@ -274,13 +347,13 @@ mod tests {
     #[test]
     fn a_body_scaling_the_loss_is_kept_for_half_without_grad_scaler() {
         let source = "import torch\n\ndef train(model, x):\n    model.half()\n    model(x).sum().backward()\n\ndef make():\n    return torch.amp.GradScaler()\n\ndef f():\n    return 1\n";
-        assert_eq!(blanked(source), ["f"]);
+        assert_eq!(blanked(source), ["whole f"]);
     }
 
     #[test]
     fn an_import_alias_of_a_trigger_word_counts() {
         let source = "from torch.cuda import empty_cache as ec\n\ndef step(model, loader):\n    for x in loader:\n        ec()\n\ndef f():\n    return 1\n";
-        assert_eq!(blanked(source), ["f"]);
+        assert_eq!(blanked(source), ["whole f"]);
     }
 }
 

@@ -254,6 +254,18 @@ pub fn name_words(name: &str) -> Vec<String> {
     words
 }
 
+/// A quick necessary condition for the `name_says_*` predicates: does an ASCII `name`
+/// contain one of `words` (ASCII case-insensitively)? Every word those predicates accept
+/// is a piece of the name, so `false` here means they answer `false`, without splitting
+/// the name. Non-ASCII names (whose lower case can be ASCII) always pass.
+fn may_contain(name: &str, words: &[&str]) -> bool {
+    if !name.is_ascii() {
+        return true;
+    }
+    let bytes = name.as_bytes();
+    words.iter().any(|w| bytes.windows(w.len()).any(|window| window.eq_ignore_ascii_case(w.as_bytes())))
+}
+
 fn strip_digits(word: &str) -> &str {
     word.trim_end_matches(|c: char| c.is_ascii_digit())
 }
@@ -263,6 +275,9 @@ fn strip_digits(word: &str) -> &str {
 /// something a model has (`model_config`, `model_path`, `encoder_cache`) does not.
 pub fn name_says_model(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
+    if !may_contain(last, MODEL_WORDS) {
+        return false;
+    }
     let words = name_words(last);
     let (Some(first), Some(final_word)) = (words.first(), words.last()) else { return false };
     if words.len() > 1 && (NOT_MODEL_VERBS.contains(&first.as_str()) || NOT_MODEL_NOUNS.contains(&strip_digits(final_word))) {
@@ -278,14 +293,25 @@ pub fn name_says_model(name: &str) -> bool {
 
 /// Does a name say it holds a loss function object (`criterion`, `loss_fn`)?
 pub fn name_says_loss(name: &str) -> bool {
-    let last = name.rsplit('.').next().unwrap_or(name).to_lowercase();
-    LOSS_WORDS.iter().any(|w| last == *w || last.ends_with(&format!("_{w}")) || last.starts_with(&format!("{w}_")))
+    let last = name.rsplit('.').next().unwrap_or(name);
+    if !may_contain(last, LOSS_WORDS) {
+        return false;
+    }
+    let last = last.to_lowercase();
+    LOSS_WORDS.iter().any(|w| {
+        last == *w
+            || last.strip_suffix(w).map(|rest| rest.ends_with('_')).unwrap_or(false)
+            || last.strip_prefix(w).map(|rest| rest.starts_with('_')).unwrap_or(false)
+    })
 }
 
 /// Does a name (or an expression's text) say it holds an optimizer or a `GradScaler`
 /// (`optimizer`, `opt_g`, `optimD`, `self.optimizers()[0]`, `scaler`)? `Optional` and
 /// `options` do not.
 pub fn name_says_optimizer(name: &str) -> bool {
+    if !may_contain(name, &["opt", "scaler"]) {
+        return false;
+    }
     name_words(name).iter().any(|w| {
         let w = strip_digits(w);
         w == "opt" || w.starts_with("optim") || w.ends_with("scaler")
@@ -294,6 +320,9 @@ pub fn name_says_optimizer(name: &str) -> bool {
 
 /// Does a name say evaluation/inference (`evaluate`, `val_loader`, `test_step`, `run_inference`)?
 pub fn name_says_eval(name: &str) -> bool {
+    if !may_contain(name, EVAL_WORDS) {
+        return false;
+    }
     name_words(name).iter().any(|w| EVAL_WORDS.contains(&strip_digits(w)))
 }
 
@@ -303,6 +332,9 @@ pub fn name_says_eval(name: &str) -> bool {
 /// `prepare_inputs_for_generation`): only the words before a `for` count, and a name that
 /// starts with such a verb or ends with what it checks or makes is not evaluation.
 pub fn function_name_says_eval(name: &str) -> bool {
+    if !may_contain(name, EVAL_WORDS) {
+        return false;
+    }
     let words = name_words(name);
     let words: Vec<&str> = words.iter().map(|w| strip_digits(w)).take_while(|w| *w != "for").collect();
     let (Some(first), Some(last)) = (words.first(), words.last()) else { return false };
@@ -314,6 +346,9 @@ pub fn function_name_says_eval(name: &str) -> bool {
 
 /// Does a name say it holds batches of data (`train_loader`, `dataset`, `dl`)?
 pub fn name_says_data(name: &str) -> bool {
+    if !may_contain(name, &["loader", "dataset", "ds", "dl", "batches", "data", "iterator", "samples"]) {
+        return false;
+    }
     let words = name_words(name);
     words.iter().any(|w| {
         let w = strip_digits(w);
@@ -368,21 +403,41 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn record_parents(&mut self) {
-        let mut stack = vec![self.root];
+        // Named nodes only (what the rules ask about); `parent` falls back to tree-sitter
+        // for the rest. One cursor walk, depth first.
+        self.parents.reserve(self.root.descendant_count() / 2);
         let mut cursor = self.root.walk();
-        while let Some(node) = stack.pop() {
-            for child in node.children(&mut cursor) {
-                self.parents.insert(key(child), node);
-                if child.child_count() > 0 {
-                    stack.push(child);
+        let mut ancestors: Vec<Node<'t>> = Vec::new();
+        loop {
+            let node = cursor.node();
+            if let Some(parent) = ancestors.last() {
+                if node.is_named() {
+                    self.parents.insert(key(node), *parent);
                 }
+            }
+            if cursor.goto_first_child() {
+                ancestors.push(node);
+                continue;
+            }
+            loop {
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                if !cursor.goto_parent() {
+                    return;
+                }
+                ancestors.pop();
             }
         }
     }
 
-    /// The parent of a node (cheap, unlike `Node::parent`).
+    /// The parent of a node (cheap, unlike `Node::parent`, for named nodes).
     pub fn parent(&self, node: Node<'t>) -> Option<Node<'t>> {
-        self.parents.get(&key(node)).copied()
+        match self.parents.get(&key(node)) {
+            Some(parent) => Some(*parent),
+            None if node.is_named() => None,
+            None => node.parent(),
+        }
     }
 
     /// Every `backward()` / `torch.autograd.grad` call of the module.
