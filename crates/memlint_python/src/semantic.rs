@@ -392,7 +392,7 @@ impl<'t> SemanticModel<'t> {
             loop_infos: RefCell::new(HashMap::default()),
             toggle_statements: HashMap::default(),
         };
-        model.record_parents();
+        model.parents.reserve(root.descendant_count() / 2);
         model.collect(root, None, None);
         model.imported_names = model.imports.iter().map(|i| i.local.clone()).collect();
         for bindings in model.bindings.values_mut() {
@@ -402,41 +402,20 @@ impl<'t> SemanticModel<'t> {
         model
     }
 
-    fn record_parents(&mut self) {
-        // Named nodes only (what the rules ask about); `parent` falls back to tree-sitter
-        // for the rest. One cursor walk, depth first.
-        self.parents.reserve(self.root.descendant_count() / 2);
-        let mut cursor = self.root.walk();
-        let mut ancestors: Vec<Node<'t>> = Vec::new();
-        loop {
-            let node = cursor.node();
-            if let Some(parent) = ancestors.last() {
-                if node.is_named() {
-                    self.parents.insert(key(node), *parent);
-                }
-            }
-            if cursor.goto_first_child() {
-                ancestors.push(node);
-                continue;
-            }
-            loop {
-                if cursor.goto_next_sibling() {
-                    break;
-                }
-                if !cursor.goto_parent() {
-                    return;
-                }
-                ancestors.pop();
-            }
-        }
-    }
-
-    /// The parent of a node (cheap, unlike `Node::parent`, for named nodes).
+    /// The parent of a node: recorded while collecting (every named node of the code
+    /// the model walks), else tree-sitter's (which walks down from the root).
     pub fn parent(&self, node: Node<'t>) -> Option<Node<'t>> {
         match self.parents.get(&key(node)) {
             Some(parent) => Some(*parent),
-            None if node.is_named() => None,
             None => node.parent(),
+        }
+    }
+
+    /// Records `node` as the parent of its named children.
+    fn record_children(&mut self, node: Node<'t>) {
+        let mut cursor = node.walk();
+        for child in node.named_children(&mut cursor) {
+            self.parents.insert(key(child), node);
         }
     }
 
@@ -511,6 +490,7 @@ impl<'t> SemanticModel<'t> {
     fn collect(&mut self, node: Node<'t>, scope: ScopeId, class: Option<&str>) {
         match node.kind() {
             "function_definition" => {
+                self.record_children(node);
                 let name = node
                     .child_by_field_name("name")
                     .map(|n| self.text(n).to_owned())
@@ -554,6 +534,7 @@ impl<'t> SemanticModel<'t> {
                 return;
             }
             "class_definition" => {
+                self.record_children(node);
                 let name = node
                     .child_by_field_name("name")
                     .map(|n| self.text(n).to_owned())
@@ -677,6 +658,7 @@ impl<'t> SemanticModel<'t> {
         }
         let mut cursor = node.walk();
         for child in node.named_children(&mut cursor) {
+            self.parents.insert(key(child), node);
             self.collect(child, scope, class);
         }
     }
