@@ -76,6 +76,7 @@ struct Scanner<'a> {
     source: &'a str,
     bodies: Vec<FunctionBody<'a>>,
     quiet: Vec<Range<usize>>,
+    imports: Vec<Range<usize>>,
     /// Open blocks: the indentation of their header and what they are.
     blocks: Vec<(usize, BlockKind)>,
     /// Indentation levels, as Python's tokenizer keeps them.
@@ -143,6 +144,9 @@ impl<'a> Scanner<'a> {
         if line.only_a_string {
             self.quiet.push(start..line.end);
         }
+        if line.first_word == "import" || line.first_word == "from" {
+            self.imports.push(start..line.end);
+        }
         let is_decorator = self.source.as_bytes()[start] == b'@';
         let outer_start = self.decorators_from.unwrap_or(start);
         self.decorators_from = if is_decorator { Some(outer_start) } else { None };
@@ -192,6 +196,8 @@ pub(crate) struct Outline<'a> {
     /// Text that no rule and no fact of the semantic model reads, in source order:
     /// comments outside brackets, and statements that are a lone string (docstrings).
     pub quiet: Vec<Range<usize>>,
+    /// `import` and `from ... import` statements, anywhere, in source order.
+    pub imports: Vec<Range<usize>>,
 }
 
 /// The outline of `source`; `None` when the scan cannot be sure of the structure (see
@@ -205,6 +211,7 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
         source,
         bodies: Vec::new(),
         quiet: Vec::new(),
+        imports: Vec::new(),
         blocks: Vec::new(),
         levels: vec![0],
         expect_indent: false,
@@ -387,7 +394,7 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
     let _ = scanner.source;
     // Comments are found as they come, lone strings when their line ends: sort.
     scanner.quiet.sort_by_key(|r| r.start);
-    Some(Outline { bodies: scanner.bodies, quiet: scanner.quiet })
+    Some(Outline { bodies: scanner.bodies, quiet: scanner.quiet, imports: scanner.imports })
 }
 
 /// Opens a string at `bytes[*i]` (its quote; a prefix was already consumed) and moves

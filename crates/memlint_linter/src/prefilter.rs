@@ -332,7 +332,7 @@ impl<'a> Words<'a> {
     }
 
     /// Could `backward()` or `torch.autograd.grad` be called?
-    fn mentions_backward(&self) -> bool {
+    pub(crate) fn mentions_backward(&self) -> bool {
         self.called.contains("backward") || self.called.contains("grad")
     }
 

@@ -35,7 +35,7 @@ use memlint_python::tree_sitter::Tree;
 
 use crate::outline::outline;
 use crate::prefilter::{body_matters, Words};
-use crate::RuleSelection;
+use crate::{Rule, RuleSelection};
 
 /// A source with the bodies that cannot matter left out of parsing.
 pub(crate) struct Blanked {
@@ -96,6 +96,11 @@ pub(crate) struct Candidate<'a> {
 pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelection) -> Option<Vec<Candidate<'a>>> {
     let outline = outline(source)?;
     let quiet = &outline.quiet;
+    let pretrained = if possible.is_enabled(Rule::FrozenNetworkTracksGrad) {
+        Some(PretrainedNetworks::find(source, &outline)?)
+    } else {
+        None
+    };
     let mut candidates = Vec::with_capacity(outline.bodies.len());
     for body in outline.bodies {
         let text = &source[body.range.clone()];
@@ -103,13 +108,31 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
         let words = Words::scan_except(text, body.range.start, quiet);
         let mut matters = has_directive(text);
         for rule in possible.iter() {
-            match body_matters(rule, &words, text, body.name, file) {
+            let answer = match (rule, &pretrained) {
+                (Rule::FrozenNetworkTracksGrad, Some(p)) => Some(p.constructs_or_trains(&words)),
+                _ => body_matters(rule, &words, text, body.name, file),
+            };
+            match answer {
                 None => return None,
                 Some(true) => matters = true,
                 Some(false) => {}
             }
         }
         candidates.push(Candidate { body, words, kept: matters.then_some(Kept::Matters), whole: false });
+    }
+    if let Some(p) = &pretrained {
+        // Every use of `self.X` for an X a constructing method may assign decides
+        // whether the network escapes (is trained, frozen, handed on).
+        let networks: FxHashSet<&str> = candidates
+            .iter()
+            .filter(|c| p.constructs(&c.words))
+            .flat_map(|c| c.words.self_assigned.iter().copied())
+            .collect();
+        for c in candidates.iter_mut().filter(|c| c.kept.is_none()) {
+            if c.words.self_attributes.iter().any(|a| networks.contains(a)) {
+                c.kept = Some(Kept::Matters);
+            }
+        }
     }
     if candidates.iter().all(|c| c.kept.is_some()) {
         return Some(candidates);
@@ -194,7 +217,10 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
         let header_text = &source[c.body.outer_start..c.body.range.start];
         let calls_matter = header.calls.iter().chain(&after.calls).any(|w| status_matters.contains(w));
         let reports = possible.iter().any(|rule| {
-            [header, after].iter().any(|w| body_matters(rule, w, header_text, "", file) != Some(false))
+            [header, after].iter().any(|w| match (rule, &pretrained) {
+                (Rule::FrozenNetworkTracksGrad, Some(p)) => p.constructs_or_trains(w),
+                _ => body_matters(rule, w, header_text, "", file) != Some(false),
+            })
         });
         c.whole = !calls_matter && !reports && !has_directive(header_text);
     }
@@ -228,6 +254,58 @@ pub(crate) fn blank_irrelevant_bodies(source: &str, file: &Words<'_>, possible: 
     included.push(start..source.len());
     let source = String::from_utf8(bytes).ok()?;
     Some(Blanked { source, bodies, included })
+}
+
+/// What `frozen-network-tracks-grad` needs to know to skip bodies: the words that can
+/// construct a pretrained network (`from_pretrained`, `torchvision`, `timm`, `hub`, and
+/// every name an import of those binds).
+struct PretrainedNetworks<'a> {
+    words: FxHashSet<&'a str>,
+}
+
+impl<'a> PretrainedNetworks<'a> {
+    const MODULES: [&'static str; 4] = ["from_pretrained", "torchvision", "timm", "hub"];
+
+    /// `None` when code outside function bodies (other than imports) could construct a
+    /// network: its uses anywhere in the module would then matter.
+    fn find(source: &'a str, outline: &crate::outline::Outline<'a>) -> Option<Self> {
+        let mut words: FxHashSet<&str> = Self::MODULES.into_iter().collect();
+        for import in &outline.imports {
+            let text = &source[import.clone()];
+            if Self::MODULES.iter().any(|m| text.contains(m)) {
+                words.extend(Words::scan(text).identifiers.iter().copied());
+            }
+        }
+        // Module and class level, imports and docstrings and comments aside.
+        let mut skipped: Vec<Range<usize>> = outline.quiet.iter().chain(&outline.imports).cloned().collect();
+        skipped.sort_by_key(|r| r.start);
+        let mut merged: Vec<Range<usize>> = Vec::with_capacity(skipped.len());
+        for r in skipped {
+            match merged.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        let mut start = 0;
+        for end in outline.bodies.iter().map(|b| b.range.clone()).chain(std::iter::once(source.len()..source.len())) {
+            let gap = Words::scan_except(&source[start..end.start], start, &merged);
+            if gap.identifiers.iter().any(|w| words.contains(w)) {
+                return None;
+            }
+            start = end.end;
+        }
+        Some(PretrainedNetworks { words })
+    }
+
+    fn constructs(&self, body: &Words<'_>) -> bool {
+        body.identifiers.iter().any(|w| self.words.contains(w))
+    }
+
+    /// Could the body construct a network, or call `backward()` / `grad()` (the rule
+    /// needs one somewhere in the module)?
+    fn constructs_or_trains(&self, body: &Words<'_>) -> bool {
+        self.constructs(body) || body.mentions_backward()
+    }
 }
 
 /// A suppression or `memlint:` comment could be in the body (`# memlint: skip-file`
@@ -338,9 +416,16 @@ mod tests {
     }
 
     #[test]
-    fn a_rule_that_reads_other_functions_disables_skipping() {
-        // MEM012 follows every use of a pretrained network through the module.
-        let source = format!("{EVAL}\nimport torchvision\n\ndef train(x):\n    net = torchvision.models.vgg16(weights='DEFAULT')\n    net(x).sum().backward()\n\ndef f():\n    return 1\n");
+    fn every_use_of_a_pretrained_network_attribute_is_kept() {
+        // frozen-network-tracks-grad follows `self.vgg` through the class: a method that
+        // hands it to an optimizer decides that it is trained.
+        let source = "import torch\nimport torchvision\n\nclass Loss(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.vgg = torchvision.models.vgg16(weights='DEFAULT')\n\n    def forward(self, x):\n        return self.vgg(x).mean()\n\n    def optimizers(self):\n        return torch.optim.Adam(self.vgg.parameters())\n\n    def f(self):\n        return 1\n\ndef train(loss, x):\n    loss(x).backward()\n";
+        assert_eq!(blanked(source), ["whole f"]);
+    }
+
+    #[test]
+    fn a_network_built_outside_functions_disables_skipping() {
+        let source = format!("{EVAL}\nimport torchvision\nnet = torchvision.models.vgg16(weights='DEFAULT')\n\ndef train(x):\n    net(x).sum().backward()\n\ndef f():\n    return 1\n");
         assert_eq!(blanked(&source), Vec::<String>::new());
     }
 
