@@ -77,6 +77,7 @@ struct Scanner<'a> {
     bodies: Vec<FunctionBody<'a>>,
     quiet: Vec<Range<usize>>,
     imports: Vec<Range<usize>>,
+    lone_strings: Vec<Range<usize>>,
     /// Open blocks: the indentation of their header and what they are.
     blocks: Vec<(usize, BlockKind)>,
     /// Indentation levels, as Python's tokenizer keeps them.
@@ -163,6 +164,19 @@ impl<'a> Scanner<'a> {
                 self.bodies[index].range.end = self.previous_end;
             }
         }
+        if line.only_a_string {
+            // Directly in a class body, or directly in the body of a function at
+            // outline level: never inside a loop or any other statement.
+            let (innermost, outer) = match self.blocks.split_last() {
+                Some((last, outer)) => (Some(last.1), outer),
+                None => (None, &[][..]),
+            };
+            let outline_level = matches!(innermost, Some(BlockKind::Class | BlockKind::Function(Some(_))))
+                && outer.iter().all(|(_, k)| *k == BlockKind::Class);
+            if outline_level {
+                self.lone_strings.push(start..line.end);
+            }
+        }
         self.expect_indent = line.ends_with_colon;
         if line.ends_with_colon {
             let is_def = line.first_word == "def" || (line.first_word == "async" && line.second_word == "def");
@@ -198,6 +212,9 @@ pub(crate) struct Outline<'a> {
     pub quiet: Vec<Range<usize>>,
     /// `import` and `from ... import` statements, anywhere, in source order.
     pub imports: Vec<Range<usize>>,
+    /// Statements that are a lone string (docstrings) directly in a class body or in
+    /// the body of a function at outline level, in source order.
+    pub lone_strings: Vec<Range<usize>>,
 }
 
 /// The outline of `source`; `None` when the scan cannot be sure of the structure (see
@@ -212,6 +229,7 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
         bodies: Vec::new(),
         quiet: Vec::new(),
         imports: Vec::new(),
+        lone_strings: Vec::new(),
         blocks: Vec::new(),
         levels: vec![0],
         expect_indent: false,
@@ -394,7 +412,7 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
     let _ = scanner.source;
     // Comments are found as they come, lone strings when their line ends: sort.
     scanner.quiet.sort_by_key(|r| r.start);
-    Some(Outline { bodies: scanner.bodies, quiet: scanner.quiet, imports: scanner.imports })
+    Some(Outline { bodies: scanner.bodies, quiet: scanner.quiet, imports: scanner.imports, lone_strings: scanner.lone_strings })
 }
 
 /// Opens a string at `bytes[*i]` (its quote; a prefix was already consumed) and moves

@@ -415,6 +415,8 @@ pub struct LineStats {
     pub kept_provides: usize,
     /// Body lines blanked.
     pub blanked: usize,
+    /// Lines of docstrings left out (outside blanked bodies).
+    pub docstrings: usize,
 }
 
 impl std::ops::AddAssign for LineStats {
@@ -426,6 +428,7 @@ impl std::ops::AddAssign for LineStats {
         self.kept_calls += o.kept_calls;
         self.kept_provides += o.kept_provides;
         self.blanked += o.blanked;
+        self.docstrings += o.docstrings;
     }
 }
 
@@ -467,7 +470,8 @@ pub fn line_stats(source: &str, enabled: &RuleSelection) -> LineStats {
         return whole;
     }
     let mut stats = LineStats { between_bodies: lines, ..LineStats::default() };
-    for c in decide(source, &words, &possible).expect("decided before") {
+    let candidates = decide(source, &words, &possible).expect("decided before").candidates;
+    for c in &candidates {
         // The line of the `0` stays; the other lines are counted where they went.
         let from = if c.whole { c.body.outer_start } else { c.body.range.start };
         let n = source[from..c.body.range.end].lines().count().saturating_sub(1);
@@ -478,6 +482,17 @@ pub fn line_stats(source: &str, enabled: &RuleSelection) -> LineStats {
             Some(Kept::Calls) => &mut stats.kept_calls,
             Some(Kept::Provides) => &mut stats.kept_provides,
         } += n;
+    }
+    for l in blanked.bodies.iter().filter(|l| l.kind == crate::skip::Stand::String) {
+        let n = source[l.range.clone()].lines().count().saturating_sub(1);
+        stats.docstrings += n;
+        let inside = candidates.iter().find(|c| c.body.range.start <= l.range.start && l.range.end <= c.body.range.end);
+        *match inside.and_then(|c| c.kept) {
+            None => &mut stats.between_bodies,
+            Some(Kept::Matters) => &mut stats.kept_could_report,
+            Some(Kept::Calls) => &mut stats.kept_calls,
+            Some(Kept::Provides) => &mut stats.kept_provides,
+        } -= n;
     }
     stats
 }

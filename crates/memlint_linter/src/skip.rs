@@ -61,6 +61,8 @@ pub(crate) enum Stand {
     Body,
     /// A whole definition, decorators and header included.
     Definition,
+    /// A statement that is a lone string.
+    String,
 }
 
 /// One left-out piece of the source.
@@ -91,10 +93,19 @@ pub(crate) struct Candidate<'a> {
     pub whole: bool,
 }
 
+/// What to parse of a file.
+pub(crate) struct Decision<'a> {
+    pub candidates: Vec<Candidate<'a>>,
+    /// Docstrings and other lone strings at outline level: nothing reads them, so they
+    /// are left out too (a `0` stands for each, keeping every block's statements).
+    pub lone_strings: Vec<Range<usize>>,
+}
+
 /// Decides which function bodies of `source` must be parsed for `possible`; `None` when
 /// the outline scan gives up or some rule allows no skipping.
-pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelection) -> Option<Vec<Candidate<'a>>> {
+pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelection) -> Option<Decision<'a>> {
     let outline = outline(source)?;
+    let lone_strings = outline.lone_strings.clone();
     let quiet = &outline.quiet;
     let pretrained = if possible.is_enabled(Rule::FrozenNetworkTracksGrad) {
         Some(PretrainedNetworks::find(source, &outline)?)
@@ -135,7 +146,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
         }
     }
     if candidates.iter().all(|c| c.kept.is_some()) {
-        return Some(candidates);
+        return Some(Decision { candidates, lone_strings });
     }
 
     // What kept code names, and the functions whose gradient context matters: those with
@@ -224,33 +235,53 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
         });
         c.whole = !calls_matter && !reports && !has_directive(header_text);
     }
-    Some(candidates)
+    Some(Decision { candidates, lone_strings })
 }
 
 /// Blanks the function bodies of `source` that cannot change what `possible` reports;
 /// `None` when nothing can be skipped.
 pub(crate) fn blank_irrelevant_bodies(source: &str, file: &Words<'_>, possible: &RuleSelection) -> Option<Blanked> {
-    let candidates = decide(source, file, possible)?;
-    if candidates.iter().all(|c| c.kept.is_some()) {
+    let Decision { candidates, lone_strings } = decide(source, file, possible)?;
+    // What is left out, in source order: skipped bodies and definitions, and the lone
+    // strings outside them.
+    let mut left_out: Vec<LeftOut> = candidates
+        .iter()
+        .filter(|c| c.kept.is_none())
+        .map(|c| {
+            let (zero, kind) = if c.whole { (c.body.outer_start, Stand::Definition) } else { (c.body.first_statement, Stand::Body) };
+            LeftOut { range: zero..c.body.range.end, zero, kind }
+        })
+        .collect();
+    let mut strings = Vec::new();
+    let mut next = 0;
+    for string in lone_strings {
+        while next < left_out.len() && left_out[next].range.end <= string.start {
+            next += 1;
+        }
+        if next < left_out.len() && left_out[next].range.start <= string.start {
+            continue; // inside what is left out already
+        }
+        strings.push(LeftOut { range: string.clone(), zero: string.start, kind: Stand::String });
+    }
+    left_out.extend(strings);
+    left_out.sort_by_key(|l| l.range.start);
+    if left_out.is_empty() {
         return None;
     }
     let mut bytes = source.as_bytes().to_vec();
-    let mut bodies = Vec::new();
     let mut included = Vec::new();
     let mut start = 0;
-    for c in candidates.iter().filter(|c| c.kept.is_none()) {
-        // The body (or the whole definition) becomes a `0` statement; the rest of a
-        // multi-byte character, left out of parsing anyway, becomes spaces so the text
-        // stays UTF-8.
-        let (zero, kind) = if c.whole { (c.body.outer_start, Stand::Definition) } else { (c.body.first_statement, Stand::Body) };
-        bytes[zero] = b'0';
-        for b in bytes[zero + 1..].iter_mut().take_while(|b| (0x80..0xC0).contains(*b)) {
+    for l in &left_out {
+        // The piece becomes a `0` statement; the rest of a multi-byte character, left
+        // out of parsing anyway, becomes spaces so the text stays UTF-8.
+        bytes[l.zero] = b'0';
+        for b in bytes[l.zero + 1..].iter_mut().take_while(|b| (0x80..0xC0).contains(*b)) {
             *b = b' ';
         }
-        included.push(start..zero + 1);
-        start = c.body.range.end;
-        bodies.push(LeftOut { range: zero..c.body.range.end, zero, kind });
+        included.push(start..l.zero + 1);
+        start = l.range.end;
     }
+    let bodies = left_out;
     included.push(start..source.len());
     let source = String::from_utf8(bytes).ok()?;
     Some(Blanked { source, bodies, included })
@@ -340,6 +371,7 @@ pub(crate) fn parsed_as_blanked(tree: &Tree, blanked: &Blanked) -> bool {
                 container.kind() == "module"
                     || (container.kind() == "block" && container.parent().map(|c| c.kind() == "class_definition").unwrap_or(false))
             }
+            Stand::String => container.kind() == "block",
         }
     })
 }
@@ -359,10 +391,10 @@ mod tests {
         let tree = b.parse().expect("ranges are sorted");
         assert!(super::parsed_as_blanked(&tree, &b), "{}", tree.root_node().to_sexp());
         let mut names = Vec::new();
-        for left_out in &b.bodies {
+        for left_out in b.bodies.iter().filter(|l| l.kind != super::Stand::String) {
             let def = match left_out.kind {
                 super::Stand::Definition => left_out.range.start + source[left_out.range.start..].find("def ").unwrap(),
-                super::Stand::Body => source[..left_out.range.start].rfind("def ").unwrap(),
+                super::Stand::Body | super::Stand::String => source[..left_out.range.start].rfind("def ").unwrap(),
             };
             let whole = if left_out.kind == super::Stand::Definition { "whole " } else { "" };
             names.push(format!("{whole}{}", source[def + 4..].split('(').next().unwrap()));
@@ -407,6 +439,17 @@ mod tests {
     fn a_header_calling_a_function_that_matters_stays() {
         let source = format!("{EVAL}\ndef f(x=evaluate(None, [])):\n    return x\n");
         assert_eq!(blanked(&source), ["f"]);
+    }
+
+    #[test]
+    fn docstrings_at_outline_level_are_left_out() {
+        let source = "\"\"\"Module docstring.\"\"\"\nimport torch\n\nclass A:\n    '''Class\n    docstring.'''\n\n    def evaluate(self, model, loader):\n        \"\"\"Method docstring.\"\"\"\n        model.eval()\n        for x in loader:\n            'not at the first level'\n            model(x)\n";
+        let words = Words::scan(source);
+        let possible = possible_rules(source, &words, &RuleSelection::all());
+        let b = blank_irrelevant_bodies(source, &words, &possible).unwrap();
+        let strings: Vec<&str> = b.bodies.iter().map(|l| &source[l.range.clone()]).collect();
+        assert_eq!(strings, ["'''Class\n    docstring.'''", "\"\"\"Method docstring.\"\"\""]);
+        assert!(super::parsed_as_blanked(&b.parse().unwrap(), &b));
     }
 
     #[test]
