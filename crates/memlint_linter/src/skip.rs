@@ -63,6 +63,8 @@ pub(crate) enum Stand {
     Definition,
     /// A statement that is a lone string.
     String,
+    /// A comment: nothing stands for it.
+    Comment,
 }
 
 /// One left-out piece of the source.
@@ -99,6 +101,8 @@ pub(crate) struct Decision<'a> {
     /// Docstrings and other lone strings at outline level: nothing reads them, so they
     /// are left out too (a `0` stands for each, keeping every block's statements).
     pub lone_strings: Vec<Range<usize>>,
+    /// Comments outside brackets without a directive: extras the parser would only skip.
+    pub comments: Vec<Range<usize>>,
 }
 
 /// Decides which function bodies of `source` must be parsed for `possible`; `None` when
@@ -106,6 +110,12 @@ pub(crate) struct Decision<'a> {
 pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelection) -> Option<Decision<'a>> {
     let outline = outline(source)?;
     let lone_strings = outline.lone_strings.clone();
+    let comments: Vec<Range<usize>> = outline
+        .quiet
+        .iter()
+        .filter(|q| source.as_bytes()[q.start] == b'#' && !has_directive(&source[q.start..q.end]))
+        .cloned()
+        .collect();
     let quiet = &outline.quiet;
     let pretrained = if possible.is_enabled(Rule::FrozenNetworkTracksGrad) {
         Some(PretrainedNetworks::find(source, &outline)?)
@@ -146,7 +156,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
         }
     }
     if candidates.iter().all(|c| c.kept.is_some()) {
-        return Some(Decision { candidates, lone_strings });
+        return Some(Decision { candidates, lone_strings, comments });
     }
 
     // What kept code names, and the functions whose gradient context matters: those with
@@ -235,13 +245,13 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
         });
         c.whole = !calls_matter && !reports && !has_directive(header_text);
     }
-    Some(Decision { candidates, lone_strings })
+    Some(Decision { candidates, lone_strings, comments })
 }
 
 /// Blanks the function bodies of `source` that cannot change what `possible` reports;
 /// `None` when nothing can be skipped.
 pub(crate) fn blank_irrelevant_bodies(source: &str, file: &Words<'_>, possible: &RuleSelection) -> Option<Blanked> {
-    let Decision { candidates, lone_strings } = decide(source, file, possible)?;
+    let Decision { candidates, lone_strings, comments } = decide(source, file, possible)?;
     // What is left out, in source order: skipped bodies and definitions, and the lone
     // strings outside them.
     let mut left_out: Vec<LeftOut> = candidates
@@ -254,14 +264,18 @@ pub(crate) fn blank_irrelevant_bodies(source: &str, file: &Words<'_>, possible: 
         .collect();
     let mut strings = Vec::new();
     let mut next = 0;
-    for string in lone_strings {
-        while next < left_out.len() && left_out[next].range.end <= string.start {
+    // Both lists are in source order: comments and strings never overlap each other.
+    let mut extras: Vec<(Range<usize>, Stand)> = lone_strings.into_iter().map(|r| (r, Stand::String)).collect();
+    extras.extend(comments.into_iter().map(|r| (r, Stand::Comment)));
+    extras.sort_by_key(|(r, _)| r.start);
+    for (range, kind) in extras {
+        while next < left_out.len() && left_out[next].range.end <= range.start {
             next += 1;
         }
-        if next < left_out.len() && left_out[next].range.start <= string.start {
+        if next < left_out.len() && left_out[next].range.start <= range.start {
             continue; // inside what is left out already
         }
-        strings.push(LeftOut { range: string.clone(), zero: string.start, kind: Stand::String });
+        strings.push(LeftOut { zero: range.start, range, kind });
     }
     left_out.extend(strings);
     left_out.sort_by_key(|l| l.range.start);
@@ -272,6 +286,11 @@ pub(crate) fn blank_irrelevant_bodies(source: &str, file: &Words<'_>, possible: 
     let mut included = Vec::new();
     let mut start = 0;
     for l in &left_out {
+        if l.kind == Stand::Comment {
+            included.push(start..l.range.start);
+            start = l.range.end;
+            continue;
+        }
         // The piece becomes a `0` statement; the rest of a multi-byte character, left
         // out of parsing anyway, becomes spaces so the text stays UTF-8.
         bytes[l.zero] = b'0';
@@ -355,7 +374,7 @@ pub(crate) fn parsed_as_blanked(tree: &Tree, blanked: &Blanked) -> bool {
     if root.has_error() {
         return false;
     }
-    blanked.bodies.iter().all(|left_out| {
+    blanked.bodies.iter().filter(|l| l.kind != Stand::Comment).all(|left_out| {
         let Some(zero) = root.descendant_for_byte_range(left_out.zero, left_out.zero + 1) else { return false };
         let statement = zero.parent().filter(|s| zero.kind() == "integer" && s.kind() == "expression_statement");
         let Some(container) = statement.and_then(|s| s.parent()) else { return false };
@@ -372,6 +391,7 @@ pub(crate) fn parsed_as_blanked(tree: &Tree, blanked: &Blanked) -> bool {
                     || (container.kind() == "block" && container.parent().map(|c| c.kind() == "class_definition").unwrap_or(false))
             }
             Stand::String => container.kind() == "block",
+            Stand::Comment => unreachable!("comments are filtered out above"),
         }
     })
 }
@@ -391,10 +411,10 @@ mod tests {
         let tree = b.parse().expect("ranges are sorted");
         assert!(super::parsed_as_blanked(&tree, &b), "{}", tree.root_node().to_sexp());
         let mut names = Vec::new();
-        for left_out in b.bodies.iter().filter(|l| l.kind != super::Stand::String) {
+        for left_out in b.bodies.iter().filter(|l| matches!(l.kind, super::Stand::Body | super::Stand::Definition)) {
             let def = match left_out.kind {
                 super::Stand::Definition => left_out.range.start + source[left_out.range.start..].find("def ").unwrap(),
-                super::Stand::Body | super::Stand::String => source[..left_out.range.start].rfind("def ").unwrap(),
+                _ => source[..left_out.range.start].rfind("def ").unwrap(),
             };
             let whole = if left_out.kind == super::Stand::Definition { "whole " } else { "" };
             names.push(format!("{whole}{}", source[def + 4..].split('(').next().unwrap()));
@@ -447,7 +467,7 @@ mod tests {
         let words = Words::scan(source);
         let possible = possible_rules(source, &words, &RuleSelection::all());
         let b = blank_irrelevant_bodies(source, &words, &possible).unwrap();
-        let strings: Vec<&str> = b.bodies.iter().map(|l| &source[l.range.clone()]).collect();
+        let strings: Vec<&str> = b.bodies.iter().filter(|l| l.kind == super::Stand::String).map(|l| &source[l.range.clone()]).collect();
         assert_eq!(strings, ["'''Class\n    docstring.'''", "\"\"\"Method docstring.\"\"\""]);
         assert!(super::parsed_as_blanked(&b.parse().unwrap(), &b));
     }
