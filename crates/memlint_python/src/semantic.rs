@@ -147,11 +147,12 @@ pub struct SemanticModel<'t> {
     /// Every `for` / `while` statement, in source order.
     loops: Vec<Node<'t>>,
     /// Calls by the last part of their callee's name (`f(...)`, `x.f(...)` -> "f").
-    calls_by_name: HashMap<String, Vec<Node<'t>>>,
-    bindings: HashMap<(ScopeId, String), Vec<Binding<'t>>>,
+    calls_by_name: HashMap<&'t str, Vec<Node<'t>>>,
+    /// By name, then by scope (looked up by `&str` without allocating).
+    bindings: HashMap<&'t str, HashMap<ScopeId, Vec<Binding<'t>>>>,
     /// `self.<attr> = value` assignments anywhere in a class, by attribute name.
-    self_attributes: HashMap<String, Vec<Node<'t>>>,
-    classes: HashMap<String, ClassInfo>,
+    self_attributes: HashMap<&'t str, Vec<Node<'t>>>,
+    classes: HashMap<&'t str, ClassInfo>,
     /// Functions that always run with gradients disabled (decorated, framework hooks,
     /// or only ever called from a no-grad context).
     no_grad_functions: HashMap<usize, String>,
@@ -395,7 +396,7 @@ impl<'t> SemanticModel<'t> {
         model.parents.reserve(root.descendant_count() / 2);
         model.collect(root, None, None);
         model.imported_names = model.imports.iter().map(|i| i.local.clone()).collect();
-        for bindings in model.bindings.values_mut() {
+        for bindings in model.bindings.values_mut().flat_map(|by_scope| by_scope.values_mut()) {
             bindings.sort_by_key(|b| b.position);
         }
         model.compute_no_grad_functions();
@@ -507,7 +508,8 @@ impl<'t> SemanticModel<'t> {
                     ),
                     _ => (Vec::new(), node),
                 };
-                self.add_binding(scope, &name, node, None, BindingKind::Definition);
+                let function_name = node.child_by_field_name("name").map(|n| self.text(n)).unwrap_or_default();
+                self.add_binding(scope, function_name, node, None, BindingKind::Definition);
                 self.functions.insert(
                     node.id(),
                     FunctionInfo { node, name, class: class.map(str::to_owned), decorators, outer },
@@ -522,8 +524,7 @@ impl<'t> SemanticModel<'t> {
                             _ => None,
                         };
                         if let Some(ident) = ident {
-                            let pname = self.text(ident).to_owned();
-                            self.add_binding(inner, &pname, param, None, BindingKind::Parameter);
+                            self.add_binding(inner, self.text(ident), param, None, BindingKind::Parameter);
                         }
                     }
                 }
@@ -549,8 +550,9 @@ impl<'t> SemanticModel<'t> {
                     || bases.split(|c: char| !c.is_alphanumeric() && c != '_').any(|b| {
                         self.classes.get(b).map(|c| c.is_module).unwrap_or(false)
                     });
-                self.classes.insert(name.clone(), ClassInfo { is_module, is_lightning });
-                self.add_binding(scope, &name, node, None, BindingKind::Definition);
+                let class_name = node.child_by_field_name("name").map(|n| self.text(n)).unwrap_or_default();
+                self.classes.insert(class_name, ClassInfo { is_module, is_lightning });
+                self.add_binding(scope, class_name, node, None, BindingKind::Definition);
                 if let Some(body) = node.child_by_field_name("body") {
                     self.collect(body, scope, Some(&name));
                 }
@@ -560,11 +562,10 @@ impl<'t> SemanticModel<'t> {
                 for child in named_children(node) {
                     match child.kind() {
                         "dotted_name" => {
-                            let full = self.text(child).to_owned();
-                            let first = full.split('.').next().unwrap_or("").to_owned();
+                            let first = self.text(child).split('.').next().unwrap_or("");
                             // `import torch.nn` binds `torch`.
-                            self.imports.push(Import { scope, local: first.clone(), qualified: first.clone() });
-                            self.add_binding(scope, &first, node, None, BindingKind::Definition);
+                            self.imports.push(Import { scope, local: first.to_owned(), qualified: first.to_owned() });
+                            self.add_binding(scope, first, node, None, BindingKind::Definition);
                         }
                         "aliased_import" => {
                             let (Some(name), Some(alias)) =
@@ -572,9 +573,9 @@ impl<'t> SemanticModel<'t> {
                             else {
                                 continue;
                             };
-                            let local = self.text(alias).to_owned();
-                            self.imports.push(Import { scope, local: local.clone(), qualified: self.text(name).to_owned() });
-                            self.add_binding(scope, &local, node, None, BindingKind::Definition);
+                            let local = self.text(alias);
+                            self.imports.push(Import { scope, local: local.to_owned(), qualified: self.text(name).to_owned() });
+                            self.add_binding(scope, local, node, None, BindingKind::Definition);
                         }
                         _ => {}
                     }
@@ -590,15 +591,15 @@ impl<'t> SemanticModel<'t> {
                 let names: Vec<Node> = node.children_by_field_name("name", &mut cursor).collect();
                 for child in names {
                     let (name, local) = match child.kind() {
-                        "dotted_name" => (self.text(child).to_owned(), self.text(child).to_owned()),
+                        "dotted_name" => (self.text(child), self.text(child)),
                         "aliased_import" => match (child.child_by_field_name("name"), child.child_by_field_name("alias")) {
-                            (Some(n), Some(a)) => (self.text(n).to_owned(), self.text(a).to_owned()),
+                            (Some(n), Some(a)) => (self.text(n), self.text(a)),
                             _ => continue,
                         },
                         _ => continue,
                     };
-                    self.imports.push(Import { scope, local: local.clone(), qualified: format!("{module}.{name}") });
-                    self.add_binding(scope, &local, node, None, BindingKind::Definition);
+                    self.imports.push(Import { scope, local: local.to_owned(), qualified: format!("{module}.{name}") });
+                    self.add_binding(scope, local, node, None, BindingKind::Definition);
                 }
                 return;
             }
@@ -650,7 +651,7 @@ impl<'t> SemanticModel<'t> {
                                 self.toggle_statements.entry(key(block)).or_default().push(statement);
                             }
                         }
-                        self.calls_by_name.entry(last.to_owned()).or_default().push(node);
+                        self.calls_by_name.entry(last).or_default().push(node);
                     }
                 }
             }
@@ -666,8 +667,7 @@ impl<'t> SemanticModel<'t> {
     fn bind_target(&mut self, scope: ScopeId, target: Node<'t>, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
         match target.kind() {
             "identifier" => {
-                let name = self.text(target).to_owned();
-                self.add_binding(scope, &name, statement, value, kind);
+                self.add_binding(scope, self.text(target), statement, value, kind);
             }
             "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list" | "parenthesized_expression" => {
                 for child in named_children(target) {
@@ -684,7 +684,7 @@ impl<'t> SemanticModel<'t> {
                     (target.child_by_field_name("object"), target.child_by_field_name("attribute"), value)
                 {
                     if self.text(obj) == "self" && kind == BindingKind::Assign {
-                        self.self_attributes.entry(self.text(attr).to_owned()).or_default().push(value);
+                        self.self_attributes.entry(self.text(attr)).or_default().push(value);
                     }
                 }
             }
@@ -692,7 +692,7 @@ impl<'t> SemanticModel<'t> {
         }
     }
 
-    fn add_binding(&mut self, scope: ScopeId, name: &str, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
+    fn add_binding(&mut self, scope: ScopeId, name: &'t str, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
         // A loop or `with` target takes effect where its body starts.
         let position = match kind {
             BindingKind::LoopTarget | BindingKind::WithTarget => statement
@@ -703,7 +703,9 @@ impl<'t> SemanticModel<'t> {
             _ => statement.start_byte(),
         };
         self.bindings
-            .entry((scope, name.to_owned()))
+            .entry(name)
+            .or_default()
+            .entry(scope)
             .or_default()
             .push(Binding { position, statement, value, kind });
     }
@@ -824,13 +826,17 @@ impl<'t> SemanticModel<'t> {
         names.iter().any(|n| *n == qualified).then_some(qualified)
     }
 
+    fn bindings_of(&self, scope: ScopeId, name: &str) -> Option<&Vec<Binding<'t>>> {
+        self.bindings.get(name).and_then(|by_scope| by_scope.get(&scope))
+    }
+
     /// The binding of `name` in effect at `at` (the last one before it in the same scope,
     /// then the module scope).
     pub fn binding_at(&self, name: &str, at: Node<'t>) -> Option<&Binding<'t>> {
         let position = at.start_byte();
         let scope = self.scope_of(at);
         let find = |scope: ScopeId| {
-            self.bindings.get(&(scope, name.to_owned())).and_then(|bs| {
+            self.bindings_of(scope, name).and_then(|bs| {
                 bs.iter().rev().find(|b| b.position <= position && !self.binding_contains_use(b, at))
             })
         };
@@ -839,7 +845,7 @@ impl<'t> SemanticModel<'t> {
             None if scope.is_some() => {
                 // A name only assigned later in a function is still local, but module-level
                 // bindings are visible anywhere (functions run after the module body).
-                self.bindings.get(&(None, name.to_owned())).and_then(|bs| bs.iter().rev().find(|b| !self.binding_contains_use(b, at)))
+                self.bindings_of(None, name).and_then(|bs| bs.iter().rev().find(|b| !self.binding_contains_use(b, at)))
             }
             None => None,
         }
@@ -852,7 +858,7 @@ impl<'t> SemanticModel<'t> {
 
     /// Every binding of `name` in the scope of `at` (the function, or the module).
     pub fn bindings_in_scope(&self, name: &str, at: Node<'t>) -> &[Binding<'t>] {
-        self.bindings.get(&(self.scope_of(at), name.to_owned())).map(Vec::as_slice).unwrap_or(&[])
+        self.bindings_of(self.scope_of(at), name).map(Vec::as_slice).unwrap_or(&[])
     }
 
     // ----- gradient context -------------------------------------------------------
