@@ -40,6 +40,9 @@ pub(crate) struct Words<'a> {
     /// Every identifier followed by `(`: what the semantic model's call graph sees (only
     /// collected by [`Words::scan_except`], for function bodies).
     pub(crate) calls: FxHashSet<&'a str>,
+    /// Identifiers not after a `.` (names, not attributes: what a binding can be looked
+    /// up for; only collected by [`Words::scan_except`]).
+    pub(crate) bare: FxHashSet<&'a str>,
 }
 
 /// The index of the first byte at or after `j` that is not whitespace or in a comment.
@@ -160,6 +163,7 @@ impl<'a> Words<'a> {
             self_assigned: FxHashSet::default(),
             self_attributes: FxHashSet::default(),
             calls: FxHashSet::default(),
+            bare: FxHashSet::default(),
         };
         // A header starts at `for`/`while` and ends at a `:` at depth 0 outside strings
         // (not `:=`), or when a bracket closes below its depth (a comprehension's `for`).
@@ -218,8 +222,14 @@ impl<'a> Words<'a> {
                         note_self_attribute(source, start, dot + 1, &mut words);
                     }
                 }
-                if collect_calls && bytes.get(skip_blank(bytes, i)) == Some(&b'(') {
-                    words.calls.insert(word);
+                if collect_calls {
+                    if bytes.get(skip_blank(bytes, i)) == Some(&b'(') {
+                        words.calls.insert(word);
+                    }
+                    let before = bytes[..start].iter().rev().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\\'));
+                    if before != Some(&b'.') {
+                        words.bare.insert(word);
+                    }
                 }
                 if word == "train" && called_with_false(bytes, i) {
                     words.train_false = true;

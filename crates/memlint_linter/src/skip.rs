@@ -165,6 +165,8 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
     // class bodies, `def` headers) is always kept; its `def`s are the candidates' headers
     // plus functions the outline does not split (in an `if`), which may report.
     let mut named: FxHashSet<&str> = FxHashSet::default();
+    // Names (not attributes) kept code uses: what a function's binding can matter to.
+    let mut bare_named: FxHashSet<&str> = FxHashSet::default();
     let mut self_read: FxHashSet<&str> = FxHashSet::default();
     let mut status_matters: FxHashSet<&str> = FxHashSet::default();
     // The code between definitions, and each header without its own name (whether the
@@ -179,6 +181,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
         let after = Words::scan_except(&source[name + c.body.name.len()..c.body.range.start], name + c.body.name.len(), quiet);
         for words in [&before, &header, &after] {
             named.extend(words.identifiers.iter().copied());
+            bare_named.extend(words.bare.iter().copied());
             self_read.extend(words.self_attributes.iter().copied());
         }
         // Functions the outline does not split (in an `if`) may report.
@@ -188,12 +191,14 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
     }
     let rest = Words::scan_except(&source[start..], start, quiet);
     named.extend(rest.identifiers.iter().copied());
+    bare_named.extend(rest.bare.iter().copied());
     self_read.extend(rest.self_attributes.iter().copied());
     status_matters.extend(rest.functions.iter().copied());
     let mut status_known = vec![false; candidates.len()];
     for (i, c) in candidates.iter().enumerate() {
         if c.kept.is_some() {
             named.extend(c.words.identifiers.iter().copied());
+            bare_named.extend(c.words.bare.iter().copied());
             self_read.extend(c.words.self_attributes.iter().copied());
             status_matters.insert(c.body.name);
             status_matters.extend(c.words.functions.iter().copied());
@@ -206,6 +211,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
             if !status_known[i] && c.words.calls.iter().any(|w| status_matters.contains(w)) {
                 if c.kept.is_none() {
                     named.extend(c.words.identifiers.iter().copied());
+                    bare_named.extend(c.words.bare.iter().copied());
                     self_read.extend(c.words.self_attributes.iter().copied());
                 }
                 c.kept = Some(c.kept.unwrap_or(Kept::Calls));
@@ -220,6 +226,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
                 if defines_named || assigns_read {
                     c.kept = Some(Kept::Provides);
                     named.extend(c.words.identifiers.iter().copied());
+                    bare_named.extend(c.words.bare.iter().copied());
                     self_read.extend(c.words.self_attributes.iter().copied());
                     changed = true;
                 }
@@ -229,10 +236,11 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
             break;
         }
     }
-    // A definition nobody names, whose decorators, parameters and annotations call no
+    // A definition whose name no kept code uses as a name (`self.f` is an attribute: the
+    // semantic model looks bindings up for bare names only), whose decorators, parameters and annotations call no
     // function that matters and hold nothing a rule reports, goes whole.
     for (c, (header, after)) in candidates.iter_mut().zip(&headers) {
-        if c.kept.is_some() || named.contains(c.body.name) {
+        if c.kept.is_some() || bare_named.contains(c.body.name) {
             continue;
         }
         let header_text = &source[c.body.outer_start..c.body.range.start];
@@ -453,6 +461,13 @@ mod tests {
         // `helper` stays bound (a name with no binding would be read by what it says).
         let source = format!("{EVAL}\n@decorate\ndef helper(x):\n    return x\n\ndef unused(x=1):\n    return x\n\nvalue = helper\n");
         assert_eq!(blanked(&source), ["helper", "whole unused"]);
+    }
+
+    #[test]
+    fn a_method_used_only_as_an_attribute_goes_whole() {
+        // `self.scale` is an attribute: no binding of `scale` is ever looked up.
+        let source = format!("{EVAL}\nclass M:\n    def scale(self, x):\n        return x * 2\n\n    def other(self, x):\n        return self.scale\n");
+        assert_eq!(blanked(&source), ["whole scale", "whole other"]);
     }
 
     #[test]
