@@ -329,9 +329,11 @@ impl<'a> PretrainedNetworks<'a> {
     fn find(source: &'a str, outline: &crate::outline::Outline<'a>) -> Option<Self> {
         let mut words: FxHashSet<&str> = Self::MODULES.into_iter().collect();
         for import in &outline.imports {
-            let text = &source[import.clone()];
-            if Self::MODULES.iter().any(|m| text.contains(m)) {
-                words.extend(Words::scan(text).identifiers.iter().copied());
+            // `from torchvision.models import resnet50 as r`: any name in it may be bound
+            // to (or lead to) a constructor. `huggingface_hub` is not `hub`.
+            let names = Words::scan(&source[import.clone()]).identifiers;
+            if Self::MODULES.iter().any(|m| names.contains(m)) {
+                words.extend(names.into_iter().filter(|w| !matches!(*w, "from" | "import" | "as")));
             }
         }
         // Module and class level, imports and docstrings and comments aside.
@@ -499,6 +501,12 @@ mod tests {
         // hands it to an optimizer decides that it is trained.
         let source = "import torch\nimport torchvision\n\nclass Loss(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.vgg = torchvision.models.vgg16(weights='DEFAULT')\n\n    def forward(self, x):\n        return self.vgg(x).mean()\n\n    def optimizers(self):\n        return torch.optim.Adam(self.vgg.parameters())\n\n    def f(self):\n        return 1\n\ndef train(loss, x):\n    loss(x).backward()\n";
         assert_eq!(blanked(source), ["whole f"]);
+    }
+
+    #[test]
+    fn names_imported_from_torchvision_count_as_constructors() {
+        let source = "import torch\nfrom torchvision.models import vgg16 as make\nfrom huggingface_hub import upload\n\ndef build():\n    return make(weights='DEFAULT')\n\ndef publish():\n    upload()\n\ndef train(net, x):\n    net(x).sum().backward()\n";
+        assert_eq!(blanked(source), ["whole publish"]);
     }
 
     #[test]
