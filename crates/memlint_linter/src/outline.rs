@@ -310,6 +310,10 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
             let word = source.get(start..i)?;
             if matches!(bytes.get(i), Some(b'\'' | b'"')) {
                 if let Some((formatted, raw)) = string_prefix(word) {
+                    if top_level && line.start == Some(start) && !formatted {
+                        // `r"""..."""`: still a plain string (an f-string holds code).
+                        line.only_a_string = true;
+                    }
                     continue_string(bytes, &mut i, &mut frames, formatted, raw);
                     continue;
                 }
@@ -446,8 +450,8 @@ mod tests {
 
     #[test]
     fn comments_outside_brackets_and_lone_strings_are_quiet() {
-        let source = "'''doc'''\nx = f(a,  # inside\n      b)  # after\ndef g():\n    \"\"\"doc\n    more\"\"\"\n    s = 'not quiet'\n    'a' 'b'\n    r'raw'\n";
-        assert_eq!(quiet(source), ["'''doc'''", "# after", "\"\"\"doc\n    more\"\"\""]);
+        let source = "'''doc'''\nx = f(a,  # inside\n      b)  # after\ndef g():\n    \"\"\"doc\n    more\"\"\"\n    s = 'not quiet'\n    'a' 'b'\n    r'raw'\n    f'{code()}'\n";
+        assert_eq!(quiet(source), ["'''doc'''", "# after", "\"\"\"doc\n    more\"\"\"", "r'raw'"]);
     }
 
     #[test]

@@ -255,17 +255,40 @@ pub fn name_words(name: &str) -> Vec<String> {
     words
 }
 
-/// A quick necessary condition for the `name_says_*` predicates: does an ASCII `name`
-/// contain one of `words` (ASCII case-insensitively)? Every word those predicates accept
-/// is a piece of the name, so `false` here means they answer `false`, without splitting
-/// the name. Non-ASCII names (whose lower case can be ASCII) always pass.
-fn may_contain(name: &str, words: &[&str]) -> bool {
-    if !name.is_ascii() {
-        return true;
-    }
-    let bytes = name.as_bytes();
-    words.iter().any(|w| bytes.windows(w.len()).any(|window| window.eq_ignore_ascii_case(w.as_bytes())))
+/// A quick necessary condition for the `name_says_*` predicates: does an ASCII name
+/// contain one of the words (ASCII case-insensitively)? Every word those predicates
+/// accept is a piece of the name, so `false` here means they answer `false`, without
+/// splitting the name. Non-ASCII names (whose lower case can be ASCII) always pass.
+struct WordFilter {
+    words: &'static [&'static str],
+    automaton: std::sync::OnceLock<aho_corasick::AhoCorasick>,
 }
+
+impl WordFilter {
+    const fn new(words: &'static [&'static str]) -> Self {
+        WordFilter { words, automaton: std::sync::OnceLock::new() }
+    }
+
+    fn may_match(&self, name: &str) -> bool {
+        if !name.is_ascii() {
+            return true;
+        }
+        self.automaton
+            .get_or_init(|| {
+                aho_corasick::AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .build(self.words)
+                    .expect("a few plain words build an automaton")
+            })
+            .is_match(name)
+    }
+}
+
+static MODEL_FILTER: WordFilter = WordFilter::new(MODEL_WORDS);
+static LOSS_FILTER: WordFilter = WordFilter::new(LOSS_WORDS);
+static OPTIMIZER_FILTER: WordFilter = WordFilter::new(&["opt", "scaler"]);
+static EVAL_FILTER: WordFilter = WordFilter::new(EVAL_WORDS);
+static DATA_FILTER: WordFilter = WordFilter::new(&["loader", "dataset", "ds", "dl", "batches", "data", "iterator", "samples"]);
 
 fn strip_digits(word: &str) -> &str {
     word.trim_end_matches(|c: char| c.is_ascii_digit())
@@ -276,7 +299,7 @@ fn strip_digits(word: &str) -> &str {
 /// something a model has (`model_config`, `model_path`, `encoder_cache`) does not.
 pub fn name_says_model(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
-    if !may_contain(last, MODEL_WORDS) {
+    if !MODEL_FILTER.may_match(last) {
         return false;
     }
     let words = name_words(last);
@@ -295,7 +318,7 @@ pub fn name_says_model(name: &str) -> bool {
 /// Does a name say it holds a loss function object (`criterion`, `loss_fn`)?
 pub fn name_says_loss(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
-    if !may_contain(last, LOSS_WORDS) {
+    if !LOSS_FILTER.may_match(last) {
         return false;
     }
     let last = last.to_lowercase();
@@ -310,7 +333,7 @@ pub fn name_says_loss(name: &str) -> bool {
 /// (`optimizer`, `opt_g`, `optimD`, `self.optimizers()[0]`, `scaler`)? `Optional` and
 /// `options` do not.
 pub fn name_says_optimizer(name: &str) -> bool {
-    if !may_contain(name, &["opt", "scaler"]) {
+    if !OPTIMIZER_FILTER.may_match(name) {
         return false;
     }
     name_words(name).iter().any(|w| {
@@ -321,7 +344,7 @@ pub fn name_says_optimizer(name: &str) -> bool {
 
 /// Does a name say evaluation/inference (`evaluate`, `val_loader`, `test_step`, `run_inference`)?
 pub fn name_says_eval(name: &str) -> bool {
-    if !may_contain(name, EVAL_WORDS) {
+    if !EVAL_FILTER.may_match(name) {
         return false;
     }
     name_words(name).iter().any(|w| EVAL_WORDS.contains(&strip_digits(w)))
@@ -333,7 +356,7 @@ pub fn name_says_eval(name: &str) -> bool {
 /// `prepare_inputs_for_generation`): only the words before a `for` count, and a name that
 /// starts with such a verb or ends with what it checks or makes is not evaluation.
 pub fn function_name_says_eval(name: &str) -> bool {
-    if !may_contain(name, EVAL_WORDS) {
+    if !EVAL_FILTER.may_match(name) {
         return false;
     }
     let words = name_words(name);
@@ -347,7 +370,7 @@ pub fn function_name_says_eval(name: &str) -> bool {
 
 /// Does a name say it holds batches of data (`train_loader`, `dataset`, `dl`)?
 pub fn name_says_data(name: &str) -> bool {
-    if !may_contain(name, &["loader", "dataset", "ds", "dl", "batches", "data", "iterator", "samples"]) {
+    if !DATA_FILTER.may_match(name) {
         return false;
     }
     let words = name_words(name);
