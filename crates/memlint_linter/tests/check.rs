@@ -73,7 +73,9 @@ fn empty_cache_through_function_local_import() {
             for batch in loader:
                 free()
         "#,
-        expect![""],
+        expect![[r#"
+            4:9 MEM004 `free()` in the per-step loop returns cached blocks to the d
+        "#]],
     );
     check(
         r#"
