@@ -116,3 +116,54 @@ fn prefilter_keeps_every_fixture_finding() {
         assert_eq!(filtered, lint_unfiltered(source, &settings).diagnostics);
     }
 }
+
+/// Skipping function bodies must not change a finding in any file that parses: remove each
+/// top-level statement and each method of every fixture and bundled example in turn (the
+/// variants that still parse cleanly), and compare with a whole parse.
+#[test]
+fn skipping_bodies_is_sound_when_any_definition_is_removed() {
+    let examples = [
+        include_str!("../../../tests/examples/train_classifier.py"),
+        include_str!("../../../tests/examples/generate_text.py"),
+        include_str!("../../../tests/examples/clean_training.py"),
+        include_str!("fixtures/skipping/model_library.py"),
+    ];
+    let settings = LinterSettings::default();
+    let (mut compared, mut skipped_lines) = (0, 0);
+    for source in FIXTURES.iter().chain(examples.iter()) {
+        let tree = memlint_python::parse_with(source, None);
+        let mut removable = Vec::new();
+        let mut stack = vec![tree.root_node()];
+        while let Some(node) = stack.pop() {
+            let mut cursor = node.walk();
+            for child in node.named_children(&mut cursor) {
+                match child.kind() {
+                    "class_definition" => {
+                        removable.push(child.byte_range());
+                        stack.extend(child.child_by_field_name("body"));
+                    }
+                    "function_definition" | "decorated_definition" | "expression_statement" | "if_statement" | "for_statement" | "with_statement" => {
+                        removable.push(child.byte_range())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for range in removable {
+            // Whole lines, so indentation stays as it was.
+            let start = source[..range.start].rfind('\n').map(|n| n + 1).unwrap_or(0);
+            let end = source[range.end..].find('\n').map(|n| range.end + n + 1).unwrap_or(source.len());
+            let variant = format!("{}{}", &source[..start], &source[end..]);
+            if !lint_unfiltered(&variant, &settings).syntax_errors.is_empty() {
+                continue;
+            }
+            assert_eq!(lint(&variant, &settings).diagnostics, lint_unfiltered(&variant, &settings).diagnostics, "{variant}");
+            compared += 1;
+            let stats = memlint_linter::prefilter::line_stats(&variant, &settings.rules);
+            skipped_lines += stats.blanked + stats.docstrings;
+        }
+    }
+    assert!(compared > 100, "only {compared} variants parsed");
+    // The variants must exercise skipping, not only whole parses.
+    assert!(skipped_lines > 1000, "only {skipped_lines} lines skipped over {compared} variants");
+}
