@@ -41,7 +41,7 @@ pub struct LintResult {
 /// The file is parsed only when some enabled rule could fire in it (a cheap word scan
 /// decides); otherwise nothing is reported, syntax errors included. Function bodies in
 /// which nothing could be reported, and which nothing reported elsewhere depends on, are
-/// blanked before parsing (see `skip.rs`); a syntax error inside one is not reported.
+/// left out of parsing (see `skip.rs`); a syntax error inside one is not reported.
 pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
     let words = prefilter::Words::scan(source);
     let possible = prefilter::possible_rules(source, &words, &settings.rules);

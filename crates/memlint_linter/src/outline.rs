@@ -413,7 +413,6 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
             scanner.bodies[index].range.end = scanner.previous_end;
         }
     }
-    let _ = scanner.source;
     // Comments are found as they come, lone strings when their line ends: sort.
     scanner.quiet.sort_by_key(|r| r.start);
     Some(Outline { bodies: scanner.bodies, quiet: scanner.quiet, imports: scanner.imports, lone_strings: scanner.lone_strings })

@@ -3,29 +3,35 @@
 //! A file the word pre-filter lets through is often a model library in which one method
 //! in fifty could report something. Parsing is memlint's main cost, so before parsing,
 //! the body of each module-level function and method ([`crate::outline`]) that cannot
-//! matter is blanked: its bytes become spaces (newlines kept) and its first statement a
-//! `0`, so the tree has the same byte offsets, lines and columns, and tree-sitter parses
-//! whitespace where the body was.
+//! matter is left out: tree-sitter parses only the included ranges, and a `0` written
+//! where the body starts stands for it, so the tree keeps the file's byte offsets, lines
+//! and columns. When no kept code uses the function's name as a bare name (`self.f` is an
+//! attribute) and its decorators and header hold nothing that matters, the `0` stands for
+//! the whole definition. Docstrings at outline level (a `0` each) and comments outside
+//! brackets without a directive are left out as well.
 //!
 //! A body is kept when
 //! - some enabled rule could report something in it (its words meet that rule's
-//!   condition, [`crate::prefilter`]), or it holds a `memlint:` / `noqa` comment;
+//!   condition, [`crate::prefilter::body_matters`]), or it holds a `memlint:` / `noqa`
+//!   comment;
 //! - it calls (by name, as the semantic model's call graph does) a function whose
 //!   gradient context matters: one that could report, or that calls such a function
 //!   (a function only called from no-grad code runs without gradients);
 //! - it defines a class or function that kept code names (the semantic model knows
 //!   classes by name);
 //! - it may assign `self.X` for an `X` that kept code reads as `self.X` (the semantic
-//!   model reads `self.X` from any method).
+//!   model reads `self.X` from any method);
+//! - for `frozen-network-tracks-grad`: it could construct a pretrained network, or it uses
+//!   a `self.X` that such a body may assign (the rule follows every use).
 //!
 //! and these are followed to a fixed point. Everything else the semantic model reads —
-//! imports, bindings, loops, backward calls — is scoped to the function it is in. Only
-//! the rules for which that holds allow skipping ([`crate::prefilter::body_matters`]).
+//! imports, bindings, loops, backward calls — is scoped to the function it is in.
 //!
-//! After parsing, each blanked body must have parsed as a one-statement body of its
-//! function and the tree must be free of errors, else the file is parsed whole. So the
-//! findings are the same as with a whole parse for any file without syntax errors; a
-//! syntax error inside a skipped body is not reported (as in a file the pre-filter skips).
+//! After parsing, the tree must be free of errors and each `0` must have parsed where it
+//! stands (the one statement of its function's body, or a statement of a class body or
+//! the module), else the file is parsed whole. So the findings are the same as with a
+//! whole parse for any file without syntax errors; a syntax error inside a left-out body
+//! is not reported (as in a file the pre-filter skips).
 
 use std::ops::Range;
 
@@ -39,11 +45,11 @@ use crate::{Rule, RuleSelection};
 
 /// A source with the bodies that cannot matter left out of parsing.
 pub(crate) struct Blanked {
-    /// The source with a `0` at the start of each left-out body (same length).
+    /// The source with a `0` where each left-out piece (but a comment) starts; same length.
     pub source: String,
-    /// What is left out.
+    /// What is left out, in source order.
     pub bodies: Vec<LeftOut>,
-    /// What the parser reads: everything but the bodies after their `0`.
+    /// What the parser reads: everything but the left-out pieces after their `0`.
     pub included: Vec<Range<usize>>,
 }
 
