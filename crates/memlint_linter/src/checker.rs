@@ -62,15 +62,7 @@ impl<'a, 't> Checker<'a, 't> {
     pub fn matches_in(&self, ranges: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
         let query = query(self.rule);
         let names = query.capture_names();
-        let mut sorted: Vec<Range<usize>> = ranges.iter().filter(|r| r.start < r.end).cloned().collect();
-        sorted.sort_by_key(|r| r.start);
-        let mut merged: Vec<Range<usize>> = Vec::new();
-        for r in sorted {
-            match merged.last_mut() {
-                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-                _ => merged.push(r),
-            }
-        }
+        let merged = crate::merge_ranges(ranges.iter().cloned());
         let source = self.model.source().as_bytes();
         let mut found = Vec::new();
         let mut cursor = QueryCursor::new();

@@ -25,6 +25,20 @@ pub use settings::{LinterSettings, RuleSelection};
 
 use memlint_python::tree_sitter::Tree;
 
+/// `ranges` sorted, with overlapping or touching ones merged and empty ones dropped.
+pub(crate) fn merge_ranges(ranges: impl IntoIterator<Item = std::ops::Range<usize>>) -> Vec<std::ops::Range<usize>> {
+    let mut sorted: Vec<std::ops::Range<usize>> = ranges.into_iter().filter(|r| r.start < r.end).collect();
+    sorted.sort_by_key(|r| r.start);
+    let mut merged: Vec<std::ops::Range<usize>> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
 /// What linting one module found.
 #[derive(Debug, Clone, Default)]
 pub struct LintResult {

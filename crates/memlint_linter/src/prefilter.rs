@@ -429,6 +429,18 @@ pub struct LineStats {
     pub docstrings: usize,
 }
 
+impl LineStats {
+    /// The count of body lines kept for `why` (`None`: not kept).
+    fn kept_lines(&mut self, why: Option<crate::skip::Kept>) -> Option<&mut usize> {
+        use crate::skip::Kept;
+        match why? {
+            Kept::Matters => Some(&mut self.kept_could_report),
+            Kept::Calls => Some(&mut self.kept_calls),
+            Kept::Provides => Some(&mut self.kept_provides),
+        }
+    }
+}
+
 impl std::ops::AddAssign for LineStats {
     fn add_assign(&mut self, o: Self) {
         self.skipped_file += o.skipped_file;
@@ -467,7 +479,7 @@ pub fn text_to_parse(source: &str, enabled: &RuleSelection) -> Option<String> {
 
 /// Where [`crate::lint`]'s parsing effort on `source` goes, by line.
 pub fn line_stats(source: &str, enabled: &RuleSelection) -> LineStats {
-    use crate::skip::{blank_irrelevant_bodies, decide, parsed_as_blanked, Kept};
+    use crate::skip::{blank_irrelevant_bodies, decide, parsed_as_blanked};
     let lines = source.lines().count();
     let words = Words::scan(source);
     let possible = possible_rules(source, &words, enabled);
@@ -486,23 +498,19 @@ pub fn line_stats(source: &str, enabled: &RuleSelection) -> LineStats {
         let from = if c.whole { c.body.outer_start } else { c.body.range.start };
         let n = source[from..c.body.range.end].lines().count().saturating_sub(1);
         stats.between_bodies -= n;
-        *match c.kept {
-            None => &mut stats.blanked,
-            Some(Kept::Matters) => &mut stats.kept_could_report,
-            Some(Kept::Calls) => &mut stats.kept_calls,
-            Some(Kept::Provides) => &mut stats.kept_provides,
-        } += n;
+        match stats.kept_lines(c.kept) {
+            Some(kept) => *kept += n,
+            None => stats.blanked += n,
+        }
     }
     for l in blanked.bodies.iter().filter(|l| l.kind == crate::skip::Stand::String) {
         let n = source[l.range.clone()].lines().count().saturating_sub(1);
         stats.docstrings += n;
         let inside = candidates.iter().find(|c| c.body.range.start <= l.range.start && l.range.end <= c.body.range.end);
-        *match inside.and_then(|c| c.kept) {
-            None => &mut stats.between_bodies,
-            Some(Kept::Matters) => &mut stats.kept_could_report,
-            Some(Kept::Calls) => &mut stats.kept_calls,
-            Some(Kept::Provides) => &mut stats.kept_provides,
-        } -= n;
+        match inside.and_then(|c| stats.kept_lines(c.kept)) {
+            Some(kept) => *kept -= n,
+            None => stats.between_bodies -= n,
+        }
     }
     stats
 }

@@ -343,15 +343,7 @@ impl<'a> PretrainedNetworks<'a> {
             }
         }
         // Module and class level, imports and docstrings and comments aside.
-        let mut skipped: Vec<Range<usize>> = outline.quiet.iter().chain(&outline.imports).cloned().collect();
-        skipped.sort_by_key(|r| r.start);
-        let mut merged: Vec<Range<usize>> = Vec::with_capacity(skipped.len());
-        for r in skipped {
-            match merged.last_mut() {
-                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-                _ => merged.push(r),
-            }
-        }
+        let merged = crate::merge_ranges(outline.quiet.iter().chain(&outline.imports).cloned());
         let mut start = 0;
         for end in outline.bodies.iter().map(|b| b.range.clone()).chain(std::iter::once(source.len()..source.len())) {
             let gap = Words::scan_except(&source[start..end.start], start, &merged);
