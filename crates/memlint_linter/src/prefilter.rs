@@ -337,8 +337,18 @@ impl<'a> Words<'a> {
         self.has("eval")
             || self.train_false
             || self.functions.iter().any(|f| function_name_says_eval(f))
-            || (self.loop_header.iter().any(|w| name_says_data(w))
-                && self.loop_header.iter().any(|w| name_says_eval(w) || w.contains("val") || w.contains("test")))
+            || self.loops_over_evaluation_data()
+    }
+
+    /// Is there a `for` or `while` statement (its header has words)?
+    fn has_loop(&self) -> bool {
+        !self.loop_header.is_empty()
+    }
+
+    /// Could a loop go over evaluation data: data and validation or test words in a loop header?
+    fn loops_over_evaluation_data(&self) -> bool {
+        self.loop_header.iter().any(|w| name_says_data(w))
+            && self.loop_header.iter().any(|w| name_says_eval(w) || w.contains("val") || w.contains("test"))
     }
 
     /// Could `backward()` or `torch.autograd.grad` be called?
@@ -365,6 +375,26 @@ fn mentions_or_alias(body: &Words<'_>, file: &Words<'_>, word: &str) -> bool {
     body.has(word) || file.renamed.iter().any(|(original, alias)| *original == word && body.has(alias))
 }
 
+/// Does the body call `word`, or a name some import in the file gives it? (Only for
+/// words of a body: `calls` is collected by [`Words::scan_except`].)
+fn calls_or_alias(body: &Words<'_>, file: &Words<'_>, word: &str) -> bool {
+    body.calls.contains(word) || file.renamed.iter().any(|(original, alias)| *original == word && body.calls.contains(alias))
+}
+
+/// Could `text` assign to a subscript (`x[i] = t`, `x[i]: T = t`): a `]` followed by `=`
+/// (not `==`) or `:`, across whitespace and comments?
+fn may_assign_subscript(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    memchr::memchr_iter(b']', bytes).any(|at| {
+        let next = skip_blank(bytes, at + 1);
+        match bytes.get(next) {
+            Some(b'=') => bytes.get(next + 1) != Some(&b'='),
+            Some(b':') => true,
+            _ => false,
+        }
+    })
+}
+
 /// Must a function body be parsed for `rule`: could the rule report something in it, or
 /// does the rule read something in it while checking other code? `name` is the
 /// function's name, `body` the body's words, `file` the whole file's. `None` for a rule
@@ -374,12 +404,23 @@ pub(crate) fn body_matters(rule: Rule, body: &Words<'_>, body_text: &str, name: 
     Some(match rule {
         // An evaluation region is a function named for evaluation, a loop over evaluation
         // data, or the code after `.eval()` / `.train(False)` in the same function.
+        // (`.eval()` and `.train(False)` count when called: `.train()` only ends a region.)
         Rule::EvalWithoutNoGrad => {
-            function_name_says_eval(name) || body.has("volatile") || body.has("eval") || body.has("train") || body.mentions_evaluation()
+            function_name_says_eval(name)
+                || body.has("volatile")
+                || body.calls.contains("eval")
+                || body.train_false
+                || body.functions.iter().any(|f| function_name_says_eval(f))
+                || body.loops_over_evaluation_data()
         }
         // The accumulation and the loop over batches it survives are in the same function.
-        Rule::AccumulatedLossTensor => (contains(body_text, "+") || body.has("append")) && body.mentions_batches(),
-        Rule::GpuTensorsCollected => body.mentions_batches(),
+        Rule::AccumulatedLossTensor => {
+            (contains(body_text, "+") || body.calls.contains("append")) && body.has_loop() && body.mentions_batches()
+        }
+        // `x.append(t)` or `x[i] = t` in a loop over batches, in the same function.
+        Rule::GpuTensorsCollected => {
+            (body.calls.contains("append") || may_assign_subscript(body_text)) && body.has_loop() && body.mentions_batches()
+        }
         // Conversions and autocasts are reported where they are; any `backward()` and any
         // loss scaling in the module decide whether they are.
         Rule::HalfWithoutGradScaler => {
@@ -390,7 +431,8 @@ pub(crate) fn body_matters(rule: Rule, body: &Words<'_>, body_text: &str, name: 
         Rule::EmptyCacheInLoop => mentions_or_alias(body, file, "empty_cache"),
         Rule::RetainGraphInLoop => body.has("retain_graph"),
         Rule::DataParallel => mentions_or_alias(body, file, "DataParallel") || mentions_or_alias(body, file, "data_parallel"),
-        Rule::TorchLoadWithoutMapLocation => mentions_or_alias(body, file, "load"),
+        // The rule reports calls of `load` or of a name an import gives it.
+        Rule::TorchLoadWithoutMapLocation => calls_or_alias(body, file, "load"),
         Rule::ZeroGradKeepsMemory => body.has("zero_grad"),
         // The deprecated names end in `autocast` / `GradScaler`; calls that change autocast
         // defaults anywhere make the fix unsafe.
@@ -605,6 +647,30 @@ mod tests {
         assert!(Words::scan("model.train( \n False)").train_false);
         assert!(!Words::scan("model.train(Falsehood)").train_false);
         assert!(!Words::scan("model.train()\nx = False").train_false);
+    }
+
+    #[test]
+    fn subscript_assignments_across_spaces_and_annotations() {
+        use super::may_assign_subscript;
+        assert!(may_assign_subscript("preds[i] = out"));
+        assert!(may_assign_subscript("buf[i]=out"));
+        assert!(may_assign_subscript("buf[i]  # c\n  : Tensor = out"));
+        assert!(!may_assign_subscript("if preds[i] == out: pass"));
+        assert!(!may_assign_subscript("x = preds[i]\ny = [1]"));
+    }
+
+    #[test]
+    fn a_loop_is_a_for_or_while_statement_not_a_comprehension() {
+        assert!(Words::scan_except("for x in xs:\n    pass\n", 0, &[]).has_loop());
+        assert!(Words::scan_except("while go():\n    pass\n", 0, &[]).has_loop());
+        assert!(!Words::scan_except("ys = [f(x) for x in xs]\n", 0, &[]).has_loop());
+    }
+
+    #[test]
+    fn calls_through_an_imported_alias() {
+        let file = Words::scan("from torch import load as torch_load\n");
+        assert!(super::calls_or_alias(&Words::scan_except("torch_load(f)", 0, &[]), &file, "load"));
+        assert!(!super::calls_or_alias(&Words::scan_except("self.load_state = torch_load", 0, &[]), &file, "load"));
     }
 
     #[test]

@@ -66,7 +66,13 @@ proptest! {
             source.replace_range(start..end, "");
         }
         let settings = LinterSettings::default();
-        prop_assert_eq!(lint(&source, &settings).diagnostics, lint_unfiltered(&source, &settings).diagnostics);
+        let (filtered, unfiltered) = (lint(&source, &settings), lint_unfiltered(&source, &settings));
+        // A syntax error inside a left-out body is not seen (documented in `skip.rs`);
+        // then tree-sitter's recovery from it no longer drops findings around it.
+        let error_left_out = filtered.syntax_errors.is_empty() && !unfiltered.syntax_errors.is_empty();
+        if !error_left_out {
+            prop_assert_eq!(filtered.diagnostics, unfiltered.diagnostics);
+        }
     }
 
     /// Loop headers, strings, comments and brackets in any order: the word scan that
