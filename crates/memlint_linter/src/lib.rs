@@ -57,7 +57,7 @@ pub struct LintResult {
 /// which nothing could be reported, and which nothing reported elsewhere depends on, are
 /// left out of parsing (see `skip.rs`); a syntax error inside one is not reported.
 pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
-    let words = prefilter::Words::scan(source);
+    let words = prefilter::FileWords::scan(source);
     let possible = prefilter::possible_rules(source, &words, &settings.rules);
     if !possible.any_enabled() {
         return LintResult::default();
@@ -114,3 +114,4 @@ pub fn lint_tree(source: &str, tree: &Tree, settings: &LinterSettings) -> LintRe
     diagnostics.sort_by(|a, b| (a.range.start, a.rule).cmp(&(b.range.start, b.rule)));
     LintResult { diagnostics, syntax_errors, skipped: false }
 }
+

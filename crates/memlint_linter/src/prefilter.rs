@@ -6,7 +6,7 @@
 
 use rustc_hash::FxHashSet;
 
-use memlint_python::{function_name_says_eval, name_says_data, name_says_eval, name_says_loss, name_says_model, name_says_optimizer};
+use memlint_python::{function_name_says_eval, name_says_data, name_says_eval, name_says_optimizer};
 
 use crate::{Rule, RuleSelection};
 
@@ -30,8 +30,6 @@ pub(crate) struct Words<'a> {
     train_false: bool,
     /// Identifiers that are called somewhere, or imported under another name.
     called: FxHashSet<&'a str>,
-    /// `X as Y` pairs (imports under another name, and any other `as`).
-    renamed: Vec<(&'a str, &'a str)>,
     /// `X` in `self.X` followed by what can make it an assignment target (`=`, `,`, `:`,
     /// `)`, `]`): the semantic model reads such attributes from any method.
     pub(crate) self_assigned: FxHashSet<&'a str>,
@@ -138,20 +136,210 @@ struct Header {
     ended: bool,
 }
 
-impl<'a> Words<'a> {
-    pub(crate) fn scan(source: &'a str) -> Self {
-        Self::scan_with(source, 0, &[], false)
-    }
+/// What a scan of source text reports, word by word: a body's [`Words`] keep every
+/// word, a file's [`FileWords`] only what the file-level conditions ask for.
+trait Sink<'a> {
+    /// A word (a run of identifier bytes not starting with a digit) at `start..end`.
+    fn word(&mut self, source: &'a str, start: usize, end: usize);
+    /// A word of a comment inside a loop header.
+    fn comment_word_in_header(&mut self, word: &'a str);
+    fn header_word(&mut self, word: &'a str);
+    fn function(&mut self, name: &'a str);
+    fn class(&mut self, name: &'a str);
+    fn renamed(&mut self, original: &'a str, alias: &'a str);
+    fn train_false(&mut self);
+    /// `load`, `backward` or `grad`, called or imported under another name.
+    fn called(&mut self, word: &'a str);
+}
 
-    /// The words of `source` (which starts at byte `offset` of its file) outside the
-    /// `quiet` ranges of the file (sorted, not overlapping), calls included.
-    pub(crate) fn scan_except(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>]) -> Self {
-        Self::scan_with(source, offset, quiet, true)
+/// Scans the words of `source` (which starts at byte `offset` of its file) outside the
+/// `quiet` ranges of the file (sorted, not overlapping).
+fn scan_words<'a>(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>], sink: &mut impl Sink<'a>) {
+    let bytes = source.as_bytes();
+    let mut quiet = &quiet[quiet.partition_point(|q| q.end <= offset)..];
+    // A header starts at `for`/`while` and ends at a `:` at depth 0 outside strings
+    // (not `:=`), or when a bracket closes below its depth (a comprehension's `for`).
+    // Every word is collected everywhere (strings included), so a mistaken start only
+    // adds header words.
+    let mut header: Option<Header> = None;
+    let mut after_def = false;
+    let mut after_class = false;
+    // The word before an `as`, while the `as` is the last word seen.
+    let mut before_as: Option<&'a str> = None;
+    let mut previous_word: Option<&'a str> = None;
+    // Only whitespace (or `async`) so far on this line: a `for`/`while` statement
+    // always starts its line, so the word in prose or a comprehension starts nothing.
+    let mut at_line_start = true;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(q) = quiet.first() {
+            if q.start <= offset + i {
+                i = i.max(q.end.saturating_sub(offset));
+                quiet = &quiet[1..];
+                continue;
+            }
+        }
+        let b = bytes[i];
+        if b == b' ' {
+            // Spaces change no state of the scan (in a header or not).
+            i += 1;
+            continue;
+        }
+        if is_identifier_byte(b) && !b.is_ascii_digit() {
+            let start = i;
+            while i < bytes.len() && is_identifier_byte(bytes[i]) {
+                i += 1;
+            }
+            // Identifiers are ASCII or whole UTF-8 characters: the slice is on char boundaries.
+            let Some(word) = source.get(start..i) else { continue };
+            sink.word(source, start, i);
+            if after_def {
+                sink.function(word);
+            }
+            if after_class {
+                sink.class(word);
+            }
+            after_def = word == "def";
+            after_class = word == "class";
+            if let Some(original) = before_as.take() {
+                sink.renamed(original, word);
+            }
+            if word == "as" {
+                before_as = previous_word;
+            }
+            previous_word = Some(word);
+            if word == "train" && called_with_false(bytes, i) {
+                sink.train_false();
+            }
+            if matches!(word, "load" | "backward" | "grad") && called_or_renamed(bytes, i) {
+                sink.called(word);
+            }
+            match header {
+                Some(_) => sink.header_word(word),
+                None if at_line_start && (word == "for" || word == "while") => {
+                    header = Some(Header { depth: 0, string: None, ended: false });
+                }
+                None => {}
+            }
+            at_line_start = at_line_start && word == "async";
+            continue;
+        }
+        if b.is_ascii_digit() {
+            while i < bytes.len() && is_identifier_byte(bytes[i]) {
+                i += 1;
+            }
+            at_line_start = false;
+            continue;
+        }
+        if b == b'\n' {
+            at_line_start = true;
+        } else if !b.is_ascii_whitespace() {
+            after_def = false;
+            after_class = false;
+            before_as = None;
+            previous_word = None;
+            at_line_start = false;
+        }
+        if let Some(h) = header.as_mut() {
+            if h.ended {
+                if b == b'\n' {
+                    header = None;
+                }
+            } else if let Some((quote, triple)) = h.string {
+                match b {
+                    b'\\' => i += 1,
+                    b'\n' if !triple => h.string = None,
+                    _ if b == quote => {
+                        if !triple {
+                            h.string = None;
+                        } else if bytes.get(i + 1) == Some(&quote) && bytes.get(i + 2) == Some(&quote) {
+                            h.string = None;
+                            i += 2;
+                        }
+                    }
+                    _ => {}
+                }
+            } else {
+                match b {
+                    b'\'' | b'"' => {
+                        let triple = bytes.get(i + 1) == Some(&b) && bytes.get(i + 2) == Some(&b);
+                        h.string = Some((b, triple));
+                        if triple {
+                            i += 2;
+                        }
+                    }
+                    // A comment: its words count, its brackets and colons do not.
+                    b'#' => {
+                        let end = memchr::memchr(b'\n', &bytes[i..]).map(|n| i + n).unwrap_or(bytes.len());
+                        for word in source.get(i..end).unwrap_or("").split(|c: char| !c.is_alphanumeric() && c != '_') {
+                            if !word.is_empty() {
+                                sink.comment_word_in_header(word);
+                            }
+                        }
+                        i = end;
+                        continue;
+                    }
+                    b'(' | b'[' | b'{' => h.depth += 1,
+                    b')' | b']' | b'}' => {
+                        h.depth -= 1;
+                        if h.depth < 0 {
+                            header = None;
+                        }
+                    }
+                    b':' if h.depth == 0 && bytes.get(i + 1) != Some(&b'=') => h.ended = true,
+                    _ => {}
+                }
+            }
+        }
+        i += 1;
     }
+}
 
-    fn scan_with(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>], collect_calls: bool) -> Self {
+impl<'a> Sink<'a> for Words<'a> {
+    fn word(&mut self, source: &'a str, start: usize, end: usize) {
         let bytes = source.as_bytes();
-        let mut quiet = &quiet[quiet.partition_point(|q| q.end <= offset)..];
+        let word = &source[start..end];
+        self.identifiers.insert(word);
+        if word == "self" {
+            let dot = skip_blank(bytes, end);
+            if bytes.get(dot) == Some(&b'.') {
+                note_self_attribute(source, start, dot + 1, self);
+            }
+        }
+        if bytes.get(skip_blank(bytes, end)) == Some(&b'(') {
+            self.calls.insert(word);
+        }
+        let before = bytes[..start].iter().rev().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\\'));
+        if before != Some(&b'.') {
+            self.bare.insert(word);
+        }
+    }
+    fn comment_word_in_header(&mut self, word: &'a str) {
+        self.identifiers.insert(word);
+        self.loop_header.insert(word);
+    }
+    fn header_word(&mut self, word: &'a str) {
+        self.loop_header.insert(word);
+    }
+    fn function(&mut self, name: &'a str) {
+        self.functions.push(name);
+    }
+    fn class(&mut self, name: &'a str) {
+        self.classes.push(name);
+    }
+    fn renamed(&mut self, _original: &'a str, _alias: &'a str) {}
+    fn train_false(&mut self) {
+        self.train_false = true;
+    }
+    fn called(&mut self, word: &'a str) {
+        self.called.insert(word);
+    }
+}
+
+impl<'a> Words<'a> {
+    /// The words of `source` (which starts at byte `offset` of its file) outside the
+    /// `quiet` ranges of the file (sorted, not overlapping).
+    pub(crate) fn scan_except(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>]) -> Self {
         let mut words = Words {
             identifiers: FxHashSet::with_capacity_and_hasher(source.len() / 48, Default::default()),
             loop_header: FxHashSet::default(),
@@ -159,166 +347,12 @@ impl<'a> Words<'a> {
             classes: Vec::new(),
             train_false: false,
             called: FxHashSet::default(),
-            renamed: Vec::new(),
             self_assigned: FxHashSet::default(),
             self_attributes: FxHashSet::default(),
             calls: FxHashSet::default(),
             bare: FxHashSet::default(),
         };
-        // A header starts at `for`/`while` and ends at a `:` at depth 0 outside strings
-        // (not `:=`), or when a bracket closes below its depth (a comprehension's `for`).
-        // Every word is collected everywhere (strings included), so a mistaken start only
-        // adds header words.
-        let mut header: Option<Header> = None;
-        let mut after_def = false;
-        let mut after_class = false;
-        // The word before an `as`, while the `as` is the last word seen.
-        let mut before_as: Option<&'a str> = None;
-        let mut previous_word: Option<&'a str> = None;
-        // Only whitespace (or `async`) so far on this line: a `for`/`while` statement
-        // always starts its line, so the word in prose or a comprehension starts nothing.
-        let mut at_line_start = true;
-        let mut i = 0;
-        while i < bytes.len() {
-            if let Some(q) = quiet.first() {
-                if q.start <= offset + i {
-                    i = i.max(q.end.saturating_sub(offset));
-                    quiet = &quiet[1..];
-                    continue;
-                }
-            }
-            let b = bytes[i];
-            if b == b' ' {
-                // Spaces change no state of the scan (in a header or not).
-                i += 1;
-                continue;
-            }
-            if is_identifier_byte(b) && !b.is_ascii_digit() {
-                let start = i;
-                while i < bytes.len() && is_identifier_byte(bytes[i]) {
-                    i += 1;
-                }
-                // Identifiers are ASCII or whole UTF-8 characters: the slice is on char boundaries.
-                let Some(word) = source.get(start..i) else { continue };
-                words.identifiers.insert(word);
-                if after_def {
-                    words.functions.push(word);
-                }
-                if after_class {
-                    words.classes.push(word);
-                }
-                after_def = word == "def";
-                after_class = word == "class";
-                if let Some(original) = before_as.take() {
-                    words.renamed.push((original, word));
-                }
-                if word == "as" {
-                    before_as = previous_word;
-                }
-                previous_word = Some(word);
-                if word == "self" {
-                    let dot = skip_blank(bytes, i);
-                    if bytes.get(dot) == Some(&b'.') {
-                        note_self_attribute(source, start, dot + 1, &mut words);
-                    }
-                }
-                if collect_calls {
-                    if bytes.get(skip_blank(bytes, i)) == Some(&b'(') {
-                        words.calls.insert(word);
-                    }
-                    let before = bytes[..start].iter().rev().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\\'));
-                    if before != Some(&b'.') {
-                        words.bare.insert(word);
-                    }
-                }
-                if word == "train" && called_with_false(bytes, i) {
-                    words.train_false = true;
-                }
-                if matches!(word, "load" | "backward" | "grad") && called_or_renamed(bytes, i) {
-                    words.called.insert(word);
-                }
-                match header {
-                    Some(_) => {
-                        words.loop_header.insert(word);
-                    }
-                    None if at_line_start && (word == "for" || word == "while") => {
-                        header = Some(Header { depth: 0, string: None, ended: false });
-                    }
-                    None => {}
-                }
-                at_line_start = at_line_start && word == "async";
-                continue;
-            }
-            if b.is_ascii_digit() {
-                while i < bytes.len() && is_identifier_byte(bytes[i]) {
-                    i += 1;
-                }
-                at_line_start = false;
-                continue;
-            }
-            if b == b'\n' {
-                at_line_start = true;
-            } else if !b.is_ascii_whitespace() {
-                after_def = false;
-                after_class = false;
-                before_as = None;
-                previous_word = None;
-                at_line_start = false;
-            }
-            if let Some(h) = header.as_mut() {
-                if h.ended {
-                    if b == b'\n' {
-                        header = None;
-                    }
-                } else if let Some((quote, triple)) = h.string {
-                    match b {
-                        b'\\' => i += 1,
-                        b'\n' if !triple => h.string = None,
-                        _ if b == quote => {
-                            if !triple {
-                                h.string = None;
-                            } else if bytes.get(i + 1) == Some(&quote) && bytes.get(i + 2) == Some(&quote) {
-                                h.string = None;
-                                i += 2;
-                            }
-                        }
-                        _ => {}
-                    }
-                } else {
-                    match b {
-                        b'\'' | b'"' => {
-                            let triple = bytes.get(i + 1) == Some(&b) && bytes.get(i + 2) == Some(&b);
-                            h.string = Some((b, triple));
-                            if triple {
-                                i += 2;
-                            }
-                        }
-                        // A comment: its words count, its brackets and colons do not.
-                        b'#' => {
-                            let end = memchr::memchr(b'\n', &bytes[i..]).map(|n| i + n).unwrap_or(bytes.len());
-                            for word in source.get(i..end).unwrap_or("").split(|c: char| !c.is_alphanumeric() && c != '_') {
-                                if !word.is_empty() {
-                                    words.identifiers.insert(word);
-                                    words.loop_header.insert(word);
-                                }
-                            }
-                            i = end;
-                            continue;
-                        }
-                        b'(' | b'[' | b'{' => h.depth += 1,
-                        b')' | b']' | b'}' => {
-                            h.depth -= 1;
-                            if h.depth < 0 {
-                                header = None;
-                            }
-                        }
-                        b':' if h.depth == 0 && bytes.get(i + 1) != Some(&b'=') => h.ended = true,
-                        _ => {}
-                    }
-                }
-            }
-            i += 1;
-        }
+        scan_words(source, offset, quiet, &mut words);
         words
     }
 
@@ -326,29 +360,14 @@ impl<'a> Words<'a> {
         self.identifiers.contains(word)
     }
 
-    /// Could some name in the file hold a model, a loss, or a tensor with history?
-    fn mentions_a_model(&self) -> bool {
-        MODULE_TOKENS.iter().any(|t| self.has(t)) || self.identifiers.iter().any(|w| name_says_model(w) || name_says_loss(w))
-    }
-
-    /// Could some code be evaluation code: a function named for evaluation, a loop over
-    /// validation or test data, `.eval()`, or `.train(False)`?
-    fn mentions_evaluation(&self) -> bool {
-        self.has("eval")
-            || self.train_false
-            || self.functions.iter().any(|f| function_name_says_eval(f))
-            || self.loops_over_evaluation_data()
-    }
-
     /// Is there a `for` or `while` statement (its header has words)?
     fn has_loop(&self) -> bool {
         !self.loop_header.is_empty()
     }
 
-    /// Could a loop go over evaluation data: data and validation or test words in a loop header?
+    /// Could a loop go over evaluation data?
     fn loops_over_evaluation_data(&self) -> bool {
-        self.loop_header.iter().any(|w| name_says_data(w))
-            && self.loop_header.iter().any(|w| name_says_eval(w) || w.contains("val") || w.contains("test"))
+        loops_over_evaluation_data(self.loop_header.iter().copied())
     }
 
     /// Could `backward()` or `torch.autograd.grad` be called?
@@ -369,15 +388,171 @@ impl<'a> Words<'a> {
     }
 }
 
+/// Data and validation or test words in a loop header's words.
+fn loops_over_evaluation_data<'w>(header: impl Iterator<Item = &'w str> + Clone) -> bool {
+    header.clone().any(name_says_data) && header.into_iter().any(|w| name_says_eval(w) || w.contains("val") || w.contains("test"))
+}
+
+/// The words the file-level conditions ask for by name ([`FileWords::has`]), each with
+/// its bit (a `match`: a few compares, no hashing).
+fn known_word(word: &str) -> Option<u32> {
+    Some(match word {
+        "eval" => 0,
+        "append" => 1,
+        "retain_graph" => 2,
+        "DataParallel" => 3,
+        "data_parallel" => 4,
+        "zero_grad" => 5,
+        "amp" => 6,
+        "step" => 7,
+        "Module" => 8,
+        "LightningModule" => 9,
+        "forward" => 10,
+        "requires_grad_" => 11,
+        "nn" => 12,
+        "torchvision" => 13,
+        "timm" => 14,
+        "transformers" => 15,
+        _ => return None,
+    })
+}
+
+/// The words of a whole file, as far as the file-level conditions ask: which of
+/// [`known_word`]s occur, loop headers, `def` names, calls of `load`/`backward`/`grad`,
+/// renames. Every file is scanned, and most go no further: hashing each of a file's
+/// words into a set cost as much as the rest of the scan, so a file's words are not
+/// collected; names that say model, loss or optimizer are searched for when asked.
+pub(crate) struct FileWords<'a> {
+    source: &'a str,
+    /// Bit `known_word(w)`: `w` occurs as a word.
+    known: u32,
+    /// Words in loop headers (with repeats).
+    loop_header: Vec<&'a str>,
+    /// Names of `def`s.
+    functions: Vec<&'a str>,
+    train_false: bool,
+    /// `load`, `backward`, `grad` called (or imported under another name).
+    called: [bool; 3],
+    /// `X as Y` pairs.
+    pub(crate) renamed: Vec<(&'a str, &'a str)>,
+    names_a_model: std::cell::OnceCell<bool>,
+    names_an_optimizer: std::cell::OnceCell<bool>,
+}
+
+impl<'a> Sink<'a> for FileWords<'a> {
+    fn word(&mut self, source: &'a str, start: usize, end: usize) {
+        if let Some(k) = known_word(&source[start..end]) {
+            self.known |= 1 << k;
+        }
+    }
+    fn comment_word_in_header(&mut self, word: &'a str) {
+        if let Some(k) = known_word(word) {
+            self.known |= 1 << k;
+        }
+        self.loop_header.push(word);
+    }
+    fn header_word(&mut self, word: &'a str) {
+        self.loop_header.push(word);
+    }
+    fn function(&mut self, name: &'a str) {
+        self.functions.push(name);
+    }
+    fn class(&mut self, _name: &'a str) {}
+    fn renamed(&mut self, original: &'a str, alias: &'a str) {
+        self.renamed.push((original, alias));
+    }
+    fn train_false(&mut self) {
+        self.train_false = true;
+    }
+    fn called(&mut self, word: &'a str) {
+        match word {
+            "load" => self.called[0] = true,
+            "backward" => self.called[1] = true,
+            _ => self.called[2] = true,
+        }
+    }
+}
+
+impl<'a> FileWords<'a> {
+    fn empty(source: &'a str) -> Self {
+        FileWords {
+            source,
+            known: 0,
+            loop_header: Vec::new(),
+            functions: Vec::new(),
+            train_false: false,
+            called: [false; 3],
+            renamed: Vec::new(),
+            names_a_model: std::cell::OnceCell::new(),
+            names_an_optimizer: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Scans `source` for the words the file-level conditions ask for.
+    pub(crate) fn scan(source: &'a str) -> Self {
+        let mut words = FileWords::empty(source);
+        scan_words(source, 0, &[], &mut words);
+        words
+    }
+
+    /// Does `word`, a [`known_word`], occur as a word? (Any other word might.)
+    fn has(&self, word: &str) -> bool {
+        debug_assert!(known_word(word).is_some(), "{word} is not a known word");
+        known_word(word).map(|k| self.known & (1 << k) != 0).unwrap_or(true)
+    }
+
+    /// Is `load`, `backward` or `grad` called (or imported under another name)?
+    fn called(&self, word: &str) -> bool {
+        match word {
+            "load" => self.called[0],
+            "backward" => self.called[1],
+            "grad" => self.called[2],
+            _ => true,
+        }
+    }
+
+    /// Could some name in the file hold a model, a loss, or a tensor with history?
+    fn mentions_a_model(&self) -> bool {
+        MODULE_TOKENS.iter().any(|t| self.has(t))
+            || *self.names_a_model.get_or_init(|| memlint_python::text_names_a_model_or_loss(self.source))
+    }
+
+    /// Could some code be evaluation code: a function named for evaluation, a loop over
+    /// validation or test data, `.eval()`, or `.train(False)`?
+    fn mentions_evaluation(&self) -> bool {
+        self.has("eval")
+            || self.train_false
+            || self.functions.iter().any(|f| function_name_says_eval(f))
+            || loops_over_evaluation_data(self.loop_header.iter().copied())
+    }
+
+    /// Could `backward()` or `torch.autograd.grad` be called?
+    fn mentions_backward(&self) -> bool {
+        self.called("backward") || self.called("grad")
+    }
+
+    /// Could an optimizer (or a `GradScaler`) be stepped: `.step()` on a name with `opt`
+    /// or `scaler` in it?
+    fn mentions_optimizer_step(&self) -> bool {
+        self.has("step") && *self.names_an_optimizer.get_or_init(|| memlint_python::text_names_an_optimizer(self.source))
+    }
+
+    /// Could a loop go over batches: data in a loop header, or a backward pass or an
+    /// optimizer step somewhere?
+    fn mentions_batches(&self) -> bool {
+        self.loop_header.iter().any(|w| name_says_data(w)) || self.mentions_backward() || self.mentions_optimizer_step()
+    }
+}
+
 /// Does the body mention `word`, or a name some import in the file gives it (`ec` after
 /// `from torch.cuda import empty_cache as ec`)?
-fn mentions_or_alias(body: &Words<'_>, file: &Words<'_>, word: &str) -> bool {
+fn mentions_or_alias(body: &Words<'_>, file: &FileWords<'_>, word: &str) -> bool {
     body.has(word) || file.renamed.iter().any(|(original, alias)| *original == word && body.has(alias))
 }
 
 /// Does the body call `word`, or a name some import in the file gives it? (Only for
 /// words of a body: `calls` is collected by [`Words::scan_except`].)
-fn calls_or_alias(body: &Words<'_>, file: &Words<'_>, word: &str) -> bool {
+fn calls_or_alias(body: &Words<'_>, file: &FileWords<'_>, word: &str) -> bool {
     body.calls.contains(word) || file.renamed.iter().any(|(original, alias)| *original == word && body.calls.contains(alias))
 }
 
@@ -400,7 +575,7 @@ fn may_assign_subscript(text: &str) -> bool {
 /// function's name, `body` the body's words, `file` the whole file's. `None` for a rule
 /// whose findings depend on other functions in ways this does not follow (every use of a
 /// pretrained network in the module): with it enabled, no body is skipped.
-pub(crate) fn body_matters(rule: Rule, body: &Words<'_>, body_text: &str, name: &str, file: &Words<'_>) -> Option<bool> {
+pub(crate) fn body_matters(rule: Rule, body: &Words<'_>, body_text: &str, name: &str, file: &FileWords<'_>) -> Option<bool> {
     Some(match rule {
         // An evaluation region is a function named for evaluation, a loop over evaluation
         // data, or the code after `.eval()` / `.train(False)` in the same function.
@@ -500,7 +675,7 @@ impl std::ops::AddAssign for LineStats {
 /// with everything left out turned to spaces (newlines kept). `None` when it parses the
 /// file whole or not at all.
 pub fn text_to_parse(source: &str, enabled: &RuleSelection) -> Option<String> {
-    let words = Words::scan(source);
+    let words = FileWords::scan(source);
     let possible = possible_rules(source, &words, enabled);
     if !possible.any_enabled() {
         return None;
@@ -523,7 +698,7 @@ pub fn text_to_parse(source: &str, enabled: &RuleSelection) -> Option<String> {
 pub fn line_stats(source: &str, enabled: &RuleSelection) -> LineStats {
     use crate::skip::{blank_irrelevant_bodies, decide, parsed_as_blanked};
     let lines = source.lines().count();
-    let words = Words::scan(source);
+    let words = FileWords::scan(source);
     let possible = possible_rules(source, &words, enabled);
     if !possible.any_enabled() {
         return LineStats { skipped_file: lines, ..LineStats::default() };
@@ -563,11 +738,11 @@ fn contains(source: &str, word: &str) -> bool {
 
 /// The enabled rules that could report something in `source`.
 pub fn rules_that_could_fire(source: &str, enabled: &RuleSelection) -> RuleSelection {
-    possible_rules(source, &Words::scan(source), enabled)
+    possible_rules(source, &FileWords::scan(source), enabled)
 }
 
 /// [`rules_that_could_fire`] with the file's words already scanned.
-pub(crate) fn possible_rules(source: &str, words: &Words<'_>, enabled: &RuleSelection) -> RuleSelection {
+pub(crate) fn possible_rules(source: &str, words: &FileWords<'_>, enabled: &RuleSelection) -> RuleSelection {
     let mut selection = RuleSelection::none();
     for rule in enabled.iter() {
         let possible = match rule {
@@ -577,13 +752,13 @@ pub(crate) fn possible_rules(source: &str, words: &Words<'_>, enabled: &RuleSele
             }
             // The rule needs a `backward()` call in the module.
             Rule::HalfWithoutGradScaler => {
-                words.called.contains("backward") && ["half", "float16", "autocast"].iter().any(|w| contains(source, w))
+                words.called("backward") && ["half", "float16", "autocast"].iter().any(|w| contains(source, w))
             }
             Rule::EmptyCacheInLoop => contains(source, "empty_cache"),
             Rule::RetainGraphInLoop => words.has("retain_graph"),
             Rule::GpuTensorsCollected => words.mentions_batches(),
             Rule::DataParallel => words.has("DataParallel") || words.has("data_parallel"),
-            Rule::TorchLoadWithoutMapLocation => words.called.contains("load"),
+            Rule::TorchLoadWithoutMapLocation => words.called("load"),
             Rule::ZeroGradKeepsMemory => words.has("zero_grad"),
             Rule::DeprecatedCudaAmp => words.has("amp"),
             Rule::AccumulationWithoutLossDivision => {
@@ -602,11 +777,15 @@ pub(crate) fn possible_rules(source: &str, words: &Words<'_>, enabled: &RuleSele
 
 #[cfg(test)]
 mod tests {
-    use super::Words;
+    use super::{FileWords, Words};
 
     fn header(source: &str) -> Vec<&str> {
-        let mut words: Vec<&str> = Words::scan(source).loop_header.into_iter().collect();
+        let mut words: Vec<&str> = FileWords::scan(source).loop_header;
         words.sort();
+        words.dedup();
+        let mut body: Vec<&str> = Words::scan_except(source, 0, &[]).loop_header.into_iter().collect();
+        body.sort();
+        assert_eq!(words, body, "a file's and a body's scan see the same headers");
         words
     }
 
@@ -637,16 +816,43 @@ mod tests {
 
     #[test]
     fn calls_through_spaces_comments_and_aliases() {
-        let words = Words::scan("x = torch.load (f)\ny = (loss.backward  # c\n  ())\ngrad = p.grad\n");
-        assert!(words.called.contains("load") && words.called.contains("backward") && !words.called.contains("grad"));
-        assert!(Words::scan("from torch.autograd import grad as g\n").called.contains("grad"));
+        let words = FileWords::scan("x = torch.load (f)\ny = (loss.backward  # c\n  ())\ngrad = p.grad\n");
+        assert!(words.called("load") && words.called("backward") && !words.called("grad"));
+        assert!(FileWords::scan("from torch.autograd import grad as g\n").called("grad"));
     }
 
     #[test]
     fn train_false_with_any_spacing() {
-        assert!(Words::scan("model.train( \n False)").train_false);
-        assert!(!Words::scan("model.train(Falsehood)").train_false);
-        assert!(!Words::scan("model.train()\nx = False").train_false);
+        assert!(FileWords::scan("model.train( \n False)").train_false);
+        assert!(!FileWords::scan("model.train(Falsehood)").train_false);
+        assert!(!FileWords::scan("model.train()\nx = False").train_false);
+    }
+
+    #[test]
+    fn known_words_have_their_own_bits() {
+        let words = ["eval", "append", "retain_graph", "DataParallel", "data_parallel", "zero_grad", "amp", "step"];
+        let bits: Vec<u32> = words.iter().chain(super::MODULE_TOKENS).map(|w| super::known_word(w).expect("known")).collect();
+        let mut unique = bits.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), bits.len());
+        assert!(bits.iter().all(|b| *b < 32));
+    }
+
+    #[test]
+    fn a_file_has_its_known_words_only_as_whole_words() {
+        let file = FileWords::scan("x = evaluation(model.forward)  # nn\nstep_size = 1\n");
+        assert!(file.has("forward") && file.has("nn"));
+        assert!(!file.has("eval") && !file.has("step"));
+    }
+
+    #[test]
+    fn a_file_names_a_model_in_any_word() {
+        assert!(FileWords::scan("x = 1  # the G_net here\n").mentions_a_model());
+        assert!(FileWords::scan("y = self.backbone(x)\n").mentions_a_model());
+        assert!(!FileWords::scan("cfg = model_config\nget_model()\n").mentions_a_model());
+        // The Kelvin sign's lower case is `k`: `BAC\u{212a}BONE` says backbone.
+        assert!(FileWords::scan("y = BAC\u{212a}BONE(x)\n").mentions_a_model());
     }
 
     #[test]
@@ -668,7 +874,7 @@ mod tests {
 
     #[test]
     fn calls_through_an_imported_alias() {
-        let file = Words::scan("from torch import load as torch_load\n");
+        let file = FileWords::scan("from torch import load as torch_load\n");
         assert!(super::calls_or_alias(&Words::scan_except("torch_load(f)", 0, &[]), &file, "load"));
         assert!(!super::calls_or_alias(&Words::scan_except("self.load_state = torch_load", 0, &[]), &file, "load"));
     }

@@ -40,7 +40,7 @@ use rustc_hash::FxHashSet;
 use memlint_python::tree_sitter::Tree;
 
 use crate::outline::outline;
-use crate::prefilter::{body_matters, Words};
+use crate::prefilter::{body_matters, FileWords, Words};
 use crate::{Rule, RuleSelection};
 
 /// A source with the bodies that cannot matter left out of parsing.
@@ -113,7 +113,7 @@ pub(crate) struct Decision<'a> {
 
 /// Decides which function bodies of `source` must be parsed for `possible`; `None` when
 /// the outline scan gives up or some rule allows no skipping.
-pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelection) -> Option<Decision<'a>> {
+pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleSelection) -> Option<Decision<'a>> {
     let outline = outline(source)?;
     let lone_strings = outline.lone_strings.clone();
     let comments: Vec<Range<usize>> = outline
@@ -264,7 +264,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &Words<'_>, possible: &RuleSelec
 
 /// Blanks the function bodies of `source` that cannot change what `possible` reports;
 /// `None` when nothing can be skipped.
-pub(crate) fn blank_irrelevant_bodies(source: &str, file: &Words<'_>, possible: &RuleSelection) -> Option<Blanked> {
+pub(crate) fn blank_irrelevant_bodies(source: &str, file: &FileWords<'_>, possible: &RuleSelection) -> Option<Blanked> {
     let Decision { candidates, lone_strings, comments } = decide(source, file, possible)?;
     // What is left out, in source order: skipped bodies and definitions, and the lone
     // strings outside them.
@@ -337,7 +337,7 @@ impl<'a> PretrainedNetworks<'a> {
         for import in &outline.imports {
             // `from torchvision.models import resnet50 as r`: any name in it may be bound
             // to (or lead to) a constructor. `huggingface_hub` is not `hub`.
-            let names = Words::scan(&source[import.clone()]).identifiers;
+            let names = Words::scan_except(&source[import.clone()], import.start, &[]).identifiers;
             if Self::MODULES.iter().any(|m| names.contains(m)) {
                 words.extend(names.into_iter().filter(|w| !matches!(*w, "from" | "import" | "as")));
             }
@@ -407,12 +407,12 @@ pub(crate) fn parsed_as_blanked(tree: &Tree, blanked: &Blanked) -> bool {
 #[cfg(test)]
 mod tests {
     use super::blank_irrelevant_bodies;
-    use crate::prefilter::{possible_rules, Words};
+    use crate::prefilter::{possible_rules, FileWords};
     use crate::RuleSelection;
 
     /// The names of the functions whose bodies are blanked.
     fn blanked(source: &str) -> Vec<String> {
-        let words = Words::scan(source);
+        let words = FileWords::scan(source);
         let possible = possible_rules(source, &words, &RuleSelection::all());
         let Some(b) = blank_irrelevant_bodies(source, &words, &possible) else { return Vec::new() };
         assert_eq!(b.source.len(), source.len());
@@ -479,7 +479,7 @@ mod tests {
     #[test]
     fn docstrings_at_outline_level_are_left_out() {
         let source = "\"\"\"Module docstring.\"\"\"\nimport torch\n\nclass A:\n    '''Class\n    docstring.'''\n\n    def evaluate(self, model, loader):\n        \"\"\"Method docstring.\"\"\"\n        model.eval()\n        for x in loader:\n            'not at the first level'\n            model(x)\n";
-        let words = Words::scan(source);
+        let words = FileWords::scan(source);
         let possible = possible_rules(source, &words, &RuleSelection::all());
         let b = blank_irrelevant_bodies(source, &words, &possible).unwrap();
         let strings: Vec<&str> = b.bodies.iter().filter(|l| l.kind == super::Stand::String).map(|l| &source[l.range.clone()]).collect();

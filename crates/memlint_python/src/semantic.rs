@@ -273,15 +273,68 @@ impl WordFilter {
         if !name.is_ascii() {
             return true;
         }
-        self.automaton
-            .get_or_init(|| {
-                aho_corasick::AhoCorasick::builder()
-                    .ascii_case_insensitive(true)
-                    .build(self.words)
-                    .expect("a few plain words build an automaton")
-            })
-            .is_match(name)
+        self.automaton().is_match(name)
     }
+}
+
+impl WordFilter {
+    fn automaton(&self) -> &aho_corasick::AhoCorasick {
+        self.automaton.get_or_init(|| {
+            aho_corasick::AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .build(self.words)
+                .expect("a few plain words build an automaton")
+        })
+    }
+
+    /// Does some word of `text` (a maximal run of identifier characters: ASCII letters,
+    /// digits, `_` and any non-ASCII character; in code, strings or comments) satisfy
+    /// `says`, a predicate this filter is a necessary condition of? Searches the text for
+    /// the filter's words instead of testing every word; a non-ASCII word is also tested
+    /// piece by piece (split at what is not alphanumeric), as a comment splits.
+    fn any_word_of(&self, text: &str, says: impl Fn(&str) -> bool) -> bool {
+        let bytes = text.as_bytes();
+        let is_word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+        let word_around = |at: usize| {
+            let start = bytes[..at].iter().rposition(|b| !is_word_byte(*b)).map(|p| p + 1).unwrap_or(0);
+            let end = bytes[at..].iter().position(|b| !is_word_byte(*b)).map(|p| at + p).unwrap_or(bytes.len());
+            // Runs end at ASCII bytes (or the ends of the text): whole characters.
+            &text[start..end]
+        };
+        let test = |word: &str| {
+            says(word) || (!word.is_ascii() && word.split(|c: char| !c.is_alphanumeric() && c != '_').any(|p| !p.is_empty() && says(p)))
+        };
+        let mut tested: HashSet<&str> = HashSet::default();
+        let mut from = 0;
+        while let Some(m) = self.automaton().find(aho_corasick::Input::new(bytes).range(from..)) {
+            let word = word_around(m.start());
+            if tested.insert(word) && test(word) {
+                return true;
+            }
+            from = word.as_ptr() as usize - text.as_ptr() as usize + word.len();
+        }
+        // The lower case of a non-ASCII word can hold a filter word (the Kelvin sign is `k`).
+        let mut from = 0;
+        while let Some(n) = bytes[from..].iter().position(|b| *b >= 0x80) {
+            let word = word_around(from + n);
+            if tested.insert(word) && test(word) {
+                return true;
+            }
+            from = word.as_ptr() as usize - text.as_ptr() as usize + word.len();
+        }
+        false
+    }
+}
+
+/// Does some word of `text` (code, strings and comments alike) say it holds a model or
+/// a loss function ([`name_says_model`], [`name_says_loss`])?
+pub fn text_names_a_model_or_loss(text: &str) -> bool {
+    MODEL_FILTER.any_word_of(text, name_says_model) || LOSS_FILTER.any_word_of(text, name_says_loss)
+}
+
+/// Does some word of `text` say it holds an optimizer ([`name_says_optimizer`])?
+pub fn text_names_an_optimizer(text: &str) -> bool {
+    OPTIMIZER_FILTER.any_word_of(text, name_says_optimizer)
 }
 
 static MODEL_FILTER: WordFilter = WordFilter::new(MODEL_WORDS);
