@@ -82,6 +82,14 @@ impl<'a, 't> Checker<'a, 't> {
         found
     }
 
+    /// The matches of the current rule's query that start within one of `nodes` (the
+    /// candidates the semantic model already knows, such as the calls of a name): the
+    /// query runs there only, not over the whole module.
+    pub fn matches_at(&self, nodes: &[Node<'t>]) -> Vec<QueryMatch<'t>> {
+        let ranges: Vec<Range<usize>> = nodes.iter().map(|n| n.byte_range()).collect();
+        self.matches_in(&ranges)
+    }
+
     /// Does the source contain any of these words? Rules use it to skip files in which
     /// they cannot fire before running their query.
     pub fn source_mentions(&self, words: &[&str]) -> bool {

@@ -71,7 +71,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         return;
     }
     let model = checker.model;
-    for m in checker.matches() {
+    // The query matches `.backward()` calls only.
+    for m in checker.matches_at(model.calls_named("backward")) {
         let (Some(backward), Some(receiver)) = (m.get("backward"), m.get("receiver")) else { continue };
         let receiver_text = model.text(receiver).to_lowercase();
         if FRAMEWORKS.iter().any(|f| receiver_text.contains(f)) {

@@ -40,7 +40,7 @@ use memlint_python::SemanticModel;
 use memlint_python::tree_sitter::Node;
 
 use crate::checker::Checker;
-use crate::rules::{keyword_argument, positional_arguments, snippet};
+use crate::rules::{calls_that_may_resolve_to, keyword_argument, positional_arguments, snippet};
 use crate::{Diagnostic, Severity};
 
 pub const SUMMARY: &str = "`nn.DataParallel` gathers outputs on the first GPU";
@@ -60,7 +60,9 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         return;
     }
     let model = checker.model;
-    for m in checker.matches() {
+    let mut candidates = calls_that_may_resolve_to(model, DATA_PARALLEL);
+    candidates.extend(calls_that_may_resolve_to(model, FUNCTIONAL));
+    for m in checker.matches_at(&candidates) {
         let Some(call) = m.get("call") else { continue };
         let functional = if model.call_resolves_to(call, DATA_PARALLEL).is_some() {
             false

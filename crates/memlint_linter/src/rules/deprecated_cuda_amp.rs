@@ -50,7 +50,7 @@ use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
 use crate::checker::Checker;
-use crate::rules::{has_argument_list, has_splat, in_annotation, positional_arguments, snippet, torch_name};
+use crate::rules::{calls_that_may_resolve_to, has_argument_list, has_splat, in_annotation, positional_arguments, snippet, torch_name};
 use crate::{Diagnostic, Edit, Fix, Severity};
 
 pub const SUMMARY: &str = "Deprecated `torch.cuda.amp.autocast` / `torch.cuda.amp.GradScaler`";
@@ -68,7 +68,9 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         return;
     }
     let model = checker.model;
-    for m in checker.matches() {
+    let mut candidates = calls_that_may_resolve_to(model, AUTOCAST);
+    candidates.extend(calls_that_may_resolve_to(model, GRAD_SCALER));
+    for m in checker.matches_at(&candidates) {
         let Some(call) = m.get("call") else { continue };
         if in_annotation(call) {
             continue;

@@ -72,7 +72,19 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     if backward_calls.is_empty() {
         return;
     }
-    for m in checker.matches() {
+    // The query matches `.half()` / `.to(...)` calls and calls of a name ending in `autocast`.
+    let candidates: Vec<Node> = model
+        .calls()
+        .iter()
+        .copied()
+        .filter(|c| {
+            c.child_by_field_name("function").map(|f| {
+                let text = model.text(f);
+                text.ends_with("autocast") || text.ends_with("half") || text.ends_with("to")
+            }) == Some(true)
+        })
+        .collect();
+    for m in checker.matches_at(&candidates) {
         if let (Some(conversion), Some(receiver)) = (m.get("conversion"), m.get("receiver")) {
             let method = conversion
                 .child_by_field_name("function")

@@ -98,6 +98,19 @@ pub(crate) fn indent_lines(source: &str, node: Node<'_>, unit: &str) -> Vec<Edit
     edits
 }
 
+/// The calls whose callee may resolve to one of `qualified` (fully qualified names): a
+/// dotted callee ends with the name's last part, a bare one is that part or a name an
+/// import binds to the whole name (`from torch.cuda.amp import autocast as ac`).
+pub(crate) fn calls_that_may_resolve_to<'t>(model: &SemanticModel<'t>, qualified: &[&str]) -> Vec<Node<'t>> {
+    let mut names: Vec<&str> = qualified.iter().map(|q| q.rsplit('.').next().unwrap_or(q)).collect();
+    for q in qualified {
+        names.extend(model.names_imported_as(q));
+    }
+    names.sort_unstable();
+    names.dedup();
+    names.iter().flat_map(|n| model.calls_named(n).iter().copied()).collect()
+}
+
 /// How to spell `torch` here, and an edit that imports it when the module does not.
 pub(crate) fn torch_name(model: &SemanticModel<'_>) -> (String, Option<Edit>) {
     if let Some(local) = model.local_name_for("torch") {

@@ -40,7 +40,7 @@ use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, BindingKind, SemanticModel, ValueKind};
 
 use crate::checker::Checker;
-use crate::rules::{always_bool, descendants_where, keyword_argument, positional_arguments, snippet};
+use crate::rules::{always_bool, calls_that_may_resolve_to, descendants_where, keyword_argument, positional_arguments, snippet};
 use crate::{Diagnostic, Severity};
 
 pub const SUMMARY: &str = "`retain_graph=True` in a loop without a second backward";
@@ -53,7 +53,11 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         return;
     }
     let model = checker.model;
-    for m in checker.matches() {
+    // Only backward calls are reported: `.backward(...)`, or `torch.autograd.backward` /
+    // `torch.autograd.grad` by any name.
+    let mut candidates = model.calls_named("backward").to_vec();
+    candidates.extend(calls_that_may_resolve_to(model, &["torch.autograd.backward", "torch.autograd.grad"]));
+    for m in checker.matches_at(&candidates) {
         let (Some(call), Some(value)) = (m.get("call"), m.get("value")) else { continue };
         if !model.is_backward_call(call) || !always_bool(model, value, true) {
             continue;

@@ -53,7 +53,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         return;
     }
     let model = checker.model;
-    for m in checker.matches() {
+    // The query matches `.zero_grad(...)` calls only.
+    for m in checker.matches_at(model.calls_named("zero_grad")) {
         let (Some(call), Some(value)) = (m.get("call"), m.get("value")) else { continue };
         if !always_bool(model, value, false) {
             continue;
