@@ -16,6 +16,8 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use tree_sitter::{Node, Tree};
 
+use crate::FieldExt;
+
 /// Nearest enclosing function (its node id), or `None` for module level.
 type ScopeId = Option<usize>;
 
@@ -470,7 +472,7 @@ impl<'t> SemanticModel<'t> {
             toggle_statements: HashMap::default(),
         };
         model.parents.reserve(root.descendant_count() / 2);
-        model.collect(root, None, None);
+        model.collect(&mut root.walk(), None, None);
         model.imported_names = model.imports.iter().map(|i| i.local.clone()).collect();
         for bindings in model.bindings.values_mut().flat_map(|by_scope| by_scope.values_mut()) {
             bindings.sort_by_key(|b| b.position);
@@ -564,12 +566,16 @@ impl<'t> SemanticModel<'t> {
 
     // ----- collection -------------------------------------------------------------
 
-    fn collect(&mut self, node: Node<'t>, scope: ScopeId, class: Option<&str>) {
+    /// Collects what the node at `cursor` defines, binds and calls, and records its
+    /// named children's parent; one cursor walks the tree (a cursor per node showed in
+    /// profiles), and the cursor is back on the node when this returns.
+    fn collect(&mut self, cursor: &mut tree_sitter::TreeCursor<'t>, scope: ScopeId, class: Option<&str>) {
+        let node = cursor.node();
         match node.kind() {
             "function_definition" => {
                 self.record_children(node);
                 let name = node
-                    .child_by_field_name("name")
+                    .field("name")
                     .map(|n| self.text(n).to_owned())
                     .unwrap_or_default();
                 let parent = self.parent(node);
@@ -584,19 +590,19 @@ impl<'t> SemanticModel<'t> {
                     ),
                     _ => (Vec::new(), node),
                 };
-                let function_name = node.child_by_field_name("name").map(|n| self.text(n)).unwrap_or_default();
+                let function_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
                 self.add_binding(scope, function_name, node, None, BindingKind::Definition);
                 self.functions.insert(
                     node.id(),
                     FunctionInfo { node, name, class: class.map(str::to_owned), decorators, outer },
                 );
                 let inner = Some(node.id());
-                if let Some(params) = node.child_by_field_name("parameters") {
+                if let Some(params) = node.field("parameters") {
                     for param in named_children(params) {
                         let ident = match param.kind() {
                             "identifier" => Some(param),
                             "typed_parameter" => param.named_child(0).filter(|n| n.kind() == "identifier"),
-                            "default_parameter" | "typed_default_parameter" => param.child_by_field_name("name"),
+                            "default_parameter" | "typed_default_parameter" => param.field("name"),
                             _ => None,
                         };
                         if let Some(ident) = ident {
@@ -604,20 +610,20 @@ impl<'t> SemanticModel<'t> {
                         }
                     }
                 }
-                if let Some(body) = node.child_by_field_name("body") {
+                if let Some(body) = node.field("body") {
                     // Methods see their class only for `self` attribute bookkeeping.
-                    self.collect(body, inner, class);
+                    self.collect(&mut body.walk(), inner, class);
                 }
                 return;
             }
             "class_definition" => {
                 self.record_children(node);
                 let name = node
-                    .child_by_field_name("name")
+                    .field("name")
                     .map(|n| self.text(n).to_owned())
                     .unwrap_or_default();
                 let bases = node
-                    .child_by_field_name("superclasses")
+                    .field("superclasses")
                     .map(|s| self.text(s).to_owned())
                     .unwrap_or_default();
                 let is_lightning = bases.contains("LightningModule");
@@ -626,11 +632,11 @@ impl<'t> SemanticModel<'t> {
                     || bases.split(|c: char| !c.is_alphanumeric() && c != '_').any(|b| {
                         self.classes.get(b).map(|c| c.is_module).unwrap_or(false)
                     });
-                let class_name = node.child_by_field_name("name").map(|n| self.text(n)).unwrap_or_default();
+                let class_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
                 self.classes.insert(class_name, ClassInfo { is_module, is_lightning });
                 self.add_binding(scope, class_name, node, None, BindingKind::Definition);
-                if let Some(body) = node.child_by_field_name("body") {
-                    self.collect(body, scope, Some(&name));
+                if let Some(body) = node.field("body") {
+                    self.collect(&mut body.walk(), scope, Some(&name));
                 }
                 return;
             }
@@ -645,7 +651,7 @@ impl<'t> SemanticModel<'t> {
                         }
                         "aliased_import" => {
                             let (Some(name), Some(alias)) =
-                                (child.child_by_field_name("name"), child.child_by_field_name("alias"))
+                                (child.field("name"), child.field("alias"))
                             else {
                                 continue;
                             };
@@ -660,7 +666,7 @@ impl<'t> SemanticModel<'t> {
             }
             "import_from_statement" => {
                 let module = node
-                    .child_by_field_name("module_name")
+                    .field("module_name")
                     .map(|m| self.text(m).to_owned())
                     .unwrap_or_default();
                 let mut cursor = node.walk();
@@ -668,7 +674,7 @@ impl<'t> SemanticModel<'t> {
                 for child in names {
                     let (name, local) = match child.kind() {
                         "dotted_name" => (self.text(child), self.text(child)),
-                        "aliased_import" => match (child.child_by_field_name("name"), child.child_by_field_name("alias")) {
+                        "aliased_import" => match (child.field("name"), child.field("alias")) {
                             (Some(n), Some(a)) => (self.text(n), self.text(a)),
                             _ => continue,
                         },
@@ -680,15 +686,15 @@ impl<'t> SemanticModel<'t> {
                 return;
             }
             "assignment" => {
-                if let Some(left) = node.child_by_field_name("left") {
-                    let value = node.child_by_field_name("right");
+                if let Some(left) = node.field("left") {
+                    let value = node.field("right");
                     let statement = self.parent(node).filter(|p| p.kind() == "expression_statement").unwrap_or(node);
                     self.bind_target(scope, left, statement, value, BindingKind::Assign);
                 }
             }
             "augmented_assignment" => {
-                if let Some(left) = node.child_by_field_name("left") {
-                    let value = node.child_by_field_name("right");
+                if let Some(left) = node.field("left") {
+                    let value = node.field("right");
                     let statement = self.parent(node).filter(|p| p.kind() == "expression_statement").unwrap_or(node);
                     self.bind_target(scope, left, statement, value, BindingKind::AugAssign);
                 }
@@ -697,15 +703,15 @@ impl<'t> SemanticModel<'t> {
                 if node.kind() == "for_statement" {
                     self.loops.push(node);
                 }
-                if let Some(left) = node.child_by_field_name("left") {
+                if let Some(left) = node.field("left") {
                     self.bind_target(scope, left, node, None, BindingKind::LoopTarget);
                 }
             }
             "while_statement" => self.loops.push(node),
             "with_item" => {
-                if let Some(value) = node.child_by_field_name("value") {
+                if let Some(value) = node.field("value") {
                     if value.kind() == "as_pattern" {
-                        if let Some(target) = value.child_by_field_name("alias") {
+                        if let Some(target) = value.field("alias") {
                             let expr = value.named_child(0);
                             self.bind_target(scope, target, node, expr, BindingKind::WithTarget);
                         }
@@ -714,10 +720,10 @@ impl<'t> SemanticModel<'t> {
             }
             "call" => {
                 self.calls.push(node);
-                if let Some(callee) = node.child_by_field_name("function") {
+                if let Some(callee) = node.field("function") {
                     let last = match callee.kind() {
                         "identifier" => Some(self.text(callee)),
-                        "attribute" => callee.child_by_field_name("attribute").map(|a| self.text(a)),
+                        "attribute" => callee.field("attribute").map(|a| self.text(a)),
                         _ => None,
                     };
                     if let Some(last) = last {
@@ -733,10 +739,18 @@ impl<'t> SemanticModel<'t> {
             }
             _ => {}
         }
-        let mut cursor = node.walk();
-        for child in node.named_children(&mut cursor) {
-            self.parents.insert(key(child), node);
-            self.collect(child, scope, class);
+        if cursor.goto_first_child() {
+            loop {
+                let child = cursor.node();
+                if child.is_named() {
+                    self.parents.insert(key(child), node);
+                    self.collect(cursor, scope, class);
+                }
+                if !cursor.goto_next_sibling() {
+                    break;
+                }
+            }
+            cursor.goto_parent();
         }
     }
 
@@ -757,7 +771,7 @@ impl<'t> SemanticModel<'t> {
             }
             "attribute" => {
                 if let (Some(obj), Some(attr), Some(value)) =
-                    (target.child_by_field_name("object"), target.child_by_field_name("attribute"), value)
+                    (target.field("object"), target.field("attribute"), value)
                 {
                     if self.text(obj) == "self" && kind == BindingKind::Assign {
                         self.self_attributes.entry(self.text(attr)).or_default().push(value);
@@ -772,8 +786,8 @@ impl<'t> SemanticModel<'t> {
         // A loop or `with` target takes effect where its body starts.
         let position = match kind {
             BindingKind::LoopTarget | BindingKind::WithTarget => statement
-                .child_by_field_name("body")
-                .or_else(|| self.parent(statement).and_then(|p| self.parent(p)).and_then(|w| w.child_by_field_name("body")))
+                .field("body")
+                .or_else(|| self.parent(statement).and_then(|p| self.parent(p)).and_then(|w| w.field("body")))
                 .map(|b| b.start_byte())
                 .unwrap_or_else(|| statement.start_byte()),
             _ => statement.start_byte(),
@@ -807,7 +821,7 @@ impl<'t> SemanticModel<'t> {
     /// The statements block that `node`'s scope runs in: the function body, or the module.
     pub fn scope_body(&self, node: Node<'t>) -> Node<'t> {
         self.enclosing_function(node)
-            .and_then(|f| f.node.child_by_field_name("body"))
+            .and_then(|f| f.node.field("body"))
             .unwrap_or(self.root)
     }
 
@@ -835,8 +849,8 @@ impl<'t> SemanticModel<'t> {
         match node.kind() {
             "identifier" => Some(self.text(node).to_owned()),
             "attribute" => {
-                let object = node.child_by_field_name("object")?;
-                let attr = node.child_by_field_name("attribute")?;
+                let object = node.field("object")?;
+                let attr = node.field("attribute")?;
                 Some(format!("{}.{}", self.dotted_name(object)?, self.text(attr)))
             }
             _ => None,
@@ -897,7 +911,7 @@ impl<'t> SemanticModel<'t> {
 
     /// Does the callee of `call` resolve to one of `names` (fully qualified)?
     pub fn call_resolves_to(&self, call: Node<'t>, names: &[&str]) -> Option<String> {
-        let callee = call.child_by_field_name("function")?;
+        let callee = call.field("function")?;
         let qualified = self.qualified_name(callee)?;
         names.iter().any(|n| *n == qualified).then_some(qualified)
     }
@@ -950,7 +964,7 @@ impl<'t> SemanticModel<'t> {
         while let Some(n) = current {
             match n.kind() {
                 "with_statement" => {
-                    let in_body = n.child_by_field_name("body").map(|b| contains(b, child)).unwrap_or(false);
+                    let in_body = n.field("body").map(|b| contains(b, child)).unwrap_or(false);
                     if in_body {
                         if let Some(ctx) = self.with_grad_effect(n) {
                             return ctx;
@@ -983,7 +997,7 @@ impl<'t> SemanticModel<'t> {
         // The last item wins when several are given (`with a(), b():` enters a then b).
         let mut effect = None;
         for item in named_children(clause) {
-            let Some(mut value) = item.child_by_field_name("value") else { continue };
+            let Some(mut value) = item.field("value") else { continue };
             if value.kind() == "as_pattern" {
                 match value.named_child(0) {
                     Some(v) => value = v,
@@ -1005,10 +1019,10 @@ impl<'t> SemanticModel<'t> {
             // reference is common in decorators; handled there.
             return None;
         }
-        let callee = expr.child_by_field_name("function")?;
+        let callee = expr.field("function")?;
         let qualified = self.qualified_name(callee).unwrap_or_else(|| self.dotted_name(callee).unwrap_or_default());
         let last = qualified.rsplit('.').next().unwrap_or("");
-        let args = expr.child_by_field_name("arguments");
+        let args = expr.field("arguments");
         let first_arg = args.and_then(|a| a.named_child(0));
         let torchy = qualified.starts_with("torch.") || !qualified.contains('.');
         match last {
@@ -1016,7 +1030,7 @@ impl<'t> SemanticModel<'t> {
             "inference_mode" if torchy => {
                 // `inference_mode(False)` / `inference_mode(mode=False)` keeps gradients on.
                 let off = first_arg.map(|a| {
-                    let value = if a.kind() == "keyword_argument" { a.child_by_field_name("value") } else { Some(a) };
+                    let value = if a.kind() == "keyword_argument" { a.field("value") } else { Some(a) };
                     value.map(|v| self.text(v) == "False").unwrap_or(false)
                 });
                 if off == Some(true) {
@@ -1027,7 +1041,7 @@ impl<'t> SemanticModel<'t> {
             }
             "set_grad_enabled" if torchy => {
                 let arg = first_arg.map(|a| {
-                    if a.kind() == "keyword_argument" { a.child_by_field_name("value").unwrap_or(a) } else { a }
+                    if a.kind() == "keyword_argument" { a.field("value").unwrap_or(a) } else { a }
                 });
                 match arg.map(|a| self.text(a)) {
                     Some("True") => Some(GradContext::ExplicitlyEnabled),
@@ -1054,13 +1068,13 @@ impl<'t> SemanticModel<'t> {
                 break;
             }
             let Some(call) = statement.named_child(0).filter(|c| c.kind() == "call") else { continue };
-            let Some(callee) = call.child_by_field_name("function") else { continue };
+            let Some(callee) = call.field("function") else { continue };
             let last = callee
-                .child_by_field_name("attribute")
+                .field("attribute")
                 .map(|a| self.text(a))
                 .unwrap_or_else(|| self.text(callee));
             if last == "enter_context" {
-                if let Some(arg) = call.child_by_field_name("arguments").and_then(|a| a.named_child(0)) {
+                if let Some(arg) = call.field("arguments").and_then(|a| a.named_child(0)) {
                     if let Some(effect) = self.grad_effect_of_call(arg) {
                         result = Some(effect);
                     }
@@ -1078,7 +1092,7 @@ impl<'t> SemanticModel<'t> {
     /// or a decorator whose name says so)?
     fn decorator_disables_grad(&self, decorator: Node<'t>) -> bool {
         let target = if decorator.kind() == "call" {
-            match decorator.child_by_field_name("function") {
+            match decorator.field("function") {
                 Some(f) => f,
                 None => return false,
             }
@@ -1123,7 +1137,7 @@ impl<'t> SemanticModel<'t> {
                     .iter()
                     .copied()
                     .filter(|c| {
-                        let callee = c.child_by_field_name("function");
+                        let callee = c.field("function");
                         match callee.map(|c| c.kind()) {
                             Some("identifier") => !is_method,
                             Some("attribute") => *is_method,
@@ -1158,7 +1172,7 @@ impl<'t> SemanticModel<'t> {
         while let Some(n) = current {
             match n.kind() {
                 "for_statement" | "while_statement" => {
-                    if n.child_by_field_name("body").map(|b| contains(b, child)).unwrap_or(false) {
+                    if n.field("body").map(|b| contains(b, child)).unwrap_or(false) {
                         loops.push(self.loop_info(n));
                     }
                 }
@@ -1184,17 +1198,17 @@ impl<'t> SemanticModel<'t> {
     fn compute_loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
         let (header_names, target) = if node.kind() == "for_statement" {
             (
-                node.child_by_field_name("right").map(|r| self.identifiers_in(r)).unwrap_or_default(),
-                node.child_by_field_name("left").map(|l| self.text(l)).unwrap_or(""),
+                node.field("right").map(|r| self.identifiers_in(r)).unwrap_or_default(),
+                node.field("left").map(|l| self.text(l)).unwrap_or(""),
             )
         } else {
-            (node.child_by_field_name("condition").map(|c| self.identifiers_in(c)).unwrap_or_default(), "")
+            (node.field("condition").map(|c| self.identifiers_in(c)).unwrap_or_default(), "")
         };
         let over_data = header_names.iter().any(|n| name_says_data(n));
         let over_eval_data = over_data && header_names.iter().any(|n| name_says_eval(n) && name_says_data(n) || n.contains("val") || n.contains("test"));
         let says_epoch = name_words(target).iter().any(|w| w.starts_with("epoch"))
             || header_names.iter().any(|n| name_words(n).iter().any(|w| w.starts_with("epoch")));
-        let body = node.child_by_field_name("body");
+        let body = node.field("body");
         let kind = if says_epoch {
             LoopKind::Epoch
         } else if over_data {
@@ -1272,7 +1286,7 @@ impl<'t> SemanticModel<'t> {
                     if let Some(d) = self.dotted_name(n) {
                         names.push(d);
                     }
-                    if let Some(o) = n.child_by_field_name("object") {
+                    if let Some(o) = n.field("object") {
                         stack.push(o);
                     }
                 }
@@ -1287,9 +1301,9 @@ impl<'t> SemanticModel<'t> {
 
     /// `x.backward(...)` on a tensor, or `torch.autograd.backward(x)` / `torch.autograd.grad(...)`.
     pub fn is_backward_call(&self, call: Node<'t>) -> bool {
-        let Some(callee) = call.child_by_field_name("function") else { return false };
+        let Some(callee) = call.field("function") else { return false };
         if callee.kind() == "attribute" {
-            let attr = callee.child_by_field_name("attribute").map(|a| self.text(a));
+            let attr = callee.field("attribute").map(|a| self.text(a));
             if attr == Some("backward") {
                 return true;
             }
@@ -1302,14 +1316,14 @@ impl<'t> SemanticModel<'t> {
 
     /// `optimizer.step()` (a `.step()` on something named like an optimizer) or `scaler.step(opt)`.
     pub fn is_optimizer_step(&self, call: Node<'t>) -> bool {
-        let Some(callee) = call.child_by_field_name("function").filter(|c| c.kind() == "attribute") else {
+        let Some(callee) = call.field("function").filter(|c| c.kind() == "attribute") else {
             return false;
         };
-        let attr = callee.child_by_field_name("attribute").map(|a| self.text(a));
+        let attr = callee.field("attribute").map(|a| self.text(a));
         if attr != Some("step") {
             return false;
         }
-        callee.child_by_field_name("object").map(|o| name_says_optimizer(self.text(o))).unwrap_or(false)
+        callee.field("object").map(|o| name_says_optimizer(self.text(o))).unwrap_or(false)
     }
 
     /// Is `call` a forward pass of a model: `model(x)`, `self.encoder(x)`, `model.forward(x)`,
@@ -1320,11 +1334,11 @@ impl<'t> SemanticModel<'t> {
 
     /// The module expression a forward call calls (`model` in `model(x)` and `model.forward(x)`).
     pub fn forward_callee(&self, call: Node<'t>) -> Option<Node<'t>> {
-        let callee = call.child_by_field_name("function")?;
+        let callee = call.field("function")?;
         if callee.kind() == "attribute" {
-            let attr = callee.child_by_field_name("attribute").map(|a| self.text(a));
+            let attr = callee.field("attribute").map(|a| self.text(a));
             if attr == Some("forward") {
-                let object = callee.child_by_field_name("object")?;
+                let object = callee.field("object")?;
                 if self.text(object) == "self" || self.value_kind(object) == ValueKind::Model {
                     return Some(object);
                 }
@@ -1374,18 +1388,18 @@ impl<'t> SemanticModel<'t> {
             "parenthesized_expression" => expr.named_child(0).map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown),
             "integer" | "float" | "true" | "false" => ValueKind::Number,
             "unary_operator" | "not_operator" => {
-                expr.child_by_field_name("argument").map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown)
+                expr.field("argument").map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown)
             }
             "binary_operator" => {
-                let left = expr.child_by_field_name("left").map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown);
-                let right = expr.child_by_field_name("right").map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown);
+                let left = expr.field("left").map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown);
+                let right = expr.field("right").map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown);
                 combine_arithmetic(left, right)
             }
             "conditional_expression" => {
                 let kinds: Vec<ValueKind> = named_children(expr).into_iter().take(1).chain(named_children(expr).into_iter().skip(2)).map(|e| self.value_kind(e)).collect();
                 kinds.into_iter().fold(ValueKind::Unknown, |acc, k| if acc == ValueKind::GradTensor { acc } else if k != ValueKind::Unknown { k } else { acc })
             }
-            "subscript" => match expr.child_by_field_name("value").map(|v| self.value_kind(v)) {
+            "subscript" => match expr.field("value").map(|v| self.value_kind(v)) {
                 Some(ValueKind::GradTensor) => ValueKind::GradTensor,
                 Some(ValueKind::PlainTensor) => ValueKind::PlainTensor,
                 Some(k @ (ValueKind::Model | ValueKind::Loss)) => k,
@@ -1458,7 +1472,7 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn attribute_kind(&self, expr: Node<'t>, depth: usize) -> ValueKind {
-        let (Some(object), Some(attr)) = (expr.child_by_field_name("object"), expr.child_by_field_name("attribute")) else {
+        let (Some(object), Some(attr)) = (expr.field("object"), expr.field("attribute")) else {
             return ValueKind::Unknown;
         };
         let attr = self.text(attr);
@@ -1507,10 +1521,10 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn any_argument_has_history(&self, call: Node<'t>, depth: usize) -> bool {
-        let Some(args) = call.child_by_field_name("arguments") else { return false };
+        let Some(args) = call.field("arguments") else { return false };
         named_children(args).into_iter().any(|a| {
             let value = match a.kind() {
-                "keyword_argument" => a.child_by_field_name("value"),
+                "keyword_argument" => a.field("value"),
                 "list_splat" | "dictionary_splat" => a.named_child(0),
                 _ => Some(a),
             };
@@ -1519,10 +1533,10 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn call_kind(&self, call: Node<'t>, depth: usize) -> ValueKind {
-        let Some(callee) = call.child_by_field_name("function") else { return ValueKind::Unknown };
+        let Some(callee) = call.field("function") else { return ValueKind::Unknown };
         if callee.kind() == "attribute" {
-            let object = callee.child_by_field_name("object");
-            let method = callee.child_by_field_name("attribute").map(|a| self.text(a)).unwrap_or("");
+            let object = callee.field("object");
+            let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
             if let Some(qualified) = self.qualified_name(callee) {
                 return self.library_call_kind(call, &qualified, depth);
             }

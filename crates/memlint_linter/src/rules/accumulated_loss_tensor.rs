@@ -48,6 +48,7 @@
 //! Python float instead of a tensor (code that later calls tensor methods on it would
 //! break), and `.item()` fails on a term with more than one element.
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, BindingKind, SemanticModel};
 
@@ -88,7 +89,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         let surviving: Vec<_> = loops
             .iter()
             .take_while(|l| {
-                let body = l.node.child_by_field_name("body");
+                let body = l.node.field("body");
                 !definitions.iter().any(|d| body.map(|b| contains(b, *d)).unwrap_or(false))
             })
             .collect();
@@ -139,7 +140,7 @@ fn accumulator_base(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String>
     match node.kind() {
         "identifier" => Some(model.text(node).to_owned()),
         "attribute" => model.dotted_name(node),
-        "subscript" => accumulator_base(model, node.child_by_field_name("value")?),
+        "subscript" => accumulator_base(model, node.field("value")?),
         _ => None,
     }
 }

@@ -49,6 +49,7 @@
 //! that reuses the divided value is. It is only offered when the loss is not divided at
 //! all.
 
+use memlint_python::FieldExt;
 use std::collections::HashSet;
 
 use memlint_python::tree_sitter::Node;
@@ -79,7 +80,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         let Some(step_loop) = model.enclosing_loops(backward).first().copied() else { continue };
-        let Some(body) = step_loop.node.child_by_field_name("body") else { continue };
+        let Some(body) = step_loop.node.field("body") else { continue };
         if periodic_guard(model, backward, step_loop.node).is_some() || under_accelerate(model, backward) {
             continue;
         }
@@ -146,7 +147,7 @@ fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node
             break;
         }
         if matches!(n.kind(), "if_statement" | "elif_clause") {
-            if let Some(condition) = n.child_by_field_name("condition") {
+            if let Some(condition) = n.field("condition") {
                 // `do_step = (i + 1) % k == 0` then `if do_step:`.
                 let condition = if condition.kind() == "identifier" {
                     model
@@ -157,9 +158,9 @@ fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node
                     condition
                 };
                 let modulus = descendants_where(condition, |c| {
-                    c.kind() == "binary_operator" && c.child_by_field_name("operator").map(|o| model.text(o) == "%").unwrap_or(false)
+                    c.kind() == "binary_operator" && c.field("operator").map(|o| model.text(o) == "%").unwrap_or(false)
                 });
-                if let Some(k) = modulus.first().and_then(|m| m.child_by_field_name("right")) {
+                if let Some(k) = modulus.first().and_then(|m| m.field("right")) {
                     let k = unparenthesize(k);
                     if !(k.kind() == "integer" && model.text(k) == "1") {
                         return Some((condition, k));
@@ -180,8 +181,8 @@ fn under_accelerate<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> bool {
             let accumulates = descendants_where(n, |c| c.kind() == "with_item").iter().any(|item| {
                 !descendants_where(*item, |c| {
                     c.kind() == "call"
-                        && c.child_by_field_name("function")
-                            .and_then(|f| f.child_by_field_name("attribute"))
+                        && c.field("function")
+                            .and_then(|f| f.field("attribute"))
                             .map(|a| model.text(a) == "accumulate")
                             .unwrap_or(false)
                 })
@@ -205,8 +206,8 @@ fn scaled_argument<'t>(model: &SemanticModel<'t>, receiver: Node<'t>) -> Option<
     if receiver.kind() != "call" {
         return None;
     }
-    let callee = receiver.child_by_field_name("function")?;
-    let method = callee.child_by_field_name("attribute").map(|a| model.text(a))?;
+    let callee = receiver.field("function")?;
+    let method = callee.field("attribute").map(|a| model.text(a))?;
     if method != "scale" {
         return None;
     }
@@ -229,8 +230,8 @@ fn collect_divisors<'t>(
     let expr = unparenthesize(expr);
     match expr.kind() {
         "binary_operator" => {
-            let op = expr.child_by_field_name("operator").map(|o| model.text(o)).unwrap_or("");
-            let (Some(left), Some(right)) = (expr.child_by_field_name("left"), expr.child_by_field_name("right")) else { return };
+            let op = expr.field("operator").map(|o| model.text(o)).unwrap_or("");
+            let (Some(left), Some(right)) = (expr.field("left"), expr.field("right")) else { return };
             if matches!(op, "/" | "//") {
                 divisors.push(unparenthesize(right));
                 collect_divisors(model, left, body, divisors, visited, depth + 1);
@@ -246,8 +247,8 @@ fn collect_divisors<'t>(
             }
         }
         "call" => {
-            let Some(callee) = expr.child_by_field_name("function").filter(|f| f.kind() == "attribute") else { return };
-            let method = callee.child_by_field_name("attribute").map(|a| model.text(a)).unwrap_or("");
+            let Some(callee) = expr.field("function").filter(|f| f.kind() == "attribute") else { return };
+            let method = callee.field("attribute").map(|a| model.text(a)).unwrap_or("");
             let args = positional_arguments(expr);
             match method {
                 "div" | "div_" | "divide" | "true_divide" => {
@@ -268,7 +269,7 @@ fn collect_divisors<'t>(
                 }
                 _ => {}
             }
-            if let Some(object) = callee.child_by_field_name("object") {
+            if let Some(object) = callee.field("object") {
                 collect_divisors(model, object, body, divisors, visited, depth + 1);
             }
         }
@@ -289,7 +290,7 @@ fn collect_divisors<'t>(
                             .statement
                             .named_child(0)
                             .filter(|a| a.kind() == "augmented_assignment")
-                            .and_then(|a| a.child_by_field_name("operator"))
+                            .and_then(|a| a.field("operator"))
                             .map(|o| model.text(o))
                             .unwrap_or("");
                         match op {
@@ -309,11 +310,11 @@ fn collect_divisors<'t>(
 /// Names that change every iteration: the loop's targets and names incremented in its body.
 fn running_counters<'t>(model: &SemanticModel<'t>, loop_node: Node<'t>, body: Node<'t>) -> HashSet<String> {
     let mut names: HashSet<String> = HashSet::new();
-    if let Some(left) = loop_node.child_by_field_name("left") {
+    if let Some(left) = loop_node.field("left") {
         names.extend(model.identifiers_in(left));
     }
     for aug in descendants_where(body, |n| n.kind() == "augmented_assignment") {
-        if let Some(left) = aug.child_by_field_name("left").filter(|l| l.kind() == "identifier") {
+        if let Some(left) = aug.field("left").filter(|l| l.kind() == "identifier") {
             names.insert(model.text(left).to_owned());
         }
     }

@@ -46,6 +46,7 @@
 //! `torch.amp.GradScaler` only exists since PyTorch 2.3, so the fixed file fails on older
 //! versions.
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
@@ -102,7 +103,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 /// Edits common to both fixes: the callee becomes `<torch>.amp.<class>`, and `torch` is
 /// imported when needed.
 fn rename_callee(model: &SemanticModel<'_>, call: Node<'_>, class: &str) -> Option<(Vec<Edit>, String)> {
-    let callee = call.child_by_field_name("function")?;
+    let callee = call.field("function")?;
     let (torch, import) = torch_name(model);
     let replacement = format!("{torch}.amp.{class}");
     let mut edits: Vec<Edit> = import.into_iter().collect();
@@ -112,13 +113,13 @@ fn rename_callee(model: &SemanticModel<'_>, call: Node<'_>, class: &str) -> Opti
 
 /// The offset just after `(` of the argument list.
 fn after_open_paren(model: &SemanticModel<'_>, call: Node<'_>) -> Option<usize> {
-    let args = call.child_by_field_name("arguments")?;
+    let args = call.field("arguments")?;
     model.text(args).starts_with('(').then(|| args.start_byte() + 1)
 }
 
 fn device_argument(model: &SemanticModel<'_>, call: Node<'_>) -> Option<Edit> {
     let open = after_open_paren(model, call)?;
-    let args = call.child_by_field_name("arguments")?;
+    let args = call.field("arguments")?;
     let empty = args.named_children(&mut args.walk()).all(|a| a.kind() == "comment");
     Some(Edit::insert(open, if empty { "\"cuda\"" } else { "\"cuda\", " }))
 }

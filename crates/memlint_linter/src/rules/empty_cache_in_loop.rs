@@ -40,6 +40,7 @@
 //! is handed back to the driver. It is not offered when the call shares its line with
 //! other code.
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{LoopKind, SemanticModel};
 
@@ -74,7 +75,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if guarded_or_handled(model, call, innermost.node) || measures_memory(model, call) {
             continue;
         }
-        let shown = model.text(call.child_by_field_name("function").expect("a call has a callee"));
+        let shown = model.text(call.field("function").expect("a call has a callee"));
         checker.report(
             Diagnostic::new(
                 checker.rule,
@@ -101,7 +102,7 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
             "except_clause" | "except_group_clause" => return true,
             "if_statement" | "elif_clause" => {
                 let periodic = n
-                    .child_by_field_name("condition")
+                    .field("condition")
                     .map(|c| model.text(c).contains('%'))
                     .unwrap_or(false);
                 if periodic {
@@ -122,7 +123,7 @@ fn measures_memory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
         model.calls_named(probe).iter().any(|c| {
             model.enclosing_function(*c).map(|f| f.node.id()) == scope
                 && model
-                    .qualified_name(c.child_by_field_name("function").expect("a call has a callee"))
+                    .qualified_name(c.field("function").expect("a call has a callee"))
                     .map(|q| q.starts_with("torch."))
                     .unwrap_or(true)
         })

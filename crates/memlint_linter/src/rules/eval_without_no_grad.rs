@@ -63,6 +63,7 @@
 //! the function returns or yields values, because a caller elsewhere could backpropagate
 //! through them. It is not offered when re-indenting would change a multi-line string.
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{function_name_says_eval, FunctionInfo, GradContext, SemanticModel};
 
@@ -183,7 +184,7 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
         if l.over_eval_data {
             let over = l
                 .node
-                .child_by_field_name("right")
+                .field("right")
                 .map(|r| snippet(model, r))
                 .unwrap_or_default();
             return Some(EvaluationReason::EvalLoop(l.node, over));
@@ -200,7 +201,7 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
             if toggle.start_byte() >= call.start_byte() || model.enclosing_function(*toggle).map(|f| f.node.id()) != scope {
                 continue;
             }
-            let Some(object) = toggle.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")) else {
+            let Some(object) = toggle.field("function").and_then(|f| f.field("object")) else {
                 continue;
             };
             let object_text = model.text(object);
@@ -208,7 +209,7 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
             if !applies {
                 continue;
             }
-            let arg = toggle.child_by_field_name("arguments").and_then(|a| a.named_child(0)).map(|a| model.text(a));
+            let arg = toggle.field("arguments").and_then(|a| a.named_child(0)).map(|a| model.text(a));
             let eval = if is_eval { true } else { arg == Some("False") };
             toggles.push((toggle.start_byte(), eval.then(|| model.text(*toggle).to_owned())));
         }
@@ -297,7 +298,7 @@ fn statement_of<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Node<'t> {
 
 /// Does a function return or yield a value (not counting nested functions)?
 fn returns_values(function: Node<'_>) -> bool {
-    let Some(body) = function.child_by_field_name("body") else { return false };
+    let Some(body) = function.field("body") else { return false };
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
         match n.kind() {

@@ -55,6 +55,7 @@
 //! optimizer from it) gets `None`. It is not offered when the construction shares its
 //! line with other code.
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
@@ -88,7 +89,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if network.kind() == "attribute" {
             // `self.<attr>` only, and not as a submodule of an `nn.Module` (the parent's
             // parameters may be optimized).
-            let object = network.child_by_field_name("object").map(|o| model.text(o));
+            let object = network.field("object").map(|o| model.text(o));
             if object != Some("self") || name.matches('.').count() != 1 {
                 continue;
             }
@@ -137,11 +138,11 @@ fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<S
     for _ in 0..16 {
         match node.kind() {
             "parenthesized_expression" => node = node.named_child(0)?,
-            "subscript" => node = node.child_by_field_name("value")?,
-            "attribute" => node = node.child_by_field_name("object")?,
+            "subscript" => node = node.field("value")?,
+            "attribute" => node = node.field("object")?,
             "call" => {
-                let callee = node.child_by_field_name("function")?;
-                let method = callee.child_by_field_name("attribute").map(|a| model.text(a));
+                let callee = node.field("function")?;
+                let method = callee.field("attribute").map(|a| model.text(a));
                 if method == Some("requires_grad_") {
                     // Already frozen (or explicitly trainable) in the chain.
                     return None;
@@ -164,7 +165,7 @@ fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<S
                     }
                     return None;
                 }
-                node = callee.child_by_field_name("object")?;
+                node = callee.field("object")?;
             }
             _ => return None,
         }
@@ -196,10 +197,10 @@ fn uses_of<'t>(model: &SemanticModel<'t>, name: &str, target: Node<'t>, statemen
                 let is_attribute_part = n
                     .parent()
                     .filter(|p| p.kind() == "attribute")
-                    .and_then(|p| p.child_by_field_name("attribute"))
+                    .and_then(|p| p.field("attribute"))
                     .map(|a| a.id() == n.id())
                     .unwrap_or(false);
-                let is_keyword = n.parent().map(|p| p.kind() == "keyword_argument" && p.child_by_field_name("name").map(|k| k.id()) == Some(n.id())).unwrap_or(false);
+                let is_keyword = n.parent().map(|p| p.kind() == "keyword_argument" && p.field("name").map(|k| k.id()) == Some(n.id())).unwrap_or(false);
                 !is_attribute_part
                     && !is_keyword
                     && model.binding_at(name, n).map(|b| b.statement.id() == statement.id()).unwrap_or(false)
@@ -229,10 +230,10 @@ enum Use<'t> {
 fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
     let Some(parent) = node.parent() else { return Use::Escapes };
     match parent.kind() {
-        "call" if parent.child_by_field_name("function").map(|f| f.id()) == Some(node.id()) => Use::Forward(parent),
-        "attribute" if parent.child_by_field_name("object").map(|o| o.id()) == Some(node.id()) => {
-            let attr = parent.child_by_field_name("attribute").map(|a| model.text(a)).unwrap_or("");
-            let called = parent.parent().filter(|c| c.kind() == "call" && c.child_by_field_name("function").map(|f| f.id()) == Some(parent.id()));
+        "call" if parent.field("function").map(|f| f.id()) == Some(node.id()) => Use::Forward(parent),
+        "attribute" if parent.field("object").map(|o| o.id()) == Some(node.id()) => {
+            let attr = parent.field("attribute").map(|a| model.text(a)).unwrap_or("");
+            let called = parent.parent().filter(|c| c.kind() == "call" && c.field("function").map(|f| f.id()) == Some(parent.id()));
             match (attr, called) {
                 (a, Some(call)) if FORWARD_METHODS.contains(&a) => Use::Forward(call),
                 ("eval" | "to" | "cuda" | "cpu" | "half" | "float" | "bfloat16", Some(_)) => Use::Other,

@@ -54,6 +54,7 @@
 //! through it: backpropagated buffers are not flagged), and unsafe otherwise, since a
 //! caller could backpropagate through the returned buffer.
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, unparenthesize, BindingKind, SemanticModel, ValueKind};
 
@@ -107,7 +108,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         let surviving: Vec<_> = loops
             .iter()
             .take_while(|l| {
-                let body = l.node.child_by_field_name("body");
+                let body = l.node.field("body");
                 !definitions.iter().any(|d| body.map(|b| contains(b, *d)).unwrap_or(false))
             })
             .collect();
@@ -191,8 +192,8 @@ fn trains<'t>(model: &SemanticModel<'t>, loop_node: Node<'t>) -> bool {
 fn to_cpu_suffix(model: &SemanticModel<'_>, term: Node<'_>) -> &'static str {
     let detached = term.kind() == "call"
         && term
-            .child_by_field_name("function")
-            .and_then(|f| f.child_by_field_name("attribute"))
+            .field("function")
+            .and_then(|f| f.field("attribute"))
             .map(|a| model.text(a) == "detach")
             .unwrap_or(false);
     if detached { ".cpu()" } else { ".detach().cpu()" }
@@ -209,7 +210,7 @@ fn base_name(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String> {
     match node.kind() {
         "identifier" => Some(model.text(node).to_owned()),
         "attribute" => model.dotted_name(node),
-        "subscript" => base_name(model, node.child_by_field_name("value")?),
+        "subscript" => base_name(model, node.field("value")?),
         _ => None,
     }
 }
@@ -225,12 +226,12 @@ fn container_kind<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>, is_ap
     match value.kind() {
         "list" | "dictionary" | "list_comprehension" | "dictionary_comprehension" => Some(Container::Collection),
         // `[None] * n`
-        "binary_operator" if value.child_by_field_name("left").map(|l| l.kind() == "list").unwrap_or(false) => Some(Container::Collection),
+        "binary_operator" if value.field("left").map(|l| l.kind() == "list").unwrap_or(false) => Some(Container::Collection),
         "call" => {
             if is_tensor_factory(model, value) {
                 return Some(Container::Buffer);
             }
-            let callee = value.child_by_field_name("function")?;
+            let callee = value.field("function")?;
             let name = model.dotted_name(callee).unwrap_or_default();
             let last = name.rsplit('.').next().unwrap_or("");
             match last {
@@ -247,13 +248,13 @@ fn container_kind<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>, is_ap
 fn is_tensor_factory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let mut node = call;
     for _ in 0..8 {
-        let Some(callee) = node.child_by_field_name("function") else { return false };
+        let Some(callee) = node.field("function") else { return false };
         if let Some(q) = model.qualified_name(callee) {
             let last = q.rsplit('.').next().unwrap_or("");
             return q.starts_with("torch.") && TENSOR_FACTORIES.contains(&last);
         }
         // `.cuda()`, `.to(device)`, `.float()` on a factory call.
-        match callee.child_by_field_name("object").map(unparenthesize) {
+        match callee.field("object").map(unparenthesize) {
             Some(object) if callee.kind() == "attribute" && object.kind() == "call" => node = object,
             _ => return false,
         }
@@ -265,11 +266,11 @@ fn is_tensor_factory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
 fn cleared_in<'t>(model: &SemanticModel<'t>, base: &str, loop_node: Node<'t>) -> bool {
     !descendants_where(loop_node, |n| match n.kind() {
         "call" => n
-            .child_by_field_name("function")
+            .field("function")
             .filter(|f| f.kind() == "attribute")
             .map(|f| {
-                let method = f.child_by_field_name("attribute").map(|a| model.text(a)).unwrap_or("");
-                let object = f.child_by_field_name("object").and_then(|o| base_name(model, o));
+                let method = f.field("attribute").map(|a| model.text(a)).unwrap_or("");
+                let object = f.field("object").and_then(|o| base_name(model, o));
                 matches!(method, "clear" | "pop" | "popleft") && object.as_deref() == Some(base)
             })
             .unwrap_or(false),
@@ -285,7 +286,7 @@ fn is_private_local<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>) -> 
     if base.contains('.') {
         return false;
     }
-    let Some(body) = function.node.child_by_field_name("body") else { return false };
+    let Some(body) = function.node.field("body") else { return false };
     descendants_where(body, |n| {
         matches!(n.kind(), "return_statement" | "yield" | "global_statement" | "nonlocal_statement")
             && model.identifiers_in(n).iter().any(|i| i == base)
@@ -307,13 +308,13 @@ fn on_gpu<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
             .unwrap_or(false),
         "attribute" | "subscript" => {
             let field = if expr.kind() == "attribute" { "object" } else { "value" };
-            expr.child_by_field_name(field).map(|o| on_gpu(model, o, depth + 1)).unwrap_or(false)
+            expr.field(field).map(|o| on_gpu(model, o, depth + 1)).unwrap_or(false)
         }
         "binary_operator" => ["left", "right"]
             .iter()
-            .any(|f| expr.child_by_field_name(f).map(|e| on_gpu(model, e, depth + 1)).unwrap_or(false)),
+            .any(|f| expr.field(f).map(|e| on_gpu(model, e, depth + 1)).unwrap_or(false)),
         "call" => {
-            let Some(callee) = expr.child_by_field_name("function") else { return false };
+            let Some(callee) = expr.field("function") else { return false };
             if model.is_forward_call(expr) {
                 // A model's output is where the model is: on the GPU in a script that uses CUDA.
                 return model.source().contains("cuda");
@@ -332,8 +333,8 @@ fn on_gpu<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
             if callee.kind() != "attribute" {
                 return false;
             }
-            let method = callee.child_by_field_name("attribute").map(|a| model.text(a)).unwrap_or("");
-            let Some(object) = callee.child_by_field_name("object") else { return false };
+            let method = callee.field("attribute").map(|a| model.text(a)).unwrap_or("");
+            let Some(object) = callee.field("object") else { return false };
             match method {
                 "cpu" | "numpy" | "tolist" | "item" => false,
                 "cuda" => true,

@@ -38,6 +38,7 @@
 //!     scaler.update()
 //! ```
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{named_children, SemanticModel, ValueKind};
 
@@ -78,7 +79,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         .iter()
         .copied()
         .filter(|c| {
-            c.child_by_field_name("function").map(|f| {
+            c.field("function").map(|f| {
                 let text = model.text(f);
                 text.ends_with("autocast") || text.ends_with("half") || text.ends_with("to")
             }) == Some(true)
@@ -87,14 +88,14 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     for m in checker.matches_at(&candidates) {
         if let (Some(conversion), Some(receiver)) = (m.get("conversion"), m.get("receiver")) {
             let method = conversion
-                .child_by_field_name("function")
-                .and_then(|f| f.child_by_field_name("attribute"))
+                .field("function")
+                .and_then(|f| f.field("attribute"))
                 .map(|a| model.text(a))
                 .unwrap_or("");
             let to_fp16 = match method {
                 "half" => true,
                 "to" => conversion
-                    .child_by_field_name("arguments")
+                    .field("arguments")
                     .map(|args| named_children(args).into_iter().any(|a| is_float16(model, argument_value(a))))
                     .unwrap_or(false),
                 _ => false,
@@ -145,7 +146,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 
 fn argument_value(arg: Node<'_>) -> Node<'_> {
     if arg.kind() == "keyword_argument" {
-        arg.child_by_field_name("value").unwrap_or(arg)
+        arg.field("value").unwrap_or(arg)
     } else {
         arg
     }
@@ -160,13 +161,13 @@ fn is_float16<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
 
 /// Does this autocast compute in float16 (explicitly, or by CUDA's default)?
 fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
-    let Some(args) = call.child_by_field_name("arguments") else { return false };
+    let Some(args) = call.field("arguments") else { return false };
     let args = named_children(args);
     let keyword = |name: &str| {
         args.iter().find(|a| {
-            a.kind() == "keyword_argument" && a.child_by_field_name("name").map(|n| model.text(n) == name).unwrap_or(false)
+            a.kind() == "keyword_argument" && a.field("name").map(|n| model.text(n) == name).unwrap_or(false)
         })
-        .and_then(|a| a.child_by_field_name("value"))
+        .and_then(|a| a.field("value"))
     };
     if keyword("enabled").map(|v| model.text(v) == "False").unwrap_or(false) {
         return false;
@@ -174,7 +175,7 @@ fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     if let Some(dtype) = keyword("dtype") {
         return is_float16(model, dtype);
     }
-    let qualified = model.qualified_name(call.child_by_field_name("function").expect("a call has a callee")).unwrap_or_default();
+    let qualified = model.qualified_name(call.field("function").expect("a call has a callee")).unwrap_or_default();
     if qualified.starts_with("torch.cuda.amp") {
         return true;
     }
@@ -195,8 +196,8 @@ fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
 fn scales_loss(model: &SemanticModel<'_>) -> bool {
     ["GradScaler", "ShardedGradScaler", "scale_loss"].iter().any(|n| !model.calls_named(n).is_empty())
         || model.calls_named("scale").iter().any(|c| {
-            c.child_by_field_name("function")
-                .and_then(|f| f.child_by_field_name("object"))
+            c.field("function")
+                .and_then(|f| f.field("object"))
                 .map(|o| model.text(o).to_lowercase().contains("scaler"))
                 .unwrap_or(false)
         })
@@ -206,8 +207,8 @@ fn scales_loss(model: &SemanticModel<'_>) -> bool {
 /// frameworks that scale float16 losses themselves.
 fn backward_scales_itself(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
     let object = call
-        .child_by_field_name("function")
-        .and_then(|f| f.child_by_field_name("object"))
+        .field("function")
+        .and_then(|f| f.field("object"))
         .map(|o| model.text(o).to_lowercase())
         .unwrap_or_default();
     ["accelerator", "fabric", "engine", "deepspeed", "trainer"].iter().any(|w| object.contains(w))

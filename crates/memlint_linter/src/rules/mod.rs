@@ -15,6 +15,7 @@ pub mod retain_graph_in_loop;
 pub mod torch_load_without_map_location;
 pub mod zero_grad_keeps_memory;
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{name_words, unparenthesize, BindingKind, SemanticModel, ValueKind};
 
@@ -125,7 +126,7 @@ pub(crate) fn torch_name(model: &SemanticModel<'_>) -> (String, Option<Edit>) {
         match child.kind() {
             "import_statement" | "import_from_statement" => {
                 let is_future = child
-                    .child_by_field_name("module_name")
+                    .field("module_name")
                     .map(|m| model.text(m) == "__future__")
                     .unwrap_or(false);
                 if is_future {
@@ -164,17 +165,17 @@ pub(crate) fn snippet(model: &SemanticModel<'_>, node: Node<'_>) -> String {
 
 /// The value of a keyword argument `name=...` of `call`.
 pub(crate) fn keyword_argument<'t>(model: &SemanticModel<'t>, call: Node<'t>, name: &str) -> Option<Node<'t>> {
-    let args = call.child_by_field_name("arguments")?;
+    let args = call.field("arguments")?;
     let mut cursor = args.walk();
     let found = args.named_children(&mut cursor).find(|a| {
-        a.kind() == "keyword_argument" && a.child_by_field_name("name").map(|n| model.text(n) == name).unwrap_or(false)
+        a.kind() == "keyword_argument" && a.field("name").map(|n| model.text(n) == name).unwrap_or(false)
     });
-    found.and_then(|a| a.child_by_field_name("value"))
+    found.and_then(|a| a.field("value"))
 }
 
 /// The positional arguments of `call` (no keywords, no splats, no comments).
 pub(crate) fn positional_arguments<'t>(call: Node<'t>) -> Vec<Node<'t>> {
-    let Some(args) = call.child_by_field_name("arguments") else { return Vec::new() };
+    let Some(args) = call.field("arguments") else { return Vec::new() };
     let mut cursor = args.walk();
     let found = args
         .named_children(&mut cursor)
@@ -185,7 +186,7 @@ pub(crate) fn positional_arguments<'t>(call: Node<'t>) -> Vec<Node<'t>> {
 
 /// Does `call` pass `*args` or `**kwargs` (which may carry any argument)?
 pub(crate) fn has_splat(call: Node<'_>) -> bool {
-    let Some(args) = call.child_by_field_name("arguments") else { return false };
+    let Some(args) = call.field("arguments") else { return false };
     let mut cursor = args.walk();
     let found = args.named_children(&mut cursor).any(|a| matches!(a.kind(), "list_splat" | "dictionary_splat"));
     found
@@ -193,12 +194,12 @@ pub(crate) fn has_splat(call: Node<'_>) -> bool {
 
 /// Is `call`'s argument list a plain `( ... )` (not a generator expression argument)?
 pub(crate) fn has_argument_list(call: Node<'_>) -> bool {
-    call.child_by_field_name("arguments").map(|a| a.kind() == "argument_list").unwrap_or(false)
+    call.field("arguments").map(|a| a.kind() == "argument_list").unwrap_or(false)
 }
 
 /// An edit that adds `text` (e.g. `map_location="cpu"`) as the last argument of `call`.
 pub(crate) fn append_argument(model: &SemanticModel<'_>, call: Node<'_>, text: &str) -> Option<Edit> {
-    let args = call.child_by_field_name("arguments").filter(|a| a.kind() == "argument_list")?;
+    let args = call.field("arguments").filter(|a| a.kind() == "argument_list")?;
     let mut cursor = args.walk();
     let last = args.named_children(&mut cursor).filter(|a| a.kind() != "comment").last();
     match last {
@@ -257,7 +258,7 @@ pub(crate) fn in_annotation(node: Node<'_>) -> bool {
         match n.kind() {
             "type" => return true,
             "function_definition" => {
-                return n.child_by_field_name("return_type").map(|r| r.id() == child.id()).unwrap_or(false);
+                return n.field("return_type").map(|r| r.id() == child.id()).unwrap_or(false);
             }
             "block" | "module" => return false,
             _ => {}
@@ -311,12 +312,12 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
                     .map(|v| is_loss_like(model, v, depth + 1))
                     .unwrap_or(false)
         }
-        "attribute" => expr.child_by_field_name("attribute").map(|a| says_loss(model.text(a))).unwrap_or(false),
+        "attribute" => expr.field("attribute").map(|a| says_loss(model.text(a))).unwrap_or(false),
         "binary_operator" => ["left", "right"]
             .iter()
-            .any(|f| expr.child_by_field_name(f).map(|e| is_loss_like(model, e, depth + 1)).unwrap_or(false)),
+            .any(|f| expr.field(f).map(|e| is_loss_like(model, e, depth + 1)).unwrap_or(false)),
         "call" => {
-            let Some(callee) = expr.child_by_field_name("function") else { return false };
+            let Some(callee) = expr.field("function") else { return false };
             if model.value_kind(callee) == ValueKind::Loss {
                 return true;
             }
@@ -327,7 +328,7 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
             }
             // `loss.mean()`, `loss.sum()`: a method on a loss.
             callee.kind() == "attribute"
-                && callee.child_by_field_name("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false)
+                && callee.field("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false)
         }
         _ => false,
     }

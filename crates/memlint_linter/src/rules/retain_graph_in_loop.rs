@@ -36,6 +36,7 @@
 //!     optimizer.step()
 //! ```
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, BindingKind, SemanticModel, ValueKind};
 
@@ -66,7 +67,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         let Some(innermost) = model.enclosing_loops(call).first().copied() else { continue };
-        let Some(body) = innermost.node.child_by_field_name("body") else { continue };
+        let Some(body) = innermost.node.field("body") else { continue };
         let Some(root) = backpropagated_tensor(model, call) else { continue };
         let names = graph_names(model, root, body);
         if !built_in_iteration(model, root, &names, body) || shares_outer_graph(model, &names, body) {
@@ -104,9 +105,9 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 /// The tensor a backward call starts from: `loss` in `loss.backward()`, the first argument
 /// (or `outputs=` / `tensors=`) of `torch.autograd.grad` / `torch.autograd.backward`.
 fn backpropagated_tensor<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Node<'t>> {
-    let callee = call.child_by_field_name("function")?;
-    if callee.kind() == "attribute" && callee.child_by_field_name("attribute").map(|a| model.text(a)) == Some("backward") {
-        let object = callee.child_by_field_name("object")?;
+    let callee = call.field("function")?;
+    if callee.kind() == "attribute" && callee.field("attribute").map(|a| model.text(a)) == Some("backward") {
+        let object = callee.field("object")?;
         // `torch.autograd.backward(t)` is an attribute call too.
         if model.qualified_name(callee).as_deref() != Some("torch.autograd.backward") {
             return Some(object);
@@ -183,17 +184,17 @@ fn kept_across_iterations<'t>(model: &SemanticModel<'t>, names: &[(String, Node<
     for n in descendants_where(body, |n| matches!(n.kind(), "call" | "augmented_assignment")) {
         let (container, term) = match n.kind() {
             "call" => {
-                let Some(callee) = n.child_by_field_name("function").filter(|f| f.kind() == "attribute") else { continue };
-                if callee.child_by_field_name("attribute").map(|a| model.text(a)) != Some("append") {
+                let Some(callee) = n.field("function").filter(|f| f.kind() == "attribute") else { continue };
+                if callee.field("attribute").map(|a| model.text(a)) != Some("append") {
                     continue;
                 }
-                let (Some(object), Some(arg)) = (callee.child_by_field_name("object"), positional_arguments(n).first().copied()) else {
+                let (Some(object), Some(arg)) = (callee.field("object"), positional_arguments(n).first().copied()) else {
                     continue;
                 };
                 (object, arg)
             }
             _ => {
-                let (Some(left), Some(right)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) else { continue };
+                let (Some(left), Some(right)) = (n.field("left"), n.field("right")) else { continue };
                 (left, right)
             }
         };
@@ -208,8 +209,8 @@ fn kept_across_iterations<'t>(model: &SemanticModel<'t>, names: &[(String, Node<
 /// An identifier that names a variable (not `.attr` of an attribute, not `kw=` of a call).
 fn is_variable_use(ident: Node<'_>) -> bool {
     match ident.parent() {
-        Some(p) if p.kind() == "attribute" => p.child_by_field_name("attribute").map(|a| a.id()) != Some(ident.id()),
-        Some(p) if p.kind() == "keyword_argument" => p.child_by_field_name("name").map(|a| a.id()) != Some(ident.id()),
+        Some(p) if p.kind() == "attribute" => p.field("attribute").map(|a| a.id()) != Some(ident.id()),
+        Some(p) if p.kind() == "keyword_argument" => p.field("name").map(|a| a.id()) != Some(ident.id()),
         _ => true,
     }
 }

@@ -37,6 +37,7 @@
 //! directly (a saved CUDA tensor, a whole pickled model) would get it on the CPU and could
 //! fail with a device mismatch or run on the CPU.
 
+use memlint_python::FieldExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
@@ -99,9 +100,9 @@ fn feeds_load_state_dict(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
     let Some(args) = call.parent().filter(|p| p.kind() == "argument_list") else { return false };
     let Some(outer) = args.parent().filter(|p| p.kind() == "call") else { return false };
     let method = outer
-        .child_by_field_name("function")
+        .field("function")
         .filter(|f| f.kind() == "attribute")
-        .and_then(|f| f.child_by_field_name("attribute"))
+        .and_then(|f| f.field("attribute"))
         .map(|a| model.text(a));
     method == Some("load_state_dict") && positional_arguments(outer).first().map(|a| a.id()) == Some(call.id())
 }

@@ -39,6 +39,7 @@
 //! `None` where they would have applied momentum or weight decay with a zero gradient
 //! (a parameter that gets no gradient in some step is updated differently).
 
+use memlint_python::FieldExt;
 use crate::checker::Checker;
 use crate::rules::{always_bool, snippet};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -60,8 +61,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         let receiver = call
-            .child_by_field_name("function")
-            .and_then(|f| f.child_by_field_name("object"))
+            .field("function")
+            .and_then(|f| f.field("object"))
             .map(|o| snippet(model, o))
             .unwrap_or_default();
         let fix = Fix::unsafe_("Use `set_to_none=True`", vec![Edit::replace(value.byte_range(), "True")]);
