@@ -39,8 +39,10 @@ pub(crate) struct Words<'a> {
     /// collected by [`Words::scan_except`], for function bodies).
     pub(crate) calls: FxHashSet<&'a str>,
     /// Identifiers not after a `.` (names, not attributes: what a binding can be looked
-    /// up for; only collected by [`Words::scan_except`]).
+    /// up for). Not collected by [`Words::scan_body`]: only kept code's count, so a
+    /// body's are collected once it is kept ([`Words::collect_bare`]).
     pub(crate) bare: FxHashSet<&'a str>,
+    collect_bare: bool,
 }
 
 /// The index of the first byte at or after `j` that is not whitespace or in a comment.
@@ -309,8 +311,7 @@ impl<'a> Sink<'a> for Words<'a> {
         if bytes.get(skip_blank(bytes, end)) == Some(&b'(') {
             self.calls.insert(word);
         }
-        let before = bytes[..start].iter().rev().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\\'));
-        if before != Some(&b'.') {
+        if self.collect_bare && !after_dot(bytes, start) {
             self.bare.insert(word);
         }
     }
@@ -336,10 +337,50 @@ impl<'a> Sink<'a> for Words<'a> {
     }
 }
 
+/// Does the word at `start` follow a `.` (an attribute, not a name)?
+fn after_dot(bytes: &[u8], start: usize) -> bool {
+    bytes[..start].iter().rev().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\\')) == Some(&b'.')
+}
+
+/// Collects only the bare words (see [`Words::bare`]).
+struct BareWords<'w, 'a>(&'w mut FxHashSet<&'a str>);
+
+impl<'a> Sink<'a> for BareWords<'_, 'a> {
+    fn word(&mut self, source: &'a str, start: usize, end: usize) {
+        if !after_dot(source.as_bytes(), start) {
+            self.0.insert(&source[start..end]);
+        }
+    }
+    fn comment_word_in_header(&mut self, _word: &'a str) {}
+    fn header_word(&mut self, _word: &'a str) {}
+    fn function(&mut self, _name: &'a str) {}
+    fn class(&mut self, _name: &'a str) {}
+    fn renamed(&mut self, _original: &'a str, _alias: &'a str) {}
+    fn train_false(&mut self) {}
+    fn called(&mut self, _word: &'a str) {}
+}
+
 impl<'a> Words<'a> {
+    /// The words of a function body ([`Words::scan_except`] without the bare words).
+    pub(crate) fn scan_body(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>]) -> Self {
+        Self::scan(source, offset, quiet, false)
+    }
+
+    /// Adds the bare words of `source` (the text this was scanned from).
+    pub(crate) fn collect_bare(&mut self, source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>]) {
+        if !self.collect_bare {
+            scan_words(source, offset, quiet, &mut BareWords(&mut self.bare));
+            self.collect_bare = true;
+        }
+    }
+
     /// The words of `source` (which starts at byte `offset` of its file) outside the
     /// `quiet` ranges of the file (sorted, not overlapping).
     pub(crate) fn scan_except(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>]) -> Self {
+        Self::scan(source, offset, quiet, true)
+    }
+
+    fn scan(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize>], collect_bare: bool) -> Self {
         let mut words = Words {
             identifiers: FxHashSet::with_capacity_and_hasher(source.len() / 48, Default::default()),
             loop_header: FxHashSet::default(),
@@ -351,6 +392,7 @@ impl<'a> Words<'a> {
             self_attributes: FxHashSet::default(),
             calls: FxHashSet::default(),
             bare: FxHashSet::default(),
+            collect_bare,
         };
         scan_words(source, offset, quiet, &mut words);
         words

@@ -132,7 +132,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
     for body in outline.bodies {
         let text = &source[body.range.clone()];
         // Comments and docstrings do not count: nothing reads them.
-        let words = Words::scan_except(text, body.range.start, quiet);
+        let words = Words::scan_body(text, body.range.start, quiet);
         let mut matters = has_directive(text);
         for rule in possible.iter() {
             let answer = match (rule, &pretrained) {
@@ -204,7 +204,6 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
     for (i, c) in candidates.iter().enumerate() {
         if c.kept.is_some() {
             named.extend(c.words.identifiers.iter().copied());
-            bare_named.extend(c.words.bare.iter().copied());
             self_read.extend(c.words.self_attributes.iter().copied());
             status_matters.insert(c.body.name);
             status_matters.extend(c.words.functions.iter().copied());
@@ -217,7 +216,6 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
             if !status_known[i] && c.words.calls.iter().any(|w| status_matters.contains(w)) {
                 if c.kept.is_none() {
                     named.extend(c.words.identifiers.iter().copied());
-                    bare_named.extend(c.words.bare.iter().copied());
                     self_read.extend(c.words.self_attributes.iter().copied());
                 }
                 c.kept = Some(c.kept.unwrap_or(Kept::Calls));
@@ -232,7 +230,6 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
                 if defines_named || assigns_read {
                     c.kept = Some(Kept::Provides);
                     named.extend(c.words.identifiers.iter().copied());
-                    bare_named.extend(c.words.bare.iter().copied());
                     self_read.extend(c.words.self_attributes.iter().copied());
                     changed = true;
                 }
@@ -241,6 +238,11 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
         if !changed {
             break;
         }
+    }
+    // Kept bodies' names (not attributes), scanned only now that they are known.
+    for c in candidates.iter_mut().filter(|c| c.kept.is_some()) {
+        c.words.collect_bare(&source[c.body.range.clone()], c.body.range.start, quiet);
+        bare_named.extend(c.words.bare.iter().copied());
     }
     // A definition whose name no kept code uses as a name (`self.f` is an attribute: the
     // semantic model looks bindings up for bare names only), whose decorators, parameters and annotations call no
