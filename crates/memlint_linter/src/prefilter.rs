@@ -100,13 +100,61 @@ fn note_self_attribute<'a>(source: &'a str, word_start: usize, at: usize, words:
         bytes[..word_start].iter().rev().take_while(|b| **b != b'\n').all(|b| matches!(b, b' ' | b'\t' | b'(' | b'[' | b'*'))
     };
     let target = match bytes.get(next) {
-        Some(b'=') => bytes.get(next + 1) != Some(&b'='),
+        // A constant never makes `self.X` a model or a loss (what the semantic model
+        // reads assignments to `self.X` for).
+        Some(b'=') => bytes.get(next + 1) != Some(&b'=') && !only_a_constant_follows(bytes, next + 1),
         Some(b',' | b':' | b')' | b']') => starts_line(),
         _ => false,
     };
     if target {
         words.self_assigned.insert(attribute);
     }
+}
+
+/// Is what follows `at` on its line one constant (a number, a one-line string without
+/// `f`, `None`, `True`, `False`, with a sign), and then the end of the statement?
+fn only_a_constant_follows(bytes: &[u8], at: usize) -> bool {
+    let skip_spaces = |mut j: usize| {
+        while j < bytes.len() && matches!(bytes[j], b' ' | b'\t') {
+            j += 1;
+        }
+        j
+    };
+    let mut j = skip_spaces(at);
+    while j < bytes.len() && matches!(bytes[j], b'-' | b'+') {
+        j = skip_spaces(j + 1);
+    }
+    let start = j;
+    while j < bytes.len() && is_identifier_byte(bytes[j]) {
+        j += 1;
+    }
+    let word = &bytes[start..j];
+    let end = match bytes.get(j) {
+        _ if matches!(word, b"None" | b"True" | b"False") => j,
+        _ if word.first().map(|b| b.is_ascii_digit()).unwrap_or(false) => {
+            // The rest of a number: `1e-5`, `0.5`, `1_000j`.
+            while j < bytes.len() && (is_identifier_byte(bytes[j]) || bytes[j] == b'.' || (matches!(bytes[j], b'-' | b'+') && matches!(bytes[j - 1], b'e' | b'E'))) {
+                j += 1;
+            }
+            j
+        }
+        Some(&quote @ (b'\'' | b'"')) if word.iter().all(|b| matches!(b, b'r' | b'R' | b'b' | b'B' | b'u' | b'U')) && word.len() <= 2 => {
+            if bytes.get(j + 1) == Some(&quote) && bytes.get(j + 2) == Some(&quote) {
+                return false; // triple-quoted: may span lines
+            }
+            j += 1;
+            loop {
+                match bytes.get(j) {
+                    Some(b'\\') => j += 2,
+                    Some(b'\n') | None => return false,
+                    Some(b) if *b == quote => break j + 1,
+                    Some(_) => j += 1,
+                }
+            }
+        }
+        _ => return false,
+    };
+    matches!(bytes.get(skip_spaces(end)), None | Some(b'\n' | b'\r' | b'#' | b';'))
 }
 
 /// Bytes that can be part of an identifier (ASCII letters, digits, `_`, any byte of a
@@ -868,6 +916,19 @@ mod tests {
         assert!(FileWords::scan("model.train( \n False)").train_false);
         assert!(!FileWords::scan("model.train(Falsehood)").train_false);
         assert!(!FileWords::scan("model.train()\nx = False").train_false);
+    }
+
+    #[test]
+    fn assigning_a_constant_to_self_does_not_count() {
+        fn assigned(source: &str) -> Vec<&str> {
+            let mut names: Vec<&str> = Words::scan_body(source, 0, &[]).self_assigned.into_iter().collect();
+            names.sort();
+            names
+        }
+        assert_eq!(assigned("self.a = None\nself.b = -1e-5  # eps\nself.c = 'x'; self.d = rb\"y\"\n"), Vec::<&str>::new());
+        assert_eq!(assigned("self.a = None if m else self.m\nself.b = f'{g()}'\nself.c = '''x'''\nself.d = 1 + x\n"), ["a", "b", "c", "d"]);
+        assert_eq!(assigned("self.a = 0 \\\n    or model\nself.b = True\n"), ["a"]);
+        assert_eq!(assigned("self.a = b = Net()\nself.c = config\n"), ["a", "c"]);
     }
 
     #[test]

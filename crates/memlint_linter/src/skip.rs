@@ -178,6 +178,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
     // The code between definitions, and each header without its own name (whether the
     // function is named elsewhere decides whether its header can go too).
     let mut headers = Vec::with_capacity(candidates.len());
+    let mut outside = Outside::default();
     let mut start = 0;
     let name_at = |c: &Candidate<'_>| c.body.name.as_ptr() as usize - source.as_ptr() as usize;
     for c in &candidates {
@@ -192,6 +193,11 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
         }
         // Functions the outline does not split (in an `if`) may report.
         status_matters.extend(before.functions.iter().copied());
+        for words in [&before, &header, &after] {
+            outside.calls.extend(words.calls.iter().copied());
+        }
+        outside.functions.extend(before.functions.iter().copied());
+        outside.disables |= may_disable_grad(&source[start..c.body.range.start]);
         headers.push((header, after));
         start = c.body.range.end;
     }
@@ -200,6 +206,14 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
     bare_named.extend(rest.bare.iter().copied());
     self_read.extend(rest.self_attributes.iter().copied());
     status_matters.extend(rest.functions.iter().copied());
+    outside.calls.extend(rest.calls.iter().copied());
+    outside.functions.extend(rest.functions.iter().copied());
+    outside.disables |= may_disable_grad(&source[start..]);
+    // Callers matter because a function only called from no-grad code runs without
+    // gradients: only for a function that may run without them. (A caller named
+    // `forward` matters anyway: a function named for evaluation that `forward` calls is
+    // not evaluation code.)
+    let possibly_disabled = possibly_disabled(source, &candidates, &headers, &outside);
     let mut status_known = vec![false; candidates.len()];
     for (i, c) in candidates.iter().enumerate() {
         if c.kept.is_some() {
@@ -213,7 +227,9 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
     loop {
         let mut changed = false;
         for (i, c) in candidates.iter_mut().enumerate() {
-            if !status_known[i] && c.words.calls.iter().any(|w| status_matters.contains(w)) {
+            let forward = c.body.name == "forward" || c.words.functions.contains(&"forward");
+            let calls_one = || c.words.calls.iter().any(|w| status_matters.contains(w) && (forward || possibly_disabled.contains(w)));
+            if !status_known[i] && calls_one() {
                 if c.kept.is_none() {
                     named.extend(c.words.identifiers.iter().copied());
                     self_read.extend(c.words.self_attributes.iter().copied());
@@ -262,6 +278,83 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
         c.whole = !calls_matter && !reports && !has_directive(header_text);
     }
     Some(Decision { candidates, lone_strings, comments })
+}
+
+/// The code outside function bodies (module level, class bodies, headers), as far as
+/// gradient contexts go.
+#[derive(Default)]
+struct Outside<'a> {
+    calls: FxHashSet<&'a str>,
+    /// Functions the outline does not split (in an `if`): their call sites are outside.
+    functions: Vec<&'a str>,
+    /// Some of it may disable gradients.
+    disables: bool,
+}
+
+/// The names of the functions that may run without gradients, to a fixed point: those
+/// decorated to (or whose body may disable gradients around a nested definition), the
+/// Lightning hooks that do, and every function called where gradients may be disabled:
+/// in a body or outside code that may disable them, or in a function that may run
+/// without them. Any other function runs with gradients whichever of its callers are
+/// parsed, so its callers need not be.
+fn possibly_disabled<'a>(
+    source: &'a str,
+    candidates: &[Candidate<'a>],
+    headers: &[(Words<'a>, Words<'a>)],
+    outside: &Outside<'a>,
+) -> FxHashSet<&'a str> {
+    let mut names: FxHashSet<&str> = FxHashSet::default();
+    if !may_disable_grad(source) {
+        return names;
+    }
+    names.extend(["validation_step", "test_step", "predict_step"]);
+    let body_disables: Vec<bool> = candidates.iter().map(|c| may_disable_grad(&source[c.body.range.clone()])).collect();
+    for (c, disables) in candidates.iter().zip(&body_disables) {
+        if may_disable_grad(&source[c.body.outer_start..c.body.range.start]) {
+            names.insert(c.body.name);
+        }
+        if *disables {
+            names.extend(c.words.functions.iter().copied());
+        }
+    }
+    if outside.disables {
+        names.extend(outside.functions.iter().copied());
+    }
+    loop {
+        let before = names.len();
+        for ((c, (header, after)), disables) in candidates.iter().zip(headers).zip(&body_disables) {
+            // Calls in a nested function count as the body's.
+            let sites_may_be_disabled =
+                *disables || names.contains(c.body.name) || c.words.functions.iter().any(|f| names.contains(f));
+            if sites_may_be_disabled {
+                for words in [&c.words, header, after] {
+                    names.extend(words.calls.iter().copied());
+                }
+            }
+        }
+        if outside.disables || outside.functions.iter().any(|f| names.contains(f)) {
+            names.extend(outside.calls.iter().copied());
+        }
+        if names.len() == before {
+            return names;
+        }
+    }
+}
+
+/// Could some code of `source` run with gradients disabled: a `no_grad`,
+/// `inference_mode` or `set_grad_enabled` context or decorator (under any name an import
+/// gives it: the import names it), or a Lightning hook that runs under `no_grad`? ASCII
+/// case-insensitive, as the semantic model reads decorator names.
+fn may_disable_grad(source: &str) -> bool {
+    static WORDS: std::sync::OnceLock<aho_corasick::AhoCorasick> = std::sync::OnceLock::new();
+    WORDS
+        .get_or_init(|| {
+            aho_corasick::AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .build(["no_grad", "nograd", "inference", "set_grad_enabled", "validation_step", "test_step", "predict_step"])
+                .expect("plain words build an automaton")
+        })
+        .is_match(source)
 }
 
 /// Blanks the function bodies of `source` that cannot change what `possible` reports;
@@ -444,6 +537,27 @@ mod tests {
     fn a_caller_of_a_kept_function_is_kept() {
         let source = format!("{EVAL}\ndef main(model, loader):\n    with torch.no_grad():\n        evaluate(model, loader)\n\ndef unrelated():\n    return 1\n");
         assert_eq!(blanked(&source), ["whole unrelated"]);
+    }
+
+    #[test]
+    fn callers_do_not_matter_where_nothing_disables_gradients() {
+        // `evaluate` runs with gradients whoever calls it: `main` can go.
+        let source = format!("{EVAL}\ndef main(model, loader):\n    evaluate(model, loader)\n");
+        assert_eq!(blanked(&source), ["whole main"]);
+    }
+
+    #[test]
+    fn callers_matter_when_some_caller_may_disable_gradients() {
+        // `evaluate` is only called under `no_grad` if `run`'s caller is too.
+        let source = format!("{EVAL}\ndef run(model, loader):\n    evaluate(model, loader)\n\n@torch.no_grad()\ndef main(model, loader):\n    run(model, loader)\n\ndef other(model, loader):\n    run(model, loader)\n\ndef unrelated():\n    return 1\n");
+        assert_eq!(blanked(&source), ["whole unrelated"]);
+    }
+
+    #[test]
+    fn forward_calling_an_evaluation_function_is_kept() {
+        // A function named for evaluation that `forward` calls is a step of training.
+        let source = "import torch\n\nclass M(torch.nn.Module):\n    def predict(self, x):\n        return self.head(x)\n\n    def forward(self, x):\n        return self.predict(x)\n\n    def other(self, x):\n        return self.predict(x)\n";
+        assert_eq!(blanked(source), ["whole other"]);
     }
 
     #[test]
