@@ -179,6 +179,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
     // function is named elsewhere decides whether its header can go too).
     let mut headers = Vec::with_capacity(candidates.len());
     let mut outside = Outside::default();
+    let disabling = GradDisabling::find(source);
     let mut start = 0;
     let name_at = |c: &Candidate<'_>| c.body.name.as_ptr() as usize - source.as_ptr() as usize;
     for c in &candidates {
@@ -197,7 +198,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
             outside.calls.extend(words.calls.iter().copied());
         }
         outside.functions.extend(before.functions.iter().copied());
-        outside.disables |= may_disable_grad(&source[start..c.body.range.start]);
+        outside.disables |= disabling.within(start..c.body.range.start);
         headers.push((header, after));
         start = c.body.range.end;
     }
@@ -208,12 +209,12 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
     status_matters.extend(rest.functions.iter().copied());
     outside.calls.extend(rest.calls.iter().copied());
     outside.functions.extend(rest.functions.iter().copied());
-    outside.disables |= may_disable_grad(&source[start..]);
+    outside.disables |= disabling.within(start..source.len());
     // Callers matter because a function only called from no-grad code runs without
     // gradients: only for a function that may run without them. (A caller named
     // `forward` matters anyway: a function named for evaluation that `forward` calls is
     // not evaluation code.)
-    let possibly_disabled = possibly_disabled(source, &candidates, &headers, &outside);
+    let possibly_disabled = possibly_disabled(&disabling, &candidates, &headers, &outside);
     let mut status_known = vec![false; candidates.len()];
     for (i, c) in candidates.iter().enumerate() {
         if c.kept.is_some() {
@@ -298,19 +299,19 @@ struct Outside<'a> {
 /// without them. Any other function runs with gradients whichever of its callers are
 /// parsed, so its callers need not be.
 fn possibly_disabled<'a>(
-    source: &'a str,
+    disabling: &GradDisabling,
     candidates: &[Candidate<'a>],
     headers: &[(Words<'a>, Words<'a>)],
     outside: &Outside<'a>,
 ) -> FxHashSet<&'a str> {
     let mut names: FxHashSet<&str> = FxHashSet::default();
-    if !may_disable_grad(source) {
+    if disabling.at.is_empty() {
         return names;
     }
     names.extend(["validation_step", "test_step", "predict_step"]);
-    let body_disables: Vec<bool> = candidates.iter().map(|c| may_disable_grad(&source[c.body.range.clone()])).collect();
+    let body_disables: Vec<bool> = candidates.iter().map(|c| disabling.within(c.body.range.clone())).collect();
     for (c, disables) in candidates.iter().zip(&body_disables) {
-        if may_disable_grad(&source[c.body.outer_start..c.body.range.start]) {
+        if disabling.within(c.body.outer_start..c.body.range.start) {
             names.insert(c.body.name);
         }
         if *disables {
@@ -341,20 +342,32 @@ fn possibly_disabled<'a>(
     }
 }
 
-/// Could some code of `source` run with gradients disabled: a `no_grad`,
-/// `inference_mode` or `set_grad_enabled` context or decorator (under any name an import
-/// gives it: the import names it), or a Lightning hook that runs under `no_grad`? ASCII
+/// Where code of a file may disable gradients: a `no_grad`, `inference_mode` or
+/// `set_grad_enabled` context or decorator (under any name an import gives it: the
+/// import names it), or a Lightning hook that runs under `no_grad`. ASCII
 /// case-insensitive, as the semantic model reads decorator names.
-fn may_disable_grad(source: &str) -> bool {
-    static WORDS: std::sync::OnceLock<aho_corasick::AhoCorasick> = std::sync::OnceLock::new();
-    WORDS
-        .get_or_init(|| {
+struct GradDisabling {
+    /// The byte ranges of those words, in order.
+    at: Vec<Range<usize>>,
+}
+
+impl GradDisabling {
+    fn find(source: &str) -> Self {
+        static WORDS: std::sync::OnceLock<aho_corasick::AhoCorasick> = std::sync::OnceLock::new();
+        let words = WORDS.get_or_init(|| {
             aho_corasick::AhoCorasick::builder()
                 .ascii_case_insensitive(true)
                 .build(["no_grad", "nograd", "inference", "set_grad_enabled", "validation_step", "test_step", "predict_step"])
                 .expect("plain words build an automaton")
-        })
-        .is_match(source)
+        });
+        GradDisabling { at: words.find_iter(source).map(|m| m.range()).collect() }
+    }
+
+    /// Does one of the words overlap `range`?
+    fn within(&self, range: Range<usize>) -> bool {
+        let first = self.at.partition_point(|w| w.end <= range.start);
+        self.at.get(first).map(|w| w.start < range.end).unwrap_or(false)
+    }
 }
 
 /// Blanks the function bodies of `source` that cannot change what `possible` reports;
