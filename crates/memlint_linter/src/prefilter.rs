@@ -198,7 +198,7 @@ trait Sink<'a> {
     fn class(&mut self, name: &'a str);
     fn renamed(&mut self, original: &'a str, alias: &'a str);
     fn train_false(&mut self);
-    /// `load`, `backward` or `grad`, called or imported under another name.
+    /// `load`, `backward`, `grad` or `step`, called or imported under another name.
     fn called(&mut self, word: &'a str);
 }
 
@@ -261,7 +261,7 @@ fn scan_words<'a>(source: &'a str, offset: usize, quiet: &[std::ops::Range<usize
             if word == "train" && called_with_false(bytes, i) {
                 sink.train_false();
             }
-            if matches!(word, "load" | "backward" | "grad") && called_or_renamed(bytes, i) {
+            if matches!(word, "load" | "backward" | "grad" | "step") && called_or_renamed(bytes, i) {
                 sink.called(word);
             }
             match header {
@@ -465,10 +465,10 @@ impl<'a> Words<'a> {
         self.called.contains("backward") || self.called.contains("grad")
     }
 
-    /// Could an optimizer (or a `GradScaler`) be stepped: `.step()` on a name with `opt`
-    /// or `scaler` in it?
+    /// Could an optimizer (or a `GradScaler`) be stepped: `.step()` called, and a name
+    /// with `opt` or `scaler` in it?
     fn mentions_optimizer_step(&self) -> bool {
-        self.has("step") && self.identifiers.iter().any(|w| name_says_optimizer(w))
+        self.called.contains("step") && self.identifiers.iter().any(|w| name_says_optimizer(w))
     }
 
     /// Could a loop go over batches: data in a loop header, or a backward pass or an
@@ -494,7 +494,6 @@ fn known_word(word: &str) -> Option<u32> {
         "data_parallel" => 4,
         "zero_grad" => 5,
         "amp" => 6,
-        "step" => 7,
         "Module" => 8,
         "LightningModule" => 9,
         "forward" => 10,
@@ -521,8 +520,8 @@ pub(crate) struct FileWords<'a> {
     /// Names of `def`s.
     functions: Vec<&'a str>,
     train_false: bool,
-    /// `load`, `backward`, `grad` called (or imported under another name).
-    called: [bool; 3],
+    /// `load`, `backward`, `grad`, `step` called (or imported under another name).
+    called: [bool; 4],
     /// `X as Y` pairs.
     pub(crate) renamed: Vec<(&'a str, &'a str)>,
     names_a_model: std::cell::OnceCell<bool>,
@@ -558,7 +557,8 @@ impl<'a> Sink<'a> for FileWords<'a> {
         match word {
             "load" => self.called[0] = true,
             "backward" => self.called[1] = true,
-            _ => self.called[2] = true,
+            "grad" => self.called[2] = true,
+            _ => self.called[3] = true,
         }
     }
 }
@@ -571,7 +571,7 @@ impl<'a> FileWords<'a> {
             loop_header: Vec::new(),
             functions: Vec::new(),
             train_false: false,
-            called: [false; 3],
+            called: [false; 4],
             renamed: Vec::new(),
             names_a_model: std::cell::OnceCell::new(),
             names_an_optimizer: std::cell::OnceCell::new(),
@@ -591,12 +591,13 @@ impl<'a> FileWords<'a> {
         known_word(word).map(|k| self.known & (1 << k) != 0).unwrap_or(true)
     }
 
-    /// Is `load`, `backward` or `grad` called (or imported under another name)?
+    /// Is `load`, `backward`, `grad` or `step` called (or imported under another name)?
     fn called(&self, word: &str) -> bool {
         match word {
             "load" => self.called[0],
             "backward" => self.called[1],
             "grad" => self.called[2],
+            "step" => self.called[3],
             _ => true,
         }
     }
@@ -621,10 +622,10 @@ impl<'a> FileWords<'a> {
         self.called("backward") || self.called("grad")
     }
 
-    /// Could an optimizer (or a `GradScaler`) be stepped: `.step()` on a name with `opt`
-    /// or `scaler` in it?
+    /// Could an optimizer (or a `GradScaler`) be stepped: `.step()` called, and a name
+    /// with `opt` or `scaler` in it?
     fn mentions_optimizer_step(&self) -> bool {
-        self.has("step") && *self.names_an_optimizer.get_or_init(|| memlint_python::text_names_an_optimizer(self.source))
+        self.called("step") && *self.names_an_optimizer.get_or_init(|| memlint_python::text_names_an_optimizer(self.source))
     }
 
     /// Could a loop go over batches: data in a loop header, or a backward pass or an
@@ -933,7 +934,7 @@ mod tests {
 
     #[test]
     fn known_words_have_their_own_bits() {
-        let words = ["eval", "append", "retain_graph", "DataParallel", "data_parallel", "zero_grad", "amp", "step"];
+        let words = ["eval", "append", "retain_graph", "DataParallel", "data_parallel", "zero_grad", "amp"];
         let bits: Vec<u32> = words.iter().chain(super::MODULE_TOKENS).map(|w| super::known_word(w).expect("known")).collect();
         let mut unique = bits.clone();
         unique.sort();
@@ -944,9 +945,10 @@ mod tests {
 
     #[test]
     fn a_file_has_its_known_words_only_as_whole_words() {
-        let file = FileWords::scan("x = evaluation(model.forward)  # nn\nstep_size = 1\n");
+        let file = FileWords::scan("x = evaluation(model.forward)  # nn\nstep_size = 1\nopt.step\n");
         assert!(file.has("forward") && file.has("nn"));
-        assert!(!file.has("eval") && !file.has("step"));
+        assert!(!file.has("eval") && !file.called("step"));
+        assert!(FileWords::scan("opt.step ()\n").called("step"));
     }
 
     #[test]

@@ -282,10 +282,8 @@ impl WordFilter {
 impl WordFilter {
     fn automaton(&self) -> &aho_corasick::AhoCorasick {
         self.automaton.get_or_init(|| {
-            // A DFA: these automata search whole files, where the default NFA was slower.
             aho_corasick::AhoCorasick::builder()
                 .ascii_case_insensitive(true)
-                .kind(Some(aho_corasick::AhoCorasickKind::DFA))
                 .build(self.words)
                 .expect("a few plain words build an automaton")
         })
