@@ -11,25 +11,17 @@ use streaming_iterator::StreamingIterator;
 
 use crate::{Diagnostic, LinterSettings, Rule};
 
-/// Every rule's query, compiled once per process.
-fn queries() -> &'static [Query] {
-    static QUERIES: OnceLock<Vec<Query>> = OnceLock::new();
-    QUERIES.get_or_init(|| {
-        Rule::ALL
-            .iter()
-            .map(|rule| {
-                Query::new(&memlint_python::language(), rule.query_source()).unwrap_or_else(|e| {
-                    // The query test compiles every query, so this is a build defect.
-                    panic!("query for {} does not compile: {e}", rule.name())
-                })
-            })
-            .collect()
-    })
-}
-
-/// The compiled query of a rule.
+/// The compiled query of a rule: compiled once per process, when a rule first needs it
+/// (compiling all of them up front kept one thread busy while the others waited).
 pub fn query(rule: Rule) -> &'static Query {
-    &queries()[Rule::ALL.iter().position(|r| *r == rule).expect("rule in ALL")]
+    static QUERIES: [OnceLock<Query>; Rule::ALL.len()] = [const { OnceLock::new() }; Rule::ALL.len()];
+    let index = Rule::ALL.iter().position(|r| *r == rule).expect("rule in ALL");
+    QUERIES[index].get_or_init(|| {
+        Query::new(&memlint_python::language(), rule.query_source()).unwrap_or_else(|e| {
+            // The query test compiles every query, so this is a build defect.
+            panic!("query for {} does not compile: {e}", rule.name())
+        })
+    })
 }
 
 /// One match of a rule's query: its captures by name.

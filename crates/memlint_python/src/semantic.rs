@@ -116,7 +116,6 @@ pub enum LoopKind {
 #[derive(Debug, Clone, Copy)]
 pub struct LoopInfo<'t> {
     pub node: Node<'t>,
-    pub kind: LoopKind,
     /// The loop iterates over validation/test data (by the names in its iterable).
     pub over_eval_data: bool,
     /// The loop goes over batches: its iterable (or condition) names data, or its body
@@ -173,6 +172,7 @@ pub struct SemanticModel<'t> {
     /// `loop_info` by loop node id: rules and the loop classification ask for the same
     /// loops again and again.
     loop_infos: RefCell<HashMap<usize, LoopInfo<'t>>>,
+    loop_kinds: RefCell<HashMap<usize, LoopKind>>,
     /// Statements `x.enter_context(...)` / `torch.set_grad_enabled(...)`, by their block.
     toggle_statements: HashMap<NodeKey, Vec<Node<'t>>>,
 }
@@ -469,6 +469,7 @@ impl<'t> SemanticModel<'t> {
             training_calls: OnceCell::new(),
             backward_calls_by_scope: OnceCell::new(),
             loop_infos: RefCell::new(HashMap::default()),
+            loop_kinds: RefCell::new(HashMap::default()),
             toggle_statements: HashMap::default(),
         };
         model.parents.reserve(root.descendant_count() / 2);
@@ -1195,17 +1196,41 @@ impl<'t> SemanticModel<'t> {
         info
     }
 
-    fn compute_loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
-        let (header_names, target) = if node.kind() == "for_statement" {
+    /// The names in a loop's iterable (or condition), and its target's text.
+    fn loop_header(&self, node: Node<'t>) -> (Vec<String>, &'t str) {
+        if node.kind() == "for_statement" {
             (
                 node.field("right").map(|r| self.identifiers_in(r)).unwrap_or_default(),
                 node.field("left").map(|l| self.text(l)).unwrap_or(""),
             )
         } else {
             (node.field("condition").map(|c| self.identifiers_in(c)).unwrap_or_default(), "")
-        };
+        }
+    }
+
+    fn compute_loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
+        let (header_names, _) = self.loop_header(node);
         let over_data = header_names.iter().any(|n| name_says_data(n));
         let over_eval_data = over_data && header_names.iter().any(|n| name_says_eval(n) && name_says_data(n) || n.contains("val") || n.contains("test"));
+        let body = node.field("body");
+        let over_batches = over_data || body.map(|b| self.trains_in(b)).unwrap_or(false);
+        LoopInfo { node, over_eval_data, over_batches }
+    }
+
+    /// What a loop steps through: epochs, steps, or something else. (Walks the loop's
+    /// body, so it is computed only when asked for.)
+    pub fn loop_kind(&self, node: Node<'t>) -> LoopKind {
+        if let Some(kind) = self.loop_kinds.borrow().get(&node.id()) {
+            return *kind;
+        }
+        let kind = self.compute_loop_kind(node);
+        self.loop_kinds.borrow_mut().insert(node.id(), kind);
+        kind
+    }
+
+    fn compute_loop_kind(&self, node: Node<'t>) -> LoopKind {
+        let (header_names, target) = self.loop_header(node);
+        let over_data = header_names.iter().any(|n| name_says_data(n));
         let says_epoch = name_words(target).iter().any(|w| w.starts_with("epoch"))
             || header_names.iter().any(|n| name_words(n).iter().any(|w| w.starts_with("epoch")));
         let body = node.field("body");
@@ -1220,8 +1245,7 @@ impl<'t> SemanticModel<'t> {
         } else {
             LoopKind::Other
         };
-        let over_batches = over_data || body.map(|b| self.trains_in(b)).unwrap_or(false);
-        LoopInfo { node, kind, over_eval_data, over_batches }
+        kind
     }
 
     /// Does `body` (nested loops included, nested functions not) call `backward()` or step
@@ -1245,7 +1269,7 @@ impl<'t> SemanticModel<'t> {
             match n.kind() {
                 "function_definition" | "class_definition" | "lambda" => continue,
                 "for_statement" | "while_statement" => {
-                    if self.loop_info(n).kind != LoopKind::Other {
+                    if self.loop_kind(n) != LoopKind::Other {
                         return true;
                     }
                     continue;

@@ -69,7 +69,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         let Some(name) = model.call_resolves_to(call, EMPTY_CACHE) else { continue };
         let loops = model.enclosing_loops(call);
         let Some(innermost) = loops.first() else { continue };
-        if innermost.kind != LoopKind::Step {
+        if model.loop_kind(innermost.node) != LoopKind::Step {
             continue;
         }
         if guarded_or_handled(model, call, innermost.node) || measures_memory(model, call) {
