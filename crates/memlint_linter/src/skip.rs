@@ -355,12 +355,16 @@ impl GradDisabling {
     fn find(source: &str) -> Self {
         static WORDS: std::sync::OnceLock<aho_corasick::AhoCorasick> = std::sync::OnceLock::new();
         let words = WORDS.get_or_init(|| {
+            // Leftmost-first (any occurrence will do) lets it use its SIMD prefilter.
             aho_corasick::AhoCorasick::builder()
-                .ascii_case_insensitive(true)
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
                 .build(["no_grad", "nograd", "inference", "set_grad_enabled", "validation_step", "test_step", "predict_step"])
                 .expect("plain words build an automaton")
         });
-        GradDisabling { at: words.find_iter(source).map(|m| m.range()).collect() }
+        // Searching a lower-case copy lets the automaton use its fast prefilter, which a
+        // case-insensitive search cannot.
+        let lower = source.to_ascii_lowercase();
+        GradDisabling { at: words.find_iter(&lower).map(|m| m.range()).collect() }
     }
 
     /// Does one of the words overlap `range`?

@@ -264,11 +264,14 @@ pub fn name_words(name: &str) -> Vec<String> {
 struct WordFilter {
     words: &'static [&'static str],
     automaton: std::sync::OnceLock<aho_corasick::AhoCorasick>,
+    /// For whole texts: the words in lower case, leftmost-first (any occurrence will
+    /// do), searched in a lower-case copy, so the SIMD prefilter can be used.
+    text_automaton: std::sync::OnceLock<aho_corasick::AhoCorasick>,
 }
 
 impl WordFilter {
     const fn new(words: &'static [&'static str]) -> Self {
-        WordFilter { words, automaton: std::sync::OnceLock::new() }
+        WordFilter { words, automaton: std::sync::OnceLock::new(), text_automaton: std::sync::OnceLock::new() }
     }
 
     fn may_match(&self, name: &str) -> bool {
@@ -307,8 +310,15 @@ impl WordFilter {
             says(word) || (!word.is_ascii() && word.split(|c: char| !c.is_alphanumeric() && c != '_').any(|p| !p.is_empty() && says(p)))
         };
         let mut tested: HashSet<&str> = HashSet::default();
+        let automaton = self.text_automaton.get_or_init(|| {
+            aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+                .build(self.words.iter().map(|w| w.to_ascii_lowercase()))
+                .expect("a few plain words build an automaton")
+        });
+        let lower = text.to_ascii_lowercase();
         let mut from = 0;
-        while let Some(m) = self.automaton().find(aho_corasick::Input::new(bytes).range(from..)) {
+        while let Some(m) = automaton.find(aho_corasick::Input::new(lower.as_bytes()).range(from..)) {
             let word = word_around(m.start());
             if tested.insert(word) && test(word) {
                 return true;
