@@ -16,7 +16,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use tree_sitter::{Node, Tree};
 
-use crate::FieldExt;
+use crate::NodeExt;
 
 /// Nearest enclosing function (its node id), or `None` for module level.
 type ScopeId = Option<usize>;
@@ -582,7 +582,7 @@ impl<'t> SemanticModel<'t> {
     /// profiles), and the cursor is back on the node when this returns.
     fn collect(&mut self, cursor: &mut tree_sitter::TreeCursor<'t>, scope: ScopeId, class: Option<&str>) {
         let node = cursor.node();
-        match node.kind() {
+        match node.kind_name() {
             "function_definition" => {
                 self.record_children(node);
                 let name = node
@@ -591,10 +591,10 @@ impl<'t> SemanticModel<'t> {
                     .unwrap_or_default();
                 let parent = self.parent(node);
                 let (decorators, outer) = match parent {
-                    Some(p) if p.kind() == "decorated_definition" => (
+                    Some(p) if p.kind_name() == "decorated_definition" => (
                         named_children(p)
                             .into_iter()
-                            .filter(|c| c.kind() == "decorator")
+                            .filter(|c| c.kind_name() == "decorator")
                             .filter_map(|d| d.named_child(0))
                             .collect(),
                         p,
@@ -610,9 +610,9 @@ impl<'t> SemanticModel<'t> {
                 let inner = Some(node.id());
                 if let Some(params) = node.field("parameters") {
                     for param in named_children(params) {
-                        let ident = match param.kind() {
+                        let ident = match param.kind_name() {
                             "identifier" => Some(param),
-                            "typed_parameter" => param.named_child(0).filter(|n| n.kind() == "identifier"),
+                            "typed_parameter" => param.named_child(0).filter(|n| n.kind_name() == "identifier"),
                             "default_parameter" | "typed_default_parameter" => param.field("name"),
                             _ => None,
                         };
@@ -653,7 +653,7 @@ impl<'t> SemanticModel<'t> {
             }
             "import_statement" => {
                 for child in named_children(node) {
-                    match child.kind() {
+                    match child.kind_name() {
                         "dotted_name" => {
                             let first = self.text(child).split('.').next().unwrap_or("");
                             // `import torch.nn` binds `torch`.
@@ -683,7 +683,7 @@ impl<'t> SemanticModel<'t> {
                 let mut cursor = node.walk();
                 let names: Vec<Node> = node.children_by_field_name("name", &mut cursor).collect();
                 for child in names {
-                    let (name, local) = match child.kind() {
+                    let (name, local) = match child.kind_name() {
                         "dotted_name" => (self.text(child), self.text(child)),
                         "aliased_import" => match (child.field("name"), child.field("alias")) {
                             (Some(n), Some(a)) => (self.text(n), self.text(a)),
@@ -699,19 +699,19 @@ impl<'t> SemanticModel<'t> {
             "assignment" => {
                 if let Some(left) = node.field("left") {
                     let value = node.field("right");
-                    let statement = self.parent(node).filter(|p| p.kind() == "expression_statement").unwrap_or(node);
+                    let statement = self.parent(node).filter(|p| p.kind_name() == "expression_statement").unwrap_or(node);
                     self.bind_target(scope, left, statement, value, BindingKind::Assign);
                 }
             }
             "augmented_assignment" => {
                 if let Some(left) = node.field("left") {
                     let value = node.field("right");
-                    let statement = self.parent(node).filter(|p| p.kind() == "expression_statement").unwrap_or(node);
+                    let statement = self.parent(node).filter(|p| p.kind_name() == "expression_statement").unwrap_or(node);
                     self.bind_target(scope, left, statement, value, BindingKind::AugAssign);
                 }
             }
             "for_statement" | "for_in_clause" => {
-                if node.kind() == "for_statement" {
+                if node.kind_name() == "for_statement" {
                     self.loops.push(node);
                 }
                 if let Some(left) = node.field("left") {
@@ -721,7 +721,7 @@ impl<'t> SemanticModel<'t> {
             "while_statement" => self.loops.push(node),
             "with_item" => {
                 if let Some(value) = node.field("value") {
-                    if value.kind() == "as_pattern" {
+                    if value.kind_name() == "as_pattern" {
                         if let Some(target) = value.field("alias") {
                             let expr = value.named_child(0);
                             self.bind_target(scope, target, node, expr, BindingKind::WithTarget);
@@ -732,14 +732,14 @@ impl<'t> SemanticModel<'t> {
             "call" => {
                 self.calls.push(node);
                 if let Some(callee) = node.field("function") {
-                    let last = match callee.kind() {
+                    let last = match callee.kind_name() {
                         "identifier" => Some(self.text(callee)),
                         "attribute" => callee.field("attribute").map(|a| self.text(a)),
                         _ => None,
                     };
                     if let Some(last) = last {
                         if last == "enter_context" || last == "set_grad_enabled" {
-                            let statement = self.parent(node).filter(|p| p.kind() == "expression_statement");
+                            let statement = self.parent(node).filter(|p| p.kind_name() == "expression_statement");
                             if let Some((statement, block)) = statement.and_then(|st| self.parent(st).map(|b| (st, b))) {
                                 self.toggle_statements.entry(key(block)).or_default().push(statement);
                             }
@@ -766,7 +766,7 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn bind_target(&mut self, scope: ScopeId, target: Node<'t>, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
-        match target.kind() {
+        match target.kind_name() {
             "identifier" => {
                 self.add_binding(scope, self.text(target), statement, value, kind);
             }
@@ -817,7 +817,7 @@ impl<'t> SemanticModel<'t> {
     pub fn enclosing_function(&self, node: Node<'t>) -> Option<&FunctionInfo<'t>> {
         let mut current = self.parent(node);
         while let Some(n) = current {
-            if n.kind() == "function_definition" {
+            if n.kind_name() == "function_definition" {
                 return self.functions.get(&n.id());
             }
             current = self.parent(n);
@@ -857,7 +857,7 @@ impl<'t> SemanticModel<'t> {
 
     /// The dotted text of a name expression (`a.b.c`), or `None` for anything else.
     pub fn dotted_name(&self, node: Node<'_>) -> Option<String> {
-        match node.kind() {
+        match node.kind_name() {
             "identifier" => Some(self.text(node).to_owned()),
             "attribute" => {
                 let object = node.field("object")?;
@@ -892,7 +892,7 @@ impl<'t> SemanticModel<'t> {
         let mut scopes: Vec<ScopeId> = Vec::new();
         let mut current = self.parent(at);
         while let Some(n) = current {
-            if n.kind() == "function_definition" {
+            if n.kind_name() == "function_definition" {
                 scopes.push(Some(n.id()));
             }
             current = self.parent(n);
@@ -973,7 +973,7 @@ impl<'t> SemanticModel<'t> {
         let mut child = node;
         let mut current = self.parent(node);
         while let Some(n) = current {
-            match n.kind() {
+            match n.kind_name() {
                 "with_statement" => {
                     let in_body = n.field("body").map(|b| contains(b, child)).unwrap_or(false);
                     if in_body {
@@ -1004,12 +1004,12 @@ impl<'t> SemanticModel<'t> {
 
     /// What a `with` statement does to autograd, if anything.
     fn with_grad_effect(&self, with: Node<'t>) -> Option<GradContext> {
-        let clause = named_children(with).into_iter().find(|c| c.kind() == "with_clause")?;
+        let clause = named_children(with).into_iter().find(|c| c.kind_name() == "with_clause")?;
         // The last item wins when several are given (`with a(), b():` enters a then b).
         let mut effect = None;
         for item in named_children(clause) {
             let Some(mut value) = item.field("value") else { continue };
-            if value.kind() == "as_pattern" {
+            if value.kind_name() == "as_pattern" {
                 match value.named_child(0) {
                     Some(v) => value = v,
                     None => continue,
@@ -1025,7 +1025,7 @@ impl<'t> SemanticModel<'t> {
     /// The effect of entering the context manager `expr` (a call like `torch.no_grad()`).
     pub fn grad_effect_of_call(&self, expr: Node<'t>) -> Option<GradContext> {
         let expr = unparenthesize(expr);
-        if expr.kind() != "call" {
+        if expr.kind_name() != "call" {
             // `with torch.no_grad:` (no call) does not work, but a bare decorator-style
             // reference is common in decorators; handled there.
             return None;
@@ -1041,7 +1041,7 @@ impl<'t> SemanticModel<'t> {
             "inference_mode" if torchy => {
                 // `inference_mode(False)` / `inference_mode(mode=False)` keeps gradients on.
                 let off = first_arg.map(|a| {
-                    let value = if a.kind() == "keyword_argument" { a.field("value") } else { Some(a) };
+                    let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(a) };
                     value.map(|v| self.text(v) == "False").unwrap_or(false)
                 });
                 if off == Some(true) {
@@ -1052,7 +1052,7 @@ impl<'t> SemanticModel<'t> {
             }
             "set_grad_enabled" if torchy => {
                 let arg = first_arg.map(|a| {
-                    if a.kind() == "keyword_argument" { a.field("value").unwrap_or(a) } else { a }
+                    if a.kind_name() == "keyword_argument" { a.field("value").unwrap_or(a) } else { a }
                 });
                 match arg.map(|a| self.text(a)) {
                     Some("True") => Some(GradContext::ExplicitlyEnabled),
@@ -1078,7 +1078,7 @@ impl<'t> SemanticModel<'t> {
             if statement.start_byte() >= child.start_byte() {
                 break;
             }
-            let Some(call) = statement.named_child(0).filter(|c| c.kind() == "call") else { continue };
+            let Some(call) = statement.named_child(0).filter(|c| c.kind_name() == "call") else { continue };
             let Some(callee) = call.field("function") else { continue };
             let last = callee
                 .field("attribute")
@@ -1102,7 +1102,7 @@ impl<'t> SemanticModel<'t> {
     /// Does a decorator disable gradients (`@torch.no_grad()`, `@torch.inference_mode`,
     /// or a decorator whose name says so)?
     fn decorator_disables_grad(&self, decorator: Node<'t>) -> bool {
-        let target = if decorator.kind() == "call" {
+        let target = if decorator.kind_name() == "call" {
             match decorator.field("function") {
                 Some(f) => f,
                 None => return false,
@@ -1110,7 +1110,7 @@ impl<'t> SemanticModel<'t> {
         } else {
             decorator
         };
-        if decorator.kind() == "call" {
+        if decorator.kind_name() == "call" {
             if let Some(effect) = self.grad_effect_of_call(decorator) {
                 return effect.is_disabled();
             }
@@ -1149,7 +1149,7 @@ impl<'t> SemanticModel<'t> {
                     .copied()
                     .filter(|c| {
                         let callee = c.field("function");
-                        match callee.map(|c| c.kind()) {
+                        match callee.map(|c| c.kind_name()) {
                             Some("identifier") => !is_method,
                             Some("attribute") => *is_method,
                             _ => false,
@@ -1181,7 +1181,7 @@ impl<'t> SemanticModel<'t> {
         let mut child = node;
         let mut current = self.parent(node);
         while let Some(n) = current {
-            match n.kind() {
+            match n.kind_name() {
                 "for_statement" | "while_statement" => {
                     if n.field("body").map(|b| contains(b, child)).unwrap_or(false) {
                         loops.push(self.loop_info(n));
@@ -1208,7 +1208,7 @@ impl<'t> SemanticModel<'t> {
 
     /// The names in a loop's iterable (or condition), and its target's text.
     fn loop_header(&self, node: Node<'t>) -> (Vec<String>, &'t str) {
-        if node.kind() == "for_statement" {
+        if node.kind_name() == "for_statement" {
             (
                 node.field("right").map(|r| self.identifiers_in(r)).unwrap_or_default(),
                 node.field("left").map(|l| self.text(l)).unwrap_or(""),
@@ -1276,7 +1276,7 @@ impl<'t> SemanticModel<'t> {
     fn contains_nested_step_loop(&self, body: Node<'t>) -> bool {
         let mut stack = named_children(body);
         while let Some(n) = stack.pop() {
-            match n.kind() {
+            match n.kind_name() {
                 "function_definition" | "class_definition" | "lambda" => continue,
                 "for_statement" | "while_statement" => {
                     if self.loop_kind(n) != LoopKind::Other {
@@ -1295,7 +1295,7 @@ impl<'t> SemanticModel<'t> {
     pub fn runs_a_step(&self, body: Node<'t>) -> bool {
         let mut stack = named_children(body);
         while let Some(n) = stack.pop() {
-            match n.kind() {
+            match n.kind_name() {
                 "function_definition" | "class_definition" | "lambda" | "for_statement" | "while_statement" => continue,
                 "call" => {
                     if self.is_forward_call(n) || self.is_backward_call(n) || self.is_optimizer_step(n) {
@@ -1314,7 +1314,7 @@ impl<'t> SemanticModel<'t> {
         let mut names = Vec::new();
         let mut stack = vec![expr];
         while let Some(n) = stack.pop() {
-            match n.kind() {
+            match n.kind_name() {
                 "identifier" => names.push(self.text(n).to_owned()),
                 "attribute" => {
                     if let Some(d) = self.dotted_name(n) {
@@ -1336,7 +1336,7 @@ impl<'t> SemanticModel<'t> {
     /// `x.backward(...)` on a tensor, or `torch.autograd.backward(x)` / `torch.autograd.grad(...)`.
     pub fn is_backward_call(&self, call: Node<'t>) -> bool {
         let Some(callee) = call.field("function") else { return false };
-        if callee.kind() == "attribute" {
+        if callee.kind_name() == "attribute" {
             let attr = callee.field("attribute").map(|a| self.text(a));
             if attr == Some("backward") {
                 return true;
@@ -1350,7 +1350,7 @@ impl<'t> SemanticModel<'t> {
 
     /// `optimizer.step()` (a `.step()` on something named like an optimizer) or `scaler.step(opt)`.
     pub fn is_optimizer_step(&self, call: Node<'t>) -> bool {
-        let Some(callee) = call.field("function").filter(|c| c.kind() == "attribute") else {
+        let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else {
             return false;
         };
         let attr = callee.field("attribute").map(|a| self.text(a));
@@ -1369,7 +1369,7 @@ impl<'t> SemanticModel<'t> {
     /// The module expression a forward call calls (`model` in `model(x)` and `model.forward(x)`).
     pub fn forward_callee(&self, call: Node<'t>) -> Option<Node<'t>> {
         let callee = call.field("function")?;
-        if callee.kind() == "attribute" {
+        if callee.kind_name() == "attribute" {
             let attr = callee.field("attribute").map(|a| self.text(a));
             if attr == Some("forward") {
                 let object = callee.field("object")?;
@@ -1379,7 +1379,7 @@ impl<'t> SemanticModel<'t> {
                 return None;
             }
         }
-        if callee.kind() == "identifier" && self.text(callee) == "self" {
+        if callee.kind_name() == "identifier" && self.text(callee) == "self" {
             let class = self.enclosing_function(call)?.class.clone()?;
             return self.is_module_class(&class).then_some(callee);
         }
@@ -1418,7 +1418,7 @@ impl<'t> SemanticModel<'t> {
         if depth > 24 {
             return ValueKind::Unknown;
         }
-        match expr.kind() {
+        match expr.kind_name() {
             "parenthesized_expression" => expr.named_child(0).map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown),
             "integer" | "float" | "true" | "false" => ValueKind::Number,
             "unary_operator" | "not_operator" => {
@@ -1471,7 +1471,7 @@ impl<'t> SemanticModel<'t> {
                     combine_arithmetic(before, self.value_kind_at_depth(value, depth + 1))
                 }
                 (BindingKind::Definition, _) => {
-                    if binding.statement.kind() == "class_definition" {
+                    if binding.statement.kind_name() == "class_definition" {
                         return ValueKind::Unknown;
                     }
                     ValueKind::Unknown
@@ -1557,7 +1557,7 @@ impl<'t> SemanticModel<'t> {
     fn any_argument_has_history(&self, call: Node<'t>, depth: usize) -> bool {
         let Some(args) = call.field("arguments") else { return false };
         named_children(args).into_iter().any(|a| {
-            let value = match a.kind() {
+            let value = match a.kind_name() {
                 "keyword_argument" => a.field("value"),
                 "list_splat" | "dictionary_splat" => a.named_child(0),
                 _ => Some(a),
@@ -1568,7 +1568,7 @@ impl<'t> SemanticModel<'t> {
 
     fn call_kind(&self, call: Node<'t>, depth: usize) -> ValueKind {
         let Some(callee) = call.field("function") else { return ValueKind::Unknown };
-        if callee.kind() == "attribute" {
+        if callee.kind_name() == "attribute" {
             let object = callee.field("object");
             let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
             if let Some(qualified) = self.qualified_name(callee) {
@@ -1611,7 +1611,7 @@ impl<'t> SemanticModel<'t> {
                 }
             };
         }
-        if callee.kind() == "identifier" {
+        if callee.kind_name() == "identifier" {
             let name = self.text(callee);
             if let Some(qualified) = self.qualified_name(callee) {
                 return self.library_call_kind(call, &qualified, depth);
@@ -1698,7 +1698,7 @@ fn combine_arithmetic(left: ValueKind, right: ValueKind) -> ValueKind {
 
 /// Strips parentheses around an expression.
 pub fn unparenthesize(mut node: Node<'_>) -> Node<'_> {
-    while node.kind() == "parenthesized_expression" {
+    while node.kind_name() == "parenthesized_expression" {
         match node.named_child(0) {
             Some(inner) => node = inner,
             None => break,

@@ -48,7 +48,7 @@
 //! Python float instead of a tensor (code that later calls tensor methods on it would
 //! break), and `.item()` fails on a term with more than one element.
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, BindingKind, SemanticModel};
 
@@ -100,13 +100,13 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         // Any other collected tensor is `gpu-tensors-collected`'s business.
-        if statement.kind() == "call" && !is_loss_like(model, term, 0) {
+        if statement.kind_name() == "call" && !is_loss_like(model, term, 0) {
             continue;
         }
         if model.backpropagated_after(&base, statement) {
             continue;
         }
-        let training = subtree_has(model, outermost.node, |n| n.kind() == "call" && model.is_backward_call(n));
+        let training = subtree_has(model, outermost.node, |n| n.kind_name() == "call" && model.is_backward_call(n));
         let statement_text = snippet(model, statement);
         let term_text = snippet(model, term);
         let (message, severity) = if training {
@@ -137,7 +137,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 /// The name that holds the accumulation: `total`, `stats` for `stats["loss"]`,
 /// `self.total` for an attribute.
 fn accumulator_base(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String> {
-    match node.kind() {
+    match node.kind_name() {
         "identifier" => Some(model.text(node).to_owned()),
         "attribute" => model.dotted_name(node),
         "subscript" => accumulator_base(model, node.field("value")?),
@@ -151,7 +151,7 @@ fn subtree_has<'t>(_model: &SemanticModel<'t>, node: Node<'t>, predicate: impl F
         if predicate(n) {
             return true;
         }
-        if matches!(n.kind(), "function_definition" | "class_definition") && n.id() != node.id() {
+        if matches!(n.kind_name(), "function_definition" | "class_definition") && n.id() != node.id() {
             continue;
         }
         let mut cursor = n.walk();
@@ -161,7 +161,7 @@ fn subtree_has<'t>(_model: &SemanticModel<'t>, node: Node<'t>, predicate: impl F
 }
 
 fn item_fix(model: &SemanticModel<'_>, term: Node<'_>) -> Fix {
-    let simple = matches!(term.kind(), "identifier" | "attribute" | "call" | "subscript" | "parenthesized_expression");
+    let simple = matches!(term.kind_name(), "identifier" | "attribute" | "call" | "subscript" | "parenthesized_expression");
     let edits = if simple {
         vec![Edit::insert(term.end_byte(), ".item()")]
     } else {

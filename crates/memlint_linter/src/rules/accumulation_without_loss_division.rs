@@ -49,7 +49,7 @@
 //! that reuses the divided value is. It is only offered when the loss is not divided at
 //! all.
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use std::collections::HashSet;
 
 use memlint_python::tree_sitter::Node;
@@ -85,7 +85,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         // An optimizer step in the same loop, guarded by `% k`.
-        let steps = descendants_where(body, |n| n.kind() == "call" && model.is_optimizer_step(n));
+        let steps = descendants_where(body, |n| n.kind_name() == "call" && model.is_optimizer_step(n));
         let Some((guard, k)) = steps.iter().find_map(|s| {
             // The step must be in this loop, not in a nested one.
             let innermost = model.enclosing_loops(*s).first().map(|l| l.node.id());
@@ -146,10 +146,10 @@ fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node
         if n.id() == loop_node.id() {
             break;
         }
-        if matches!(n.kind(), "if_statement" | "elif_clause") {
+        if matches!(n.kind_name(), "if_statement" | "elif_clause") {
             if let Some(condition) = n.field("condition") {
                 // `do_step = (i + 1) % k == 0` then `if do_step:`.
-                let condition = if condition.kind() == "identifier" {
+                let condition = if condition.kind_name() == "identifier" {
                     model
                         .binding_at(model.text(condition), condition)
                         .and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None })
@@ -158,11 +158,11 @@ fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node
                     condition
                 };
                 let modulus = descendants_where(condition, |c| {
-                    c.kind() == "binary_operator" && c.field("operator").map(|o| model.text(o) == "%").unwrap_or(false)
+                    c.kind_name() == "binary_operator" && c.field("operator").map(|o| model.text(o) == "%").unwrap_or(false)
                 });
                 if let Some(k) = modulus.first().and_then(|m| m.field("right")) {
                     let k = unparenthesize(k);
-                    if !(k.kind() == "integer" && model.text(k) == "1") {
+                    if !(k.kind_name() == "integer" && model.text(k) == "1") {
                         return Some((condition, k));
                     }
                 }
@@ -177,10 +177,10 @@ fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node
 fn under_accelerate<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> bool {
     let mut current = node.parent();
     while let Some(n) = current {
-        if n.kind() == "with_statement" {
-            let accumulates = descendants_where(n, |c| c.kind() == "with_item").iter().any(|item| {
+        if n.kind_name() == "with_statement" {
+            let accumulates = descendants_where(n, |c| c.kind_name() == "with_item").iter().any(|item| {
                 !descendants_where(*item, |c| {
-                    c.kind() == "call"
+                    c.kind_name() == "call"
                         && c.field("function")
                             .and_then(|f| f.field("attribute"))
                             .map(|a| model.text(a) == "accumulate")
@@ -192,7 +192,7 @@ fn under_accelerate<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> bool {
                 return true;
             }
         }
-        if n.kind() == "function_definition" {
+        if n.kind_name() == "function_definition" {
             break;
         }
         current = n.parent();
@@ -203,7 +203,7 @@ fn under_accelerate<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> bool {
 /// `x` in `scaler.scale(x)`.
 fn scaled_argument<'t>(model: &SemanticModel<'t>, receiver: Node<'t>) -> Option<Node<'t>> {
     let receiver = unparenthesize(receiver);
-    if receiver.kind() != "call" {
+    if receiver.kind_name() != "call" {
         return None;
     }
     let callee = receiver.field("function")?;
@@ -228,7 +228,7 @@ fn collect_divisors<'t>(
         return;
     }
     let expr = unparenthesize(expr);
-    match expr.kind() {
+    match expr.kind_name() {
         "binary_operator" => {
             let op = expr.field("operator").map(|o| model.text(o)).unwrap_or("");
             let (Some(left), Some(right)) = (expr.field("left"), expr.field("right")) else { return };
@@ -247,7 +247,7 @@ fn collect_divisors<'t>(
             }
         }
         "call" => {
-            let Some(callee) = expr.field("function").filter(|f| f.kind() == "attribute") else { return };
+            let Some(callee) = expr.field("function").filter(|f| f.kind_name() == "attribute") else { return };
             let method = callee.field("attribute").map(|a| model.text(a)).unwrap_or("");
             let args = positional_arguments(expr);
             match method {
@@ -289,7 +289,7 @@ fn collect_divisors<'t>(
                         let op = b
                             .statement
                             .named_child(0)
-                            .filter(|a| a.kind() == "augmented_assignment")
+                            .filter(|a| a.kind_name() == "augmented_assignment")
                             .and_then(|a| a.field("operator"))
                             .map(|o| model.text(o))
                             .unwrap_or("");
@@ -313,8 +313,8 @@ fn running_counters<'t>(model: &SemanticModel<'t>, loop_node: Node<'t>, body: No
     if let Some(left) = loop_node.field("left") {
         names.extend(model.identifiers_in(left));
     }
-    for aug in descendants_where(body, |n| n.kind() == "augmented_assignment") {
-        if let Some(left) = aug.field("left").filter(|l| l.kind() == "identifier") {
+    for aug in descendants_where(body, |n| n.kind_name() == "augmented_assignment") {
+        if let Some(left) = aug.field("left").filter(|l| l.kind_name() == "identifier") {
             names.insert(model.text(left).to_owned());
         }
     }

@@ -36,6 +36,7 @@
 //! loader = DataLoader(dataset, sampler=sampler, batch_size=per_gpu_batch)
 //! ```
 
+use memlint_python::NodeExt;
 use memlint_python::SemanticModel;
 use memlint_python::tree_sitter::Node;
 
@@ -96,7 +97,7 @@ fn single_device<'t>(model: &SemanticModel<'t>, call: Node<'t>, functional: bool
     let position = if functional { 2 } else { 1 };
     let ids = keyword_argument(model, call, "device_ids").or_else(|| positional_arguments(call).get(position).copied());
     let Some(ids) = ids else { return false };
-    matches!(ids.kind(), "list" | "tuple")
+    matches!(ids.kind_name(), "list" | "tuple")
         && ids.named_child_count() == 1
-        && ids.named_child(0).map(|c| !matches!(c.kind(), "list_splat" | "list_comprehension")).unwrap_or(false)
+        && ids.named_child(0).map(|c| !matches!(c.kind_name(), "list_splat" | "list_comprehension")).unwrap_or(false)
 }

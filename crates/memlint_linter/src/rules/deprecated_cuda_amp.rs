@@ -46,7 +46,7 @@
 //! `torch.amp.GradScaler` only exists since PyTorch 2.3, so the fixed file fails on older
 //! versions.
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
@@ -120,7 +120,7 @@ fn after_open_paren(model: &SemanticModel<'_>, call: Node<'_>) -> Option<usize> 
 fn device_argument(model: &SemanticModel<'_>, call: Node<'_>) -> Option<Edit> {
     let open = after_open_paren(model, call)?;
     let args = call.field("arguments")?;
-    let empty = args.named_children(&mut args.walk()).all(|a| a.kind() == "comment");
+    let empty = args.named_children(&mut args.walk()).all(|a| a.kind_name() == "comment");
     Some(Edit::insert(open, if empty { "\"cuda\"" } else { "\"cuda\", " }))
 }
 

@@ -40,7 +40,7 @@
 //! is handed back to the driver. It is not offered when the call shares its line with
 //! other code.
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{LoopKind, SemanticModel};
 
@@ -98,7 +98,7 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
         if n.id() == loop_node.id() {
             break;
         }
-        match n.kind() {
+        match n.kind_name() {
             "except_clause" | "except_group_clause" => return true,
             "if_statement" | "elif_clause" => {
                 let periodic = n
@@ -132,12 +132,12 @@ fn measures_memory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
 
 fn removal_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Fix> {
     let source = model.source();
-    let statement = model.parent(call).filter(|p| p.kind() == "expression_statement")?;
+    let statement = model.parent(call).filter(|p| p.kind_name() == "expression_statement")?;
     if !owns_its_lines(source, statement) {
         return None;
     }
     let block = model.parent(statement)?;
-    let only_statement = block.named_children(&mut block.walk()).filter(|c| c.kind() != "comment").count() == 1;
+    let only_statement = block.named_children(&mut block.walk()).filter(|c| c.kind_name() != "comment").count() == 1;
     let start = line_start(source, statement.start_byte());
     let end = line_end_inclusive(source, statement.end_byte().saturating_sub(1));
     let edit = if only_statement {

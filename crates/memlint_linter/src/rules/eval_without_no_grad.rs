@@ -63,7 +63,7 @@
 //! the function returns or yields values, because a caller elsewhere could backpropagate
 //! through them. It is not offered when re-indenting would change a multi-line string.
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{function_name_says_eval, FunctionInfo, GradContext, SemanticModel};
 
@@ -288,7 +288,7 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &Evaluatio
 fn statement_of<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Node<'t> {
     let mut current = node;
     while let Some(parent) = model.parent(current) {
-        if matches!(parent.kind(), "block" | "module") {
+        if matches!(parent.kind_name(), "block" | "module") {
             return current;
         }
         current = parent;
@@ -301,7 +301,7 @@ fn returns_values(function: Node<'_>) -> bool {
     let Some(body) = function.field("body") else { return false };
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
-        match n.kind() {
+        match n.kind_name() {
             "function_definition" | "class_definition" | "lambda" => continue,
             "return_statement" if n.named_child_count() > 0 => return true,
             "yield" => return true,

@@ -55,7 +55,7 @@
 //! optimizer from it) gets `None`. It is not offered when the construction shares its
 //! line with other code.
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
@@ -86,7 +86,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         };
         let Some(name) = model.dotted_name(network) else { continue };
-        if network.kind() == "attribute" {
+        if network.kind_name() == "attribute" {
             // `self.<attr>` only, and not as a submodule of an `nn.Module` (the parent's
             // parameters may be optimized).
             let object = network.field("object").map(|o| model.text(o));
@@ -100,7 +100,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             }
         }
         let Some(what) = pretrained_source(model, value) else { continue };
-        let Some(statement) = construction.parent().filter(|p| p.kind() == "expression_statement") else { continue };
+        let Some(statement) = construction.parent().filter(|p| p.kind_name() == "expression_statement") else { continue };
         let uses = uses_of(model, &name, network, statement);
         let mut forwards: Vec<Node> = Vec::new();
         let mut escapes = false;
@@ -136,7 +136,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<String> {
     let mut node = value;
     for _ in 0..16 {
-        match node.kind() {
+        match node.kind_name() {
             "parenthesized_expression" => node = node.named_child(0)?,
             "subscript" => node = node.field("value")?,
             "attribute" => node = node.field("object")?,
@@ -180,7 +180,7 @@ fn uses_of<'t>(model: &SemanticModel<'t>, name: &str, target: Node<'t>, statemen
     let scope = if is_attribute {
         let mut n = statement;
         while let Some(p) = n.parent() {
-            if p.kind() == "class_definition" {
+            if p.kind_name() == "class_definition" {
                 break;
             }
             n = p;
@@ -192,15 +192,15 @@ fn uses_of<'t>(model: &SemanticModel<'t>, name: &str, target: Node<'t>, statemen
     let mut found = Vec::new();
     let mut stack = vec![scope];
     while let Some(n) = stack.pop() {
-        let candidate = match n.kind() {
+        let candidate = match n.kind_name() {
             "identifier" if !is_attribute && model.text(n) == name => {
                 let is_attribute_part = n
                     .parent()
-                    .filter(|p| p.kind() == "attribute")
+                    .filter(|p| p.kind_name() == "attribute")
                     .and_then(|p| p.field("attribute"))
                     .map(|a| a.id() == n.id())
                     .unwrap_or(false);
-                let is_keyword = n.parent().map(|p| p.kind() == "keyword_argument" && p.field("name").map(|k| k.id()) == Some(n.id())).unwrap_or(false);
+                let is_keyword = n.parent().map(|p| p.kind_name() == "keyword_argument" && p.field("name").map(|k| k.id()) == Some(n.id())).unwrap_or(false);
                 !is_attribute_part
                     && !is_keyword
                     && model.binding_at(name, n).map(|b| b.statement.id() == statement.id()).unwrap_or(false)
@@ -229,11 +229,11 @@ enum Use<'t> {
 
 fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
     let Some(parent) = node.parent() else { return Use::Escapes };
-    match parent.kind() {
+    match parent.kind_name() {
         "call" if parent.field("function").map(|f| f.id()) == Some(node.id()) => Use::Forward(parent),
         "attribute" if parent.field("object").map(|o| o.id()) == Some(node.id()) => {
             let attr = parent.field("attribute").map(|a| model.text(a)).unwrap_or("");
-            let called = parent.parent().filter(|c| c.kind() == "call" && c.field("function").map(|f| f.id()) == Some(parent.id()));
+            let called = parent.parent().filter(|c| c.kind_name() == "call" && c.field("function").map(|f| f.id()) == Some(parent.id()));
             match (attr, called) {
                 (a, Some(call)) if FORWARD_METHODS.contains(&a) => Use::Forward(call),
                 ("eval" | "to" | "cuda" | "cpu" | "half" | "float" | "bfloat16", Some(_)) => Use::Other,
@@ -250,7 +250,7 @@ fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
 
 fn freeze_fix(model: &SemanticModel<'_>, statement: Node<'_>, name: &str) -> Option<Fix> {
     let source = model.source();
-    if !owns_its_lines(source, statement) || !matches!(statement.parent().map(|p| p.kind()), Some("block" | "module")) {
+    if !owns_its_lines(source, statement) || !matches!(statement.parent().map(|p| p.kind_name()), Some("block" | "module")) {
         return None;
     }
     let indent = line_indent(source, statement.start_byte());

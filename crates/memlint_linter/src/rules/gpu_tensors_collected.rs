@@ -54,7 +54,7 @@
 //! through it: backpropagated buffers are not flagged), and unsafe otherwise, since a
 //! caller could backpropagate through the returned buffer.
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, unparenthesize, BindingKind, SemanticModel, ValueKind};
 
@@ -87,7 +87,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         let (Some(statement), Some(container), Some(term)) = (m.get("collection"), m.get("container"), m.get("term")) else {
             continue;
         };
-        let is_append = statement.kind() == "call";
+        let is_append = statement.kind_name() == "call";
         let Some(base) = base_name(model, container) else { continue };
         let loops = model.enclosing_loops(statement);
         if loops.is_empty() {
@@ -185,12 +185,12 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 
 /// Does the loop backpropagate (so `backward()` frees each graph's saved activations)?
 fn trains<'t>(model: &SemanticModel<'t>, loop_node: Node<'t>) -> bool {
-    !descendants_where(loop_node, |n| n.kind() == "call" && model.is_backward_call(n)).is_empty()
+    !descendants_where(loop_node, |n| n.kind_name() == "call" && model.is_backward_call(n)).is_empty()
 }
 
 /// `.cpu()` after an explicit `.detach()`, else `.detach().cpu()`.
 fn to_cpu_suffix(model: &SemanticModel<'_>, term: Node<'_>) -> &'static str {
-    let detached = term.kind() == "call"
+    let detached = term.kind_name() == "call"
         && term
             .field("function")
             .and_then(|f| f.field("attribute"))
@@ -207,7 +207,7 @@ fn with_suffix(model: &SemanticModel<'_>, term: Node<'_>, suffix: &str) -> Strin
 
 /// `outputs`, `store` for `store[k]`, `self.preds` for an attribute.
 fn base_name(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String> {
-    match node.kind() {
+    match node.kind_name() {
         "identifier" => Some(model.text(node).to_owned()),
         "attribute" => model.dotted_name(node),
         "subscript" => base_name(model, node.field("value")?),
@@ -223,10 +223,10 @@ fn container_kind<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>, is_ap
     let Some(value) = value else {
         return is_append.then_some(Container::Collection);
     };
-    match value.kind() {
+    match value.kind_name() {
         "list" | "dictionary" | "list_comprehension" | "dictionary_comprehension" => Some(Container::Collection),
         // `[None] * n`
-        "binary_operator" if value.field("left").map(|l| l.kind() == "list").unwrap_or(false) => Some(Container::Collection),
+        "binary_operator" if value.field("left").map(|l| l.kind_name() == "list").unwrap_or(false) => Some(Container::Collection),
         "call" => {
             if is_tensor_factory(model, value) {
                 return Some(Container::Buffer);
@@ -255,7 +255,7 @@ fn is_tensor_factory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
         }
         // `.cuda()`, `.to(device)`, `.float()` on a factory call.
         match callee.field("object").map(unparenthesize) {
-            Some(object) if callee.kind() == "attribute" && object.kind() == "call" => node = object,
+            Some(object) if callee.kind_name() == "attribute" && object.kind_name() == "call" => node = object,
             _ => return false,
         }
     }
@@ -264,10 +264,10 @@ fn is_tensor_factory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
 
 /// `base.clear()`, `base.pop(...)`, `del base[...]` in the loop: the container stays bounded.
 fn cleared_in<'t>(model: &SemanticModel<'t>, base: &str, loop_node: Node<'t>) -> bool {
-    !descendants_where(loop_node, |n| match n.kind() {
+    !descendants_where(loop_node, |n| match n.kind_name() {
         "call" => n
             .field("function")
-            .filter(|f| f.kind() == "attribute")
+            .filter(|f| f.kind_name() == "attribute")
             .map(|f| {
                 let method = f.field("attribute").map(|a| model.text(a)).unwrap_or("");
                 let object = f.field("object").and_then(|o| base_name(model, o));
@@ -288,7 +288,7 @@ fn is_private_local<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>) -> 
     }
     let Some(body) = function.node.field("body") else { return false };
     descendants_where(body, |n| {
-        matches!(n.kind(), "return_statement" | "yield" | "global_statement" | "nonlocal_statement")
+        matches!(n.kind_name(), "return_statement" | "yield" | "global_statement" | "nonlocal_statement")
             && model.identifiers_in(n).iter().any(|i| i == base)
     })
     .is_empty()
@@ -300,14 +300,14 @@ fn on_gpu<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
         return false;
     }
     let expr = unparenthesize(expr);
-    match expr.kind() {
+    match expr.kind_name() {
         "identifier" => model
             .binding_at(model.text(expr), expr)
             .and_then(|b| if matches!(b.kind, BindingKind::Assign | BindingKind::WithTarget) { b.value } else { None })
             .map(|v| on_gpu(model, v, depth + 1))
             .unwrap_or(false),
         "attribute" | "subscript" => {
-            let field = if expr.kind() == "attribute" { "object" } else { "value" };
+            let field = if expr.kind_name() == "attribute" { "object" } else { "value" };
             expr.field(field).map(|o| on_gpu(model, o, depth + 1)).unwrap_or(false)
         }
         "binary_operator" => ["left", "right"]
@@ -330,7 +330,7 @@ fn on_gpu<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
                 let args = positional_arguments(expr);
                 return args.iter().any(|a| on_gpu(model, *a, depth + 1));
             }
-            if callee.kind() != "attribute" {
+            if callee.kind_name() != "attribute" {
                 return false;
             }
             let method = callee.field("attribute").map(|a| model.text(a)).unwrap_or("");
@@ -364,5 +364,5 @@ fn is_dtype<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
 /// `device` is the GPU); not `"cpu"`.
 fn device_is_gpu(model: &SemanticModel<'_>, expr: Node<'_>) -> bool {
     let text = model.text(expr);
-    !text.contains("cpu") && (text.contains("cuda") || matches!(expr.kind(), "identifier" | "attribute" | "call"))
+    !text.contains("cpu") && (text.contains("cuda") || matches!(expr.kind_name(), "identifier" | "attribute" | "call"))
 }

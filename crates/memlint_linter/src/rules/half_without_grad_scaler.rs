@@ -38,7 +38,7 @@
 //!     scaler.update()
 //! ```
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{named_children, SemanticModel, ValueKind};
 
@@ -145,7 +145,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 }
 
 fn argument_value(arg: Node<'_>) -> Node<'_> {
-    if arg.kind() == "keyword_argument" {
+    if arg.kind_name() == "keyword_argument" {
         arg.field("value").unwrap_or(arg)
     } else {
         arg
@@ -165,7 +165,7 @@ fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let args = named_children(args);
     let keyword = |name: &str| {
         args.iter().find(|a| {
-            a.kind() == "keyword_argument" && a.field("name").map(|n| model.text(n) == name).unwrap_or(false)
+            a.kind_name() == "keyword_argument" && a.field("name").map(|n| model.text(n) == name).unwrap_or(false)
         })
         .and_then(|a| a.field("value"))
     };
@@ -180,9 +180,9 @@ fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
         return true;
     }
     // `torch.autocast(device_type, dtype=None)`: float16 on CUDA, bfloat16 on CPU.
-    let device = keyword("device_type").or_else(|| args.iter().copied().find(|a| a.kind() != "keyword_argument"));
+    let device = keyword("device_type").or_else(|| args.iter().copied().find(|a| a.kind_name() != "keyword_argument"));
     match device {
-        Some(d) if d.kind() == "string" => {
+        Some(d) if d.kind_name() == "string" => {
             let text = model.text(d).trim_matches(|c| c == '"' || c == '\'');
             text == "cuda"
         }

@@ -15,7 +15,7 @@ pub mod retain_graph_in_loop;
 pub mod torch_load_without_map_location;
 pub mod zero_grad_keeps_memory;
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{name_words, unparenthesize, BindingKind, SemanticModel, ValueKind};
 
@@ -73,7 +73,7 @@ pub(crate) fn owns_its_lines(source: &str, node: Node<'_>) -> bool {
 pub(crate) fn has_multiline_string(node: Node<'_>) -> bool {
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
-        if n.kind() == "string" && n.start_position().row != n.end_position().row {
+        if n.kind_name() == "string" && n.start_position().row != n.end_position().row {
             return true;
         }
         let mut cursor = n.walk();
@@ -123,7 +123,7 @@ pub(crate) fn torch_name(model: &SemanticModel<'_>) -> (String, Option<Edit>) {
     let mut insert_at = 0;
     let mut cursor = model.root().walk();
     for child in model.root().named_children(&mut cursor) {
-        match child.kind() {
+        match child.kind_name() {
             "import_statement" | "import_from_statement" => {
                 let is_future = child
                     .field("module_name")
@@ -136,7 +136,7 @@ pub(crate) fn torch_name(model: &SemanticModel<'_>) -> (String, Option<Edit>) {
                 insert_at = line_start(source, child.start_byte());
                 break;
             }
-            "expression_statement" if insert_at == 0 && child.named_child(0).map(|c| c.kind() == "string").unwrap_or(false) => {
+            "expression_statement" if insert_at == 0 && child.named_child(0).map(|c| c.kind_name() == "string").unwrap_or(false) => {
                 insert_at = line_end_inclusive(source, child.end_byte().saturating_sub(1));
             }
             "comment" => continue,
@@ -168,7 +168,7 @@ pub(crate) fn keyword_argument<'t>(model: &SemanticModel<'t>, call: Node<'t>, na
     let args = call.field("arguments")?;
     let mut cursor = args.walk();
     let found = args.named_children(&mut cursor).find(|a| {
-        a.kind() == "keyword_argument" && a.field("name").map(|n| model.text(n) == name).unwrap_or(false)
+        a.kind_name() == "keyword_argument" && a.field("name").map(|n| model.text(n) == name).unwrap_or(false)
     });
     found.and_then(|a| a.field("value"))
 }
@@ -179,7 +179,7 @@ pub(crate) fn positional_arguments<'t>(call: Node<'t>) -> Vec<Node<'t>> {
     let mut cursor = args.walk();
     let found = args
         .named_children(&mut cursor)
-        .filter(|a| !matches!(a.kind(), "keyword_argument" | "list_splat" | "dictionary_splat" | "comment"))
+        .filter(|a| !matches!(a.kind_name(), "keyword_argument" | "list_splat" | "dictionary_splat" | "comment"))
         .collect();
     found
 }
@@ -188,20 +188,20 @@ pub(crate) fn positional_arguments<'t>(call: Node<'t>) -> Vec<Node<'t>> {
 pub(crate) fn has_splat(call: Node<'_>) -> bool {
     let Some(args) = call.field("arguments") else { return false };
     let mut cursor = args.walk();
-    let found = args.named_children(&mut cursor).any(|a| matches!(a.kind(), "list_splat" | "dictionary_splat"));
+    let found = args.named_children(&mut cursor).any(|a| matches!(a.kind_name(), "list_splat" | "dictionary_splat"));
     found
 }
 
 /// Is `call`'s argument list a plain `( ... )` (not a generator expression argument)?
 pub(crate) fn has_argument_list(call: Node<'_>) -> bool {
-    call.field("arguments").map(|a| a.kind() == "argument_list").unwrap_or(false)
+    call.field("arguments").map(|a| a.kind_name() == "argument_list").unwrap_or(false)
 }
 
 /// An edit that adds `text` (e.g. `map_location="cpu"`) as the last argument of `call`.
 pub(crate) fn append_argument(model: &SemanticModel<'_>, call: Node<'_>, text: &str) -> Option<Edit> {
-    let args = call.field("arguments").filter(|a| a.kind() == "argument_list")?;
+    let args = call.field("arguments").filter(|a| a.kind_name() == "argument_list")?;
     let mut cursor = args.walk();
-    let last = args.named_children(&mut cursor).filter(|a| a.kind() != "comment").last();
+    let last = args.named_children(&mut cursor).filter(|a| a.kind_name() != "comment").last();
     match last {
         Some(last) => Some(Edit::insert(last.end_byte(), format!(", {text}"))),
         None => {
@@ -224,7 +224,7 @@ pub(crate) fn call_on(expr: Node<'_>, suffix: &str) -> Vec<Edit> {
 /// An expression that binds tighter than any operator (a name, call, subscript, literal).
 pub(crate) fn is_primary(expr: Node<'_>) -> bool {
     matches!(
-        expr.kind(),
+        expr.kind_name(),
         "identifier" | "attribute" | "call" | "subscript" | "parenthesized_expression" | "integer" | "float" | "string" | "list" | "tuple" | "dictionary"
     )
 }
@@ -237,7 +237,7 @@ pub(crate) fn descendants_where<'t>(node: Node<'t>, predicate: impl Fn(Node<'t>)
     let mut found = Vec::new();
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
-        if n.id() != node.id() && matches!(n.kind(), "function_definition" | "class_definition" | "lambda") {
+        if n.id() != node.id() && matches!(n.kind_name(), "function_definition" | "class_definition" | "lambda") {
             continue;
         }
         if predicate(n) {
@@ -255,7 +255,7 @@ pub(crate) fn in_annotation(node: Node<'_>) -> bool {
     let mut child = node;
     let mut current = node.parent();
     while let Some(n) = current {
-        match n.kind() {
+        match n.kind_name() {
             "type" => return true,
             "function_definition" => {
                 return n.field("return_type").map(|r| r.id() == child.id()).unwrap_or(false);
@@ -273,7 +273,7 @@ pub(crate) fn in_annotation(node: Node<'_>) -> bool {
 /// its scope is that literal?
 pub(crate) fn always_bool<'t>(model: &SemanticModel<'t>, value: Node<'t>, expected: bool) -> bool {
     let literal = if expected { "true" } else { "false" };
-    match value.kind() {
+    match value.kind_name() {
         k if k == literal => true,
         "identifier" => {
             let name = model.text(value);
@@ -287,7 +287,7 @@ pub(crate) fn always_bool<'t>(model: &SemanticModel<'t>, value: Node<'t>, expect
             };
             !all.is_empty()
                 && all.iter().all(|b| {
-                    b.kind == memlint_python::BindingKind::Assign && b.value.map(|v| v.kind() == literal).unwrap_or(false)
+                    b.kind == memlint_python::BindingKind::Assign && b.value.map(|v| v.kind_name() == literal).unwrap_or(false)
                 })
         }
         _ => false,
@@ -302,7 +302,7 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
     }
     let expr = unparenthesize(expr);
     let says_loss = |name: &str| name_words(name).iter().any(|w| w.starts_with("loss") || w.ends_with("loss"));
-    match expr.kind() {
+    match expr.kind_name() {
         "identifier" => {
             let name = model.text(expr);
             says_loss(name)
@@ -327,7 +327,7 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
                     && (last.contains("loss") || matches!(last, "cross_entropy" | "binary_cross_entropy" | "binary_cross_entropy_with_logits" | "kl_div" | "nll_loss"));
             }
             // `loss.mean()`, `loss.sum()`: a method on a loss.
-            callee.kind() == "attribute"
+            callee.kind_name() == "attribute"
                 && callee.field("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false)
         }
         _ => false,

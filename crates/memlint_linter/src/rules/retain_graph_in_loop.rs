@@ -36,7 +36,7 @@
 //!     optimizer.step()
 //! ```
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, BindingKind, SemanticModel, ValueKind};
 
@@ -74,7 +74,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         // A second backward later in the iteration (GAN, gradient penalty) needs the graph.
-        let second = descendants_where(body, |n| n.kind() == "call" && n.start_byte() >= call.end_byte() && model.is_backward_call(n));
+        let second = descendants_where(body, |n| n.kind_name() == "call" && n.start_byte() >= call.end_byte() && model.is_backward_call(n));
         if !second.is_empty() {
             continue;
         }
@@ -106,7 +106,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 /// (or `outputs=` / `tensors=`) of `torch.autograd.grad` / `torch.autograd.backward`.
 fn backpropagated_tensor<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Node<'t>> {
     let callee = call.field("function")?;
-    if callee.kind() == "attribute" && callee.field("attribute").map(|a| model.text(a)) == Some("backward") {
+    if callee.kind_name() == "attribute" && callee.field("attribute").map(|a| model.text(a)) == Some("backward") {
         let object = callee.field("object")?;
         // `torch.autograd.backward(t)` is an attribute call too.
         if model.qualified_name(callee).as_deref() != Some("torch.autograd.backward") {
@@ -127,7 +127,7 @@ fn graph_names<'t>(model: &SemanticModel<'t>, root: Node<'t>, body: Node<'t>) ->
         if seen.len() > 64 {
             break;
         }
-        for ident in descendants_where(expr, |n| n.kind() == "identifier" && is_variable_use(n)) {
+        for ident in descendants_where(expr, |n| n.kind_name() == "identifier" && is_variable_use(n)) {
             let name = model.text(ident).to_owned();
             if seen.iter().any(|(n, _)| *n == name) {
                 continue;
@@ -147,7 +147,7 @@ fn graph_names<'t>(model: &SemanticModel<'t>, root: Node<'t>, body: Node<'t>) ->
 
 /// Is the graph built in this iteration: a forward pass or a name assigned in the loop body?
 fn built_in_iteration<'t>(model: &SemanticModel<'t>, root: Node<'t>, names: &[(String, Node<'t>)], body: Node<'t>) -> bool {
-    if !descendants_where(root, |n| n.kind() == "call" && model.is_forward_call(n)).is_empty() {
+    if !descendants_where(root, |n| n.kind_name() == "call" && model.is_forward_call(n)).is_empty() {
         return true;
     }
     names.iter().any(|(name, at)| {
@@ -173,7 +173,7 @@ fn shares_outer_graph<'t>(model: &SemanticModel<'t>, names: &[(String, Node<'t>)
 fn kept_across_iterations<'t>(model: &SemanticModel<'t>, names: &[(String, Node<'t>)], body: Node<'t>) -> Option<String> {
     let holds_graph = |expr: Node<'t>| {
         model.value_kind(expr) == ValueKind::GradTensor
-            && descendants_where(expr, |n| n.kind() == "identifier").iter().any(|i| names.iter().any(|(n, _)| n == model.text(*i)))
+            && descendants_where(expr, |n| n.kind_name() == "identifier").iter().any(|i| names.iter().any(|(n, _)| n == model.text(*i)))
     };
     let reset_in_body = |base: &str, at: Node<'t>| {
         model
@@ -181,10 +181,10 @@ fn kept_across_iterations<'t>(model: &SemanticModel<'t>, names: &[(String, Node<
             .iter()
             .any(|b| b.kind == BindingKind::Assign && contains(body, b.statement) && !contains(b.statement, at))
     };
-    for n in descendants_where(body, |n| matches!(n.kind(), "call" | "augmented_assignment")) {
-        let (container, term) = match n.kind() {
+    for n in descendants_where(body, |n| matches!(n.kind_name(), "call" | "augmented_assignment")) {
+        let (container, term) = match n.kind_name() {
             "call" => {
-                let Some(callee) = n.field("function").filter(|f| f.kind() == "attribute") else { continue };
+                let Some(callee) = n.field("function").filter(|f| f.kind_name() == "attribute") else { continue };
                 if callee.field("attribute").map(|a| model.text(a)) != Some("append") {
                     continue;
                 }
@@ -209,8 +209,8 @@ fn kept_across_iterations<'t>(model: &SemanticModel<'t>, names: &[(String, Node<
 /// An identifier that names a variable (not `.attr` of an attribute, not `kw=` of a call).
 fn is_variable_use(ident: Node<'_>) -> bool {
     match ident.parent() {
-        Some(p) if p.kind() == "attribute" => p.field("attribute").map(|a| a.id()) != Some(ident.id()),
-        Some(p) if p.kind() == "keyword_argument" => p.field("name").map(|a| a.id()) != Some(ident.id()),
+        Some(p) if p.kind_name() == "attribute" => p.field("attribute").map(|a| a.id()) != Some(ident.id()),
+        Some(p) if p.kind_name() == "keyword_argument" => p.field("name").map(|a| a.id()) != Some(ident.id()),
         _ => true,
     }
 }

@@ -37,7 +37,7 @@
 //! directly (a saved CUDA tensor, a whole pickled model) would get it on the CPU and could
 //! fail with a device mismatch or run on the CPU.
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
@@ -97,11 +97,11 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 
 /// `x.load_state_dict(torch.load(...))`: the only argument of a `load_state_dict` call.
 fn feeds_load_state_dict(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
-    let Some(args) = call.parent().filter(|p| p.kind() == "argument_list") else { return false };
-    let Some(outer) = args.parent().filter(|p| p.kind() == "call") else { return false };
+    let Some(args) = call.parent().filter(|p| p.kind_name() == "argument_list") else { return false };
+    let Some(outer) = args.parent().filter(|p| p.kind_name() == "call") else { return false };
     let method = outer
         .field("function")
-        .filter(|f| f.kind() == "attribute")
+        .filter(|f| f.kind_name() == "attribute")
         .and_then(|f| f.field("attribute"))
         .map(|a| model.text(a));
     method == Some("load_state_dict") && positional_arguments(outer).first().map(|a| a.id()) == Some(call.id())

@@ -39,7 +39,7 @@
 //! `None` where they would have applied momentum or weight decay with a zero gradient
 //! (a parameter that gets no gradient in some step is updated differently).
 
-use memlint_python::FieldExt;
+use memlint_python::NodeExt;
 use crate::checker::Checker;
 use crate::rules::{always_bool, snippet};
 use crate::{Diagnostic, Edit, Fix, Severity};
