@@ -8,7 +8,6 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use memlint_config::{ConfigError, Overrides, Resolver, Settings};
 use memlint_linter::{apply_fixes, lint, Applicability, Diagnostic, FixMode, LinterSettings, Rule, SyntaxError};
-use rayon::prelude::*;
 
 use crate::cache::Cache;
 use crate::exit;
@@ -211,24 +210,16 @@ pub fn run(args: CheckArgs) -> u8 {
         Ok(o) => o,
         Err(e) => return write_failed(&args, e),
     };
-    for chunk in files.chunks(CHUNK) {
-        // One file per task: files differ wildly in size, and rayon's default splitting
-        // would leave a core idle behind one large file.
-        let reports: Vec<FileReport> = chunk
-            .par_iter()
-            .with_max_len(1)
-            .map(|file| {
-                let mode = fix_mode(&args, &file.settings);
-                let mut report = check_file(file, mode, args.diff, cache.as_ref());
-                if !report.has_output() {
-                    report.source = None;
-                }
-                report
-            })
-            .collect();
-        if let Err(e) = output.chunk(&reports) {
-            return write_failed(&args, e);
+    let checked = check_in_order(&files, |file| {
+        let mode = fix_mode(&args, &file.settings);
+        let mut report = check_file(file, mode, args.diff, cache.as_ref());
+        if !report.has_output() {
+            report.source = None;
         }
+        report
+    }, |reports| output.chunk(reports));
+    if let Err(e) = checked {
+        return write_failed(&args, e);
     }
     let unreadable: Vec<FileReport> = walk_errors.into_iter().map(|(path, reason)| FileReport::unreadable(&path, reason)).collect();
     if let Err(e) = output.chunk(&unreadable) {
@@ -321,8 +312,64 @@ struct Output<'a> {
     junit_suites: Vec<quick_junit::TestSuite>,
 }
 
-/// Files checked (and their reports written) per chunk.
-const CHUNK: usize = 512;
+/// Reports written at a time.
+const CHUNK: usize = 64;
+
+/// Checks `files` on one thread per core, each taking the next file when it is done
+/// (files differ wildly in size: splitting the list up front, or waiting for a batch to
+/// finish, leaves a core idle behind a large file), and hands the reports to `write`
+/// in the files' order, a few at a time, as they come: only reports that finished
+/// before an earlier file's are held. The first write error stops the checking.
+fn check_in_order<F, W>(files: &[FileToLint], check: F, mut write: W) -> std::io::Result<()>
+where
+    F: Fn(&FileToLint) -> FileReport + Sync,
+    W: FnMut(&[FileReport]) -> std::io::Result<()>,
+{
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let threads = rayon::current_num_threads().clamp(1, files.len().max(1));
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<(usize, FileReport)>(threads * 4);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let sender = sender.clone();
+            let (next, stop, check) = (&next, &stop, &check);
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(file) = files.get(i) else { break };
+                    if sender.send((i, check(file))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        let mut early: std::collections::BTreeMap<usize, FileReport> = std::collections::BTreeMap::new();
+        let mut ready = Vec::with_capacity(CHUNK);
+        let mut expected = 0;
+        let mut result = Ok(());
+        for (i, report) in receiver {
+            if result.is_err() {
+                continue; // drain, so no sender blocks
+            }
+            early.insert(i, report);
+            while let Some(report) = early.remove(&expected) {
+                ready.push(report);
+                expected += 1;
+            }
+            if ready.len() >= CHUNK {
+                result = write(&ready);
+                ready.clear();
+                if result.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        result?;
+        write(&ready)
+    })
+}
 
 impl<'a> Output<'a> {
     fn open(args: &'a CheckArgs) -> std::io::Result<Output<'a>> {
