@@ -62,7 +62,7 @@ fn main() {
     }
     println!("files {files} lines {lines}; parsed {parsed_files} files {parsed_lines} lines");
     let parsed = stats.whole_file + stats.between_bodies + stats.kept_could_report + stats.kept_calls + stats.kept_provides;
-    println!("lines parsed {parsed}: whole files {}, outside function bodies {}, bodies kept because a rule could report there {}, because they may call such a function {}, because they define or assign what kept code names {}; body lines blanked {}, docstring lines left out {}", stats.whole_file, stats.between_bodies, stats.kept_could_report, stats.kept_calls, stats.kept_provides, stats.blanked, stats.docstrings);
+    println!("lines parsed {parsed}: whole files {}, outside function bodies {}, bodies kept because a rule could report there {}, because they may call such a function {}, because they define or assign what kept code names {}; body lines blanked {}, docstring lines left out {}, assignment lines left out {}", stats.whole_file, stats.between_bodies, stats.kept_could_report, stats.kept_calls, stats.kept_provides, stats.blanked, stats.docstrings, stats.assignments);
     for (i, rule) in Rule::ALL.iter().enumerate() {
         println!("{} {:5} files {:8} lines", rule.code(), files_through[i], lines_through[i]);
     }

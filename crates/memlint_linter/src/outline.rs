@@ -70,6 +70,10 @@ struct Line<'a> {
     end: usize,
     /// Its first token is a string, and nothing else has followed yet.
     only_a_string: bool,
+    /// The first `=` at bracket depth 0 that assigns (not `==`, `<=`, `+=`...).
+    first_assign: Option<usize>,
+    /// A `;` at bracket depth 0: more than one statement.
+    has_semicolon: bool,
 }
 
 struct Scanner<'a> {
@@ -78,6 +82,7 @@ struct Scanner<'a> {
     quiet: Vec<Range<usize>>,
     imports: Vec<Range<usize>>,
     lone_strings: Vec<Range<usize>>,
+    assignments: Vec<Assignment>,
     /// Open blocks: the indentation of their header and what they are.
     blocks: Vec<(usize, BlockKind)>,
     /// Indentation levels, as Python's tokenizer keeps them.
@@ -164,6 +169,14 @@ impl<'a> Scanner<'a> {
                 self.bodies[index].range.end = self.previous_end;
             }
         }
+        // An assignment directly at module level or in a class body (not in any other
+        // block): the semantic model binds its targets in the module's scope.
+        if let Some(assign) = line.first_assign {
+            let outline_level = self.blocks.iter().all(|(_, k)| *k == BlockKind::Class);
+            if outline_level && !line.has_semicolon && !line.ends_with_colon && !is_decorator {
+                self.assignments.push(Assignment { range: start..line.end, targets: start..assign });
+            }
+        }
         if line.only_a_string {
             // Directly in a class body, or directly in the body of a function at
             // outline level: never inside a loop or any other statement.
@@ -203,6 +216,15 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// An assignment statement at outline level (module level or directly in a class body).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Assignment {
+    /// The whole logical line.
+    pub range: Range<usize>,
+    /// What comes before its first `=`: the targets (and any annotation).
+    pub targets: Range<usize>,
+}
+
 /// What the outline scan finds.
 pub(crate) struct Outline<'a> {
     /// The bodies of the module-level functions and methods, in source order.
@@ -212,6 +234,8 @@ pub(crate) struct Outline<'a> {
     pub quiet: Vec<Range<usize>>,
     /// `import` and `from ... import` statements, anywhere, in source order.
     pub imports: Vec<Range<usize>>,
+    /// Assignment statements at outline level, in source order.
+    pub assignments: Vec<Assignment>,
     /// Statements that are a lone string (docstrings) directly in a class body or in
     /// the body of a function at outline level, in source order.
     pub lone_strings: Vec<Range<usize>>,
@@ -229,6 +253,7 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
         bodies: Vec::new(),
         quiet: Vec::new(),
         imports: Vec::new(),
+        assignments: Vec::new(),
         lone_strings: Vec::new(),
         blocks: Vec::new(),
         levels: vec![0],
@@ -388,6 +413,12 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
                     b')' | b']' | b'}' => depth = depth.checked_sub(1)?,
                     _ => {}
                 }
+                if b == b'=' && depth == 0 && i > 0 && bytes.get(i + 1) != Some(&b'=') && !matches!(bytes[i - 1], b'=' | b'<' | b'>' | b'!' | b'+' | b'-' | b'*' | b'/' | b'%' | b'&' | b'|' | b'^' | b'@' | b':') {
+                    line.first_assign.get_or_insert(i);
+                }
+                if b == b';' && depth == 0 {
+                    line.has_semicolon = true;
+                }
                 if b == b':' && depth == 0 && bytes.get(i + 1) != Some(&b'=') {
                     line.first_colon.get_or_insert(i);
                     line.ends_with_colon = true;
@@ -415,7 +446,13 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
     }
     // Comments are found as they come, lone strings when their line ends: sort.
     scanner.quiet.sort_by_key(|r| r.start);
-    Some(Outline { bodies: scanner.bodies, quiet: scanner.quiet, imports: scanner.imports, lone_strings: scanner.lone_strings })
+    Some(Outline {
+        bodies: scanner.bodies,
+        quiet: scanner.quiet,
+        imports: scanner.imports,
+        lone_strings: scanner.lone_strings,
+        assignments: scanner.assignments,
+    })
 }
 
 /// Opens a string at `bytes[*i]` (its quote; a prefix was already consumed) and moves

@@ -735,6 +735,8 @@ pub struct LineStats {
     pub blanked: usize,
     /// Lines of docstrings left out (outside blanked bodies).
     pub docstrings: usize,
+    /// Lines of assignments at module level or in class bodies left out.
+    pub assignments: usize,
 }
 
 impl LineStats {
@@ -759,6 +761,7 @@ impl std::ops::AddAssign for LineStats {
         self.kept_provides += o.kept_provides;
         self.blanked += o.blanked;
         self.docstrings += o.docstrings;
+        self.assignments += o.assignments;
     }
 }
 
@@ -819,6 +822,12 @@ pub fn line_stats(source: &str, enabled: &RuleSelection) -> LineStats {
             Some(kept) => *kept -= n,
             None => stats.between_bodies -= n,
         }
+    }
+    for l in blanked.bodies.iter().filter(|l| l.kind == crate::skip::Stand::Statement) {
+        // The line of the `0` stays.
+        let n = source[l.range.clone()].lines().count().saturating_sub(1);
+        stats.assignments += n;
+        stats.between_bodies -= n;
     }
     stats
 }

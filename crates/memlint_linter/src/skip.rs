@@ -69,6 +69,8 @@ pub(crate) enum Stand {
     Definition,
     /// A statement that is a lone string.
     String,
+    /// An assignment at module level or in a class body.
+    Statement,
     /// A comment: nothing stands for it.
     Comment,
 }
@@ -109,6 +111,9 @@ pub(crate) struct Decision<'a> {
     pub lone_strings: Vec<Range<usize>>,
     /// Comments outside brackets without a directive: extras the parser would only skip.
     pub comments: Vec<Range<usize>>,
+    /// Assignments at module level or in a class body that bind nothing kept code names,
+    /// and in which nothing matters (a `0` stands for each).
+    pub assignments: Vec<Range<usize>>,
 }
 
 /// Decides which function bodies of `source` must be parsed for `possible`; `None` when
@@ -161,9 +166,6 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
             }
         }
     }
-    if candidates.iter().all(|c| c.kept.is_some()) {
-        return Some(Decision { candidates, lone_strings, comments });
-    }
 
     // What kept code names, and the functions whose gradient context matters: those with
     // code that could report something, and their callers (a function only called from
@@ -177,9 +179,38 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
     let mut status_matters: FxHashSet<&str> = FxHashSet::default();
     // The code between definitions, and each header without its own name (whether the
     // function is named elsewhere decides whether its header can go too).
-    let mut headers = Vec::with_capacity(candidates.len());
     let mut outside = Outside::default();
     let disabling = GradDisabling::find(source);
+    // Assignments at outline level count as kept code only once kept: one can go when
+    // nothing kept names what it binds (its words are left out of the code between
+    // bodies, and added when it is kept).
+    let mut assignments: Vec<OutlineAssignment> = Vec::new();
+    for a in &outline.assignments {
+        let text = &source[a.range.clone()];
+        let targets = &source[a.targets.clone()];
+        let words = Words::scan_except(text, a.range.start, quiet);
+        outside.calls.extend(words.calls.iter().copied());
+        outside.disables |= disabling.within(a.range.clone());
+        // Only plain names are bound (`x.y = v` and `x[i] = v` act on other values); a
+        // comprehension, lambda or `:=` binds names of its own in the semantic model.
+        // `x: T = v` binds `x`: the annotation may hold anything.
+        let targets = targets.split_once(':').map(|(names, _)| names).unwrap_or(targets);
+        let plain = !targets.contains(['.', '[', '(']) && !text.contains(":=") && !words.has("for") && !words.has("lambda");
+        let mut matters = !plain || has_directive(text);
+        for rule in possible.iter() {
+            let answer = match (rule, &pretrained) {
+                (Rule::FrozenNetworkTracksGrad, Some(p)) => Some(p.constructs_or_trains(&words)),
+                _ => body_matters(rule, &words, text, "", file),
+            };
+            matters |= answer != Some(false);
+        }
+        let bound = Words::scan_except(targets, a.targets.start, quiet).identifiers.into_iter().collect();
+        // (The annotation's names are in `words`: they count once the assignment is kept.)
+        assignments.push(OutlineAssignment { range: a.range.clone(), bound, words, kept: matters });
+    }
+    let quiet_outside = crate::merge_ranges(quiet.iter().cloned().chain(outline.assignments.iter().map(|a| a.range.clone())));
+    let quiet = &quiet_outside;
+    let mut headers = Vec::with_capacity(candidates.len());
     let mut start = 0;
     let name_at = |c: &Candidate<'_>| c.body.name.as_ptr() as usize - source.as_ptr() as usize;
     for c in &candidates {
@@ -225,8 +256,22 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
             status_known[i] = true;
         }
     }
+    for a in assignments.iter().filter(|a| a.kept) {
+        named.extend(a.words.identifiers.iter().copied());
+        self_read.extend(a.words.self_attributes.iter().copied());
+    }
     loop {
         let mut changed = false;
+        // An assignment binding a name kept code uses, or calling a function whose
+        // gradient context matters, is kept code.
+        for a in assignments.iter_mut().filter(|a| !a.kept) {
+            if a.bound.iter().any(|n| named.contains(n)) || a.words.calls.iter().any(|w| status_matters.contains(w)) {
+                a.kept = true;
+                named.extend(a.words.identifiers.iter().copied());
+                self_read.extend(a.words.self_attributes.iter().copied());
+                changed = true;
+            }
+        }
         for (i, c) in candidates.iter_mut().enumerate() {
             let forward = c.body.name == "forward" || c.words.functions.contains(&"forward");
             let calls_one = || c.words.calls.iter().any(|w| status_matters.contains(w) && (forward || possibly_disabled.contains(w)));
@@ -261,6 +306,9 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
         c.words.collect_bare(&source[c.body.range.clone()], c.body.range.start, quiet);
         bare_named.extend(c.words.bare.iter().copied());
     }
+    for a in assignments.iter().filter(|a| a.kept) {
+        bare_named.extend(a.words.bare.iter().copied());
+    }
     // A definition whose name no kept code uses as a name (`self.f` is an attribute: the
     // semantic model looks bindings up for bare names only), whose decorators, parameters and annotations call no
     // function that matters and hold nothing a rule reports, goes whole.
@@ -278,7 +326,17 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
         });
         c.whole = !calls_matter && !reports && !has_directive(header_text);
     }
-    Some(Decision { candidates, lone_strings, comments })
+    let assignments = assignments.into_iter().filter(|a| !a.kept).map(|a| a.range).collect();
+    Some(Decision { candidates, lone_strings, comments, assignments })
+}
+
+/// An assignment at outline level ([`crate::outline::Assignment`]), as decided.
+struct OutlineAssignment<'a> {
+    range: Range<usize>,
+    /// The names before its first `=`.
+    bound: Vec<&'a str>,
+    words: Words<'a>,
+    kept: bool,
 }
 
 /// The code outside function bodies (module level, class bodies, headers), as far as
@@ -377,7 +435,7 @@ impl GradDisabling {
 /// Blanks the function bodies of `source` that cannot change what `possible` reports;
 /// `None` when nothing can be skipped.
 pub(crate) fn blank_irrelevant_bodies(source: &str, file: &FileWords<'_>, possible: &RuleSelection) -> Option<Blanked> {
-    let Decision { candidates, lone_strings, comments } = decide(source, file, possible)?;
+    let Decision { candidates, lone_strings, comments, assignments } = decide(source, file, possible)?;
     // What is left out, in source order: skipped bodies and definitions, and the lone
     // strings outside them.
     let mut left_out: Vec<LeftOut> = candidates
@@ -393,7 +451,9 @@ pub(crate) fn blank_irrelevant_bodies(source: &str, file: &FileWords<'_>, possib
     // Both lists are in source order: comments and strings never overlap each other.
     let mut extras: Vec<(Range<usize>, Stand)> = lone_strings.into_iter().map(|r| (r, Stand::String)).collect();
     extras.extend(comments.into_iter().map(|r| (r, Stand::Comment)));
+    extras.extend(assignments.into_iter().map(|r| (r, Stand::Statement)));
     extras.sort_by_key(|(r, _)| r.start);
+    let mut extras_end = 0;
     for (range, kind) in extras {
         while next < left_out.len() && left_out[next].range.end <= range.start {
             next += 1;
@@ -401,6 +461,10 @@ pub(crate) fn blank_irrelevant_bodies(source: &str, file: &FileWords<'_>, possib
         if next < left_out.len() && left_out[next].range.start <= range.start {
             continue; // inside what is left out already
         }
+        if range.start < extras_end {
+            continue; // a comment inside a left-out statement
+        }
+        extras_end = range.end;
         strings.push(LeftOut { zero: range.start, range, kind });
     }
     left_out.extend(strings);
@@ -511,6 +575,7 @@ pub(crate) fn parsed_as_blanked(tree: &Tree, blanked: &Blanked) -> bool {
                     || (container.kind() == "block" && container.parent().map(|c| c.kind() == "class_definition").unwrap_or(false))
             }
             Stand::String => container.kind() == "block",
+            Stand::Statement => matches!(container.kind(), "block" | "module"),
             Stand::Comment => unreachable!("comments are filtered out above"),
         }
     })
@@ -592,7 +657,7 @@ mod tests {
     #[test]
     fn a_function_named_elsewhere_keeps_its_header() {
         // `helper` stays bound (a name with no binding would be read by what it says).
-        let source = format!("{EVAL}\n@decorate\ndef helper(x):\n    return x\n\ndef unused(x=1):\n    return x\n\nvalue = helper\n");
+        let source = format!("{EVAL}\n@decorate\ndef helper(x):\n    return x\n\ndef unused(x=1):\n    return x\n\nregister(helper)\n");
         assert_eq!(blanked(&source), ["helper", "whole unused"]);
     }
 
@@ -607,6 +672,29 @@ mod tests {
     fn a_header_calling_a_function_that_matters_stays() {
         let source = format!("{EVAL}\ndef f(x=evaluate(None, [])):\n    return x\n");
         assert_eq!(blanked(&source), ["f"]);
+    }
+
+    /// The assignments left out of `source`.
+    fn assignments_left_out(source: &str) -> Vec<&str> {
+        let words = FileWords::scan(source);
+        let possible = possible_rules(source, &words, &RuleSelection::all());
+        let b = blank_irrelevant_bodies(source, &words, &possible).unwrap();
+        assert!(super::parsed_as_blanked(&b.parse().unwrap(), &b));
+        b.bodies.iter().filter(|l| l.kind == super::Stand::Statement).map(|l| &source[l.range.clone()]).collect()
+    }
+
+    #[test]
+    fn assignments_nothing_kept_names_are_left_out() {
+        let source = format!("TABLE = {{\n    'a': 1,\n}}\nLIMIT = 3\nkeys = [k for k in TABLE]\n{EVAL}\nclass C:\n    size: int = 2\n    name = 'c'\n    t = (LIMIT, x.y)\n\ndef f():\n    return TABLE\n\nf.attr = 1\n");
+        // `TABLE` is used by `keys` (kept: a comprehension binds `k`), `LIMIT` by `t`
+        // (left out, so `LIMIT` can go too).
+        assert_eq!(assignments_left_out(&source), ["LIMIT = 3", "size: int = 2", "name = 'c'", "t = (LIMIT, x.y)"]);
+    }
+
+    #[test]
+    fn an_assignment_kept_code_reads_stays() {
+        let source = format!("scale = 2\nmodel_name = 'm'\n{EVAL}\ndef evaluate2(model, loader):\n    model.eval()\n    for x in loader:\n        model(x * scale)\n");
+        assert_eq!(assignments_left_out(&source), ["model_name = 'm'"]);
     }
 
     #[test]
