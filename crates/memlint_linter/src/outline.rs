@@ -329,9 +329,7 @@ pub(crate) fn outline(source: &str) -> Option<Outline<'_>> {
         }
         if is_identifier_byte(b) && !b.is_ascii_digit() {
             let start = i;
-            while i < bytes.len() && is_identifier_byte(bytes[i]) {
-                i += 1;
-            }
+            i = crate::prefilter::identifier_end(bytes, i);
             let word = source.get(start..i)?;
             if matches!(bytes.get(i), Some(b'\'' | b'"')) {
                 if let Some((formatted, raw)) = string_prefix(word) {
