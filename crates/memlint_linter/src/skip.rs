@@ -7,8 +7,10 @@
 //! where the body starts stands for it, so the tree keeps the file's byte offsets, lines
 //! and columns. When no kept code uses the function's name as a bare name (`self.f` is an
 //! attribute) and its decorators and header hold nothing that matters, the `0` stands for
-//! the whole definition. Docstrings at outline level (a `0` each) and comments outside
-//! brackets without a directive are left out as well.
+//! the whole definition. Docstrings at outline level and assignments nothing kept names
+//! (a `0` each) are left out as well. (Comments are not: tree-sitter looks up the
+//! included range of every token it lexes from the first range on, so each range costs
+//! more than the comment it would leave out.)
 //!
 //! A body is kept when
 //! - some enabled rule could report something in it (its words meet that rule's
@@ -45,7 +47,7 @@ use crate::{Rule, RuleSelection};
 
 /// A source with the bodies that cannot matter left out of parsing.
 pub(crate) struct Blanked {
-    /// The source with a `0` where each left-out piece (but a comment) starts; same length.
+    /// The source with a `0` where each left-out piece starts; same length.
     pub source: String,
     /// What is left out, in source order.
     pub bodies: Vec<LeftOut>,
@@ -71,8 +73,6 @@ pub(crate) enum Stand {
     String,
     /// An assignment at module level or in a class body.
     Statement,
-    /// A comment: nothing stands for it.
-    Comment,
 }
 
 /// One left-out piece of the source.
@@ -109,8 +109,6 @@ pub(crate) struct Decision<'a> {
     /// Docstrings and other lone strings at outline level: nothing reads them, so they
     /// are left out too (a `0` stands for each, keeping every block's statements).
     pub lone_strings: Vec<Range<usize>>,
-    /// Comments outside brackets without a directive: extras the parser would only skip.
-    pub comments: Vec<Range<usize>>,
     /// Assignments at module level or in a class body that bind nothing kept code names,
     /// and in which nothing matters (a `0` stands for each).
     pub assignments: Vec<Range<usize>>,
@@ -121,12 +119,6 @@ pub(crate) struct Decision<'a> {
 pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleSelection) -> Option<Decision<'a>> {
     let outline = outline(source)?;
     let lone_strings = outline.lone_strings.clone();
-    let comments: Vec<Range<usize>> = outline
-        .quiet
-        .iter()
-        .filter(|q| source.as_bytes()[q.start] == b'#' && !has_directive(&source[q.start..q.end]))
-        .cloned()
-        .collect();
     let quiet = &outline.quiet;
     let pretrained = if possible.is_enabled(Rule::FrozenNetworkTracksGrad) {
         Some(PretrainedNetworks::find(source, &outline)?)
@@ -327,7 +319,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
         c.whole = !calls_matter && !reports && !has_directive(header_text);
     }
     let assignments = assignments.into_iter().filter(|a| !a.kept).map(|a| a.range).collect();
-    Some(Decision { candidates, lone_strings, comments, assignments })
+    Some(Decision { candidates, lone_strings, assignments })
 }
 
 /// An assignment at outline level ([`crate::outline::Assignment`]), as decided.
@@ -435,7 +427,7 @@ impl GradDisabling {
 /// Blanks the function bodies of `source` that cannot change what `possible` reports;
 /// `None` when nothing can be skipped.
 pub(crate) fn blank_irrelevant_bodies(source: &str, file: &FileWords<'_>, possible: &RuleSelection) -> Option<Blanked> {
-    let Decision { candidates, lone_strings, comments, assignments } = decide(source, file, possible)?;
+    let Decision { candidates, lone_strings, assignments } = decide(source, file, possible)?;
     // What is left out, in source order: skipped bodies and definitions, and the lone
     // strings outside them.
     let mut left_out: Vec<LeftOut> = candidates
@@ -448,12 +440,10 @@ pub(crate) fn blank_irrelevant_bodies(source: &str, file: &FileWords<'_>, possib
         .collect();
     let mut strings = Vec::new();
     let mut next = 0;
-    // Both lists are in source order: comments and strings never overlap each other.
+    // Strings and assignments never overlap each other.
     let mut extras: Vec<(Range<usize>, Stand)> = lone_strings.into_iter().map(|r| (r, Stand::String)).collect();
-    extras.extend(comments.into_iter().map(|r| (r, Stand::Comment)));
     extras.extend(assignments.into_iter().map(|r| (r, Stand::Statement)));
     extras.sort_by_key(|(r, _)| r.start);
-    let mut extras_end = 0;
     for (range, kind) in extras {
         while next < left_out.len() && left_out[next].range.end <= range.start {
             next += 1;
@@ -461,10 +451,6 @@ pub(crate) fn blank_irrelevant_bodies(source: &str, file: &FileWords<'_>, possib
         if next < left_out.len() && left_out[next].range.start <= range.start {
             continue; // inside what is left out already
         }
-        if range.start < extras_end {
-            continue; // a comment inside a left-out statement
-        }
-        extras_end = range.end;
         strings.push(LeftOut { zero: range.start, range, kind });
     }
     left_out.extend(strings);
@@ -476,11 +462,6 @@ pub(crate) fn blank_irrelevant_bodies(source: &str, file: &FileWords<'_>, possib
     let mut included = Vec::new();
     let mut start = 0;
     for l in &left_out {
-        if l.kind == Stand::Comment {
-            included.push(start..l.range.start);
-            start = l.range.end;
-            continue;
-        }
         // The piece becomes a `0` statement; the rest of a multi-byte character, left
         // out of parsing anyway, becomes spaces so the text stays UTF-8.
         bytes[l.zero] = b'0';
@@ -558,7 +539,7 @@ pub(crate) fn parsed_as_blanked(tree: &Tree, blanked: &Blanked) -> bool {
     if root.has_error() {
         return false;
     }
-    blanked.bodies.iter().filter(|l| l.kind != Stand::Comment).all(|left_out| {
+    blanked.bodies.iter().all(|left_out| {
         let Some(zero) = root.descendant_for_byte_range(left_out.zero, left_out.zero + 1) else { return false };
         let statement = zero.parent().filter(|s| zero.kind() == "integer" && s.kind() == "expression_statement");
         let Some(container) = statement.and_then(|s| s.parent()) else { return false };
@@ -576,7 +557,6 @@ pub(crate) fn parsed_as_blanked(tree: &Tree, blanked: &Blanked) -> bool {
             }
             Stand::String => container.kind() == "block",
             Stand::Statement => matches!(container.kind(), "block" | "module"),
-            Stand::Comment => unreachable!("comments are filtered out above"),
         }
     })
 }
