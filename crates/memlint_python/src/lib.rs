@@ -111,24 +111,44 @@ pub fn parse(source: &str) -> ParsedModule {
 /// Parse `source`, reusing `old_tree` (already edited with `Tree::edit`) for an
 /// incremental re-parse.
 pub fn parse_with(source: &str, old_tree: Option<&Tree>) -> Tree {
-    let mut parser = Parser::new();
-    parser
-        .set_language(&language())
-        .expect("tree-sitter-python is ABI-compatible with the tree-sitter crate");
-    // `parse` only returns None on cancellation or without a language; neither applies.
-    parser
-        .parse(source, old_tree)
-        .expect("parsing without a timeout or cancellation flag always yields a tree")
+    with_parser(|parser| {
+        parser.set_included_ranges(&[]).expect("no ranges are always valid");
+        // `parse` only returns None on cancellation or without a language; neither applies.
+        parser
+            .parse(source, old_tree)
+            .expect("parsing without a timeout or cancellation flag always yields a tree")
+    })
+}
+
+/// Runs `f` with this thread's parser (a parser keeps its buffers from one file to the
+/// next; making one per file showed in profiles).
+fn with_parser<T>(f: impl FnOnce(&mut Parser) -> T) -> T {
+    thread_local! {
+        static PARSER: std::cell::RefCell<Parser> = std::cell::RefCell::new({
+            let mut parser = Parser::new();
+            parser
+                .set_language(&language())
+                .expect("tree-sitter-python is ABI-compatible with the tree-sitter crate");
+            parser
+        });
+    }
+    PARSER.with(|parser| match parser.try_borrow_mut() {
+        Ok(mut parser) => f(&mut parser),
+        // Only a parse inside a parse on the same thread (which nothing does) gets here.
+        Err(_) => {
+            let mut parser = Parser::new();
+            parser
+                .set_language(&language())
+                .expect("tree-sitter-python is ABI-compatible with the tree-sitter crate");
+            f(&mut parser)
+        }
+    })
 }
 
 /// Parse only the byte `ranges` of `source` (sorted, not overlapping), as if the text
 /// between them were not there; nodes keep their positions in `source`. `None` when
 /// tree-sitter rejects the ranges.
 pub fn parse_ranges(source: &str, ranges: &[std::ops::Range<usize>]) -> Option<Tree> {
-    let mut parser = Parser::new();
-    parser
-        .set_language(&language())
-        .expect("tree-sitter-python is ABI-compatible with the tree-sitter crate");
     let bytes = source.as_bytes();
     let mut row = 0;
     let mut line_start = 0;
@@ -149,8 +169,10 @@ pub fn parse_ranges(source: &str, ranges: &[std::ops::Range<usize>]) -> Option<T
             tree_sitter::Range { start_byte: r.start, end_byte: r.end, start_point, end_point }
         })
         .collect();
-    parser.set_included_ranges(&ranges).ok()?;
-    parser.parse(source, None)
+    with_parser(|parser| {
+        parser.set_included_ranges(&ranges).ok()?;
+        parser.parse(source, None)
+    })
 }
 
 /// A syntax error found in the tree: where and what.
