@@ -1244,7 +1244,7 @@ impl<'t> SemanticModel<'t> {
         let says_epoch = name_words(target).iter().any(|w| w.starts_with("epoch"))
             || header_names.iter().any(|n| name_words(n).iter().any(|w| w.starts_with("epoch")));
         let body = node.field("body");
-        let kind = if says_epoch {
+        if says_epoch {
             LoopKind::Epoch
         } else if over_data {
             LoopKind::Step
@@ -1254,8 +1254,7 @@ impl<'t> SemanticModel<'t> {
             LoopKind::Step
         } else {
             LoopKind::Other
-        };
-        kind
+        }
     }
 
     /// Does `body` (nested loops included, nested functions not) call `backward()` or step
