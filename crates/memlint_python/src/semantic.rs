@@ -297,7 +297,8 @@ impl WordFilter {
     /// `says`, a predicate this filter is a necessary condition of? Searches the text for
     /// the filter's words instead of testing every word; a non-ASCII word is also tested
     /// piece by piece (split at what is not alphanumeric), as a comment splits.
-    fn any_word_of(&self, text: &str, says: impl Fn(&str) -> bool) -> bool {
+    /// `lower` is `text` in ASCII lower case (the same length).
+    fn any_word_of(&self, text: &str, lower: &str, says: impl Fn(&str) -> bool) -> bool {
         let bytes = text.as_bytes();
         let is_word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
         let word_around = |at: usize| {
@@ -316,7 +317,6 @@ impl WordFilter {
                 .build(self.words.iter().map(|w| w.to_ascii_lowercase()))
                 .expect("a few plain words build an automaton")
         });
-        let lower = text.to_ascii_lowercase();
         let mut from = 0;
         while let Some(m) = automaton.find(aho_corasick::Input::new(lower.as_bytes()).range(from..)) {
             let word = word_around(m.start());
@@ -341,12 +341,13 @@ impl WordFilter {
 /// Does some word of `text` (code, strings and comments alike) say it holds a model or
 /// a loss function ([`name_says_model`], [`name_says_loss`])?
 pub fn text_names_a_model_or_loss(text: &str) -> bool {
-    MODEL_FILTER.any_word_of(text, name_says_model) || LOSS_FILTER.any_word_of(text, name_says_loss)
+    let lower = text.to_ascii_lowercase();
+    MODEL_FILTER.any_word_of(text, &lower, name_says_model) || LOSS_FILTER.any_word_of(text, &lower, name_says_loss)
 }
 
 /// Does some word of `text` say it holds an optimizer ([`name_says_optimizer`])?
 pub fn text_names_an_optimizer(text: &str) -> bool {
-    OPTIMIZER_FILTER.any_word_of(text, name_says_optimizer)
+    OPTIMIZER_FILTER.any_word_of(text, &text.to_ascii_lowercase(), name_says_optimizer)
 }
 
 static MODEL_FILTER: WordFilter = WordFilter::new(MODEL_WORDS);
