@@ -17,16 +17,21 @@
 //!   condition, [`crate::prefilter::body_matters`]), or it holds a `memlint:` / `noqa`
 //!   comment;
 //! - it calls (by name, as the semantic model's call graph does) a function whose
-//!   gradient context matters: one that could report, or that calls such a function
-//!   (a function only called from no-grad code runs without gradients);
+//!   gradient context matters (one that could report, or that calls such a function)
+//!   and that may run without gradients (a function only called from no-grad code runs
+//!   without them; see `possibly_disabled`), or it is a `forward` calling such a function
+//!   (a function named for evaluation that `forward` calls is not evaluation code);
 //! - it defines a class or function that kept code names (the semantic model knows
 //!   classes by name);
-//! - it may assign `self.X` for an `X` that kept code reads as `self.X` (the semantic
-//!   model reads `self.X` from any method);
+//! - it may assign `self.X` (other than a constant) for an `X` that kept code reads as
+//!   `self.X` (the semantic model reads `self.X` from any method);
 //! - for `frozen-network-tracks-grad`: it could construct a pretrained network, or it uses
 //!   a `self.X` that such a body may assign (the rule follows every use).
 //!
-//! and these are followed to a fixed point. Everything else the semantic model reads —
+//! and these are followed to a fixed point, together with the assignments at module level
+//! and in class bodies: one is kept when kept code names what it binds, when it calls a
+//! function whose context matters, or when a rule could report in it. Everything else
+//! the semantic model reads —
 //! imports, bindings, loops, backward calls — is scoped to the function it is in.
 //!
 //! After parsing, the tree must be free of errors and each `0` must have parsed where it
