@@ -136,17 +136,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
         // Comments and docstrings do not count: nothing reads them.
         let words = Words::scan_body(text, body.range.start, quiet);
         let mut matters = has_directive(text);
-        for rule in possible.iter() {
-            let answer = match (rule, &pretrained) {
-                (Rule::FrozenNetworkTracksGrad, Some(p)) => Some(p.constructs_or_trains(&words)),
-                _ => body_matters(rule, &words, text, body.name, file),
-            };
-            match answer {
-                None => return None,
-                Some(true) => matters = true,
-                Some(false) => {}
-            }
-        }
+        matters |= could_report(possible, pretrained.as_ref(), &words, text, body.name, file)?;
         candidates.push(Candidate { body, words, kept: matters.then_some(Kept::Matters), whole: false });
     }
     if let Some(p) = &pretrained {
@@ -194,13 +184,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
         let targets = targets.split_once(':').map(|(names, _)| names).unwrap_or(targets);
         let plain = !targets.contains(['.', '[', '(']) && !text.contains(":=") && !words.has("for") && !words.has("lambda");
         let mut matters = !plain || has_directive(text);
-        for rule in possible.iter() {
-            let answer = match (rule, &pretrained) {
-                (Rule::FrozenNetworkTracksGrad, Some(p)) => Some(p.constructs_or_trains(&words)),
-                _ => body_matters(rule, &words, text, "", file),
-            };
-            matters |= answer != Some(false);
-        }
+        matters |= could_report(possible, pretrained.as_ref(), &words, text, "", file) != Some(false);
         let bound = Words::scan_except(targets, a.targets.start, quiet).identifiers.into_iter().collect();
         // (The annotation's names are in `words`: they count once the assignment is kept.)
         assignments.push(OutlineAssignment { range: a.range.clone(), bound, words, kept: matters });
@@ -315,12 +299,7 @@ pub(crate) fn decide<'a>(source: &'a str, file: &FileWords<'_>, possible: &RuleS
         }
         let header_text = &source[c.body.outer_start..c.body.range.start];
         let calls_matter = header.calls.iter().chain(&after.calls).any(|w| status_matters.contains(w));
-        let reports = possible.iter().any(|rule| {
-            [header, after].iter().any(|w| match (rule, &pretrained) {
-                (Rule::FrozenNetworkTracksGrad, Some(p)) => p.constructs_or_trains(w),
-                _ => body_matters(rule, w, header_text, "", file) != Some(false),
-            })
-        });
+        let reports = [header, after].iter().any(|w| could_report(possible, pretrained.as_ref(), w, header_text, "", file) != Some(false));
         c.whole = !calls_matter && !reports && !has_directive(header_text);
     }
     let assignments = assignments.into_iter().filter(|a| !a.kept).map(|a| a.range).collect();
@@ -334,6 +313,26 @@ struct OutlineAssignment<'a> {
     bound: Vec<&'a str>,
     words: Words<'a>,
     kept: bool,
+}
+
+/// Could some enabled rule report in code with these `words` (`text`, in a function
+/// named `name`, or `""`)? `None` when a rule allows no skipping.
+fn could_report(
+    possible: &RuleSelection,
+    pretrained: Option<&PretrainedNetworks<'_>>,
+    words: &Words<'_>,
+    text: &str,
+    name: &str,
+    file: &FileWords<'_>,
+) -> Option<bool> {
+    let mut reports = false;
+    for rule in possible.iter() {
+        reports |= match (rule, pretrained) {
+            (Rule::FrozenNetworkTracksGrad, Some(p)) => p.constructs_or_trains(words),
+            _ => body_matters(rule, words, text, name, file)?,
+        };
+    }
+    Some(reports)
 }
 
 /// The code outside function bodies (module level, class bodies, headers), as far as
