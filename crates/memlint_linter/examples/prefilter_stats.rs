@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use memlint_linter::prefilter::{line_stats, rules_that_could_fire, LineStats};
+use memlint_linter::prefilter::rules_that_could_fire;
 use memlint_linter::{lint, lint_unfiltered, LinterSettings, Rule, RuleSelection};
 
 fn main() {
@@ -23,7 +23,6 @@ fn main() {
     let mut files_through = vec![0usize; Rule::ALL.len()];
     let mut lines_through = vec![0usize; Rule::ALL.len()];
     let (mut files, mut lines, mut parsed_files, mut parsed_lines, mut mismatches) = (0, 0, 0, 0, 0);
-    let mut stats = LineStats::default();
     let mut stack = vec![PathBuf::from(dir)];
     while let Some(path) = stack.pop() {
         if path.is_dir() {
@@ -43,7 +42,6 @@ fn main() {
         if possible.any_enabled() {
             parsed_files += 1;
             parsed_lines += n;
-            stats += line_stats(&source, &RuleSelection::all());
         }
         for (i, rule) in Rule::ALL.iter().enumerate() {
             if possible.is_enabled(*rule) {
@@ -61,8 +59,6 @@ fn main() {
         }
     }
     println!("files {files} lines {lines}; parsed {parsed_files} files {parsed_lines} lines");
-    let parsed = stats.whole_file + stats.between_bodies + stats.kept_could_report + stats.kept_calls + stats.kept_provides;
-    println!("lines parsed {parsed}: whole files {}, outside function bodies {}, bodies kept because a rule could report there {}, because they may call such a function {}, because they define or assign what kept code names {}; body lines blanked {}, docstring lines left out {}, assignment lines left out {}", stats.whole_file, stats.between_bodies, stats.kept_could_report, stats.kept_calls, stats.kept_provides, stats.blanked, stats.docstrings, stats.assignments);
     for (i, rule) in Rule::ALL.iter().enumerate() {
         println!("{} {:5} files {:8} lines", rule.code(), files_through[i], lines_through[i]);
     }

@@ -24,6 +24,20 @@ pub fn query(rule: Rule) -> &'static Query {
     })
 }
 
+/// `ranges` sorted, with overlapping or touching ones merged and empty ones dropped.
+fn merge_ranges(ranges: impl IntoIterator<Item = Range<usize>>) -> Vec<Range<usize>> {
+    let mut sorted: Vec<Range<usize>> = ranges.into_iter().filter(|r| r.start < r.end).collect();
+    sorted.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
 /// One match of a rule's query: its captures by name.
 pub struct QueryMatch<'t> {
     captures: HashMap<&'static str, Node<'t>>,
@@ -54,7 +68,7 @@ impl<'a, 't> Checker<'a, 't> {
     pub fn matches_in(&self, ranges: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
         let query = query(self.rule);
         let names = query.capture_names();
-        let merged = crate::merge_ranges(ranges.iter().cloned());
+        let merged = merge_ranges(ranges.iter().cloned());
         let source = self.model.source().as_bytes();
         let mut found = Vec::new();
         let mut cursor = QueryCursor::new();

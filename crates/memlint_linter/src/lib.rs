@@ -9,12 +9,10 @@ mod checker;
 mod diagnostic;
 pub mod fix;
 mod noqa;
-mod outline;
 pub mod prefilter;
 mod registry;
 pub mod rules;
 mod settings;
-mod skip;
 
 pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, Severity};
 pub use fix::{apply_fixes, FixMode, FixOutcome};
@@ -24,20 +22,6 @@ pub use registry::{Rule, RuleDoc, UnknownRule, RULE_DOCS_URL};
 pub use settings::{LinterSettings, RuleSelection};
 
 use memlint_python::tree_sitter::Tree;
-
-/// `ranges` sorted, with overlapping or touching ones merged and empty ones dropped.
-pub(crate) fn merge_ranges(ranges: impl IntoIterator<Item = std::ops::Range<usize>>) -> Vec<std::ops::Range<usize>> {
-    let mut sorted: Vec<std::ops::Range<usize>> = ranges.into_iter().filter(|r| r.start < r.end).collect();
-    sorted.sort_by_key(|r| r.start);
-    let mut merged: Vec<std::ops::Range<usize>> = Vec::with_capacity(sorted.len());
-    for r in sorted {
-        match merged.last_mut() {
-            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-            _ => merged.push(r),
-        }
-    }
-    merged
-}
 
 /// What linting one module found.
 #[derive(Debug, Clone, Default)]
@@ -50,50 +34,42 @@ pub struct LintResult {
     pub skipped: bool,
 }
 
-/// Lint Python `source` with `settings`.
+/// Lint Python `source` with `settings`: the one entry point of the CLI, notebooks and
+/// the language server (which passes the tree it keeps, see [`lint_tree`]).
 ///
-/// The file is parsed only when some enabled rule could fire in it (a cheap word scan
-/// decides); otherwise nothing is reported, syntax errors included. Function bodies in
-/// which nothing could be reported, and which nothing reported elsewhere depends on, are
-/// left out of parsing (see `skip.rs`); a syntax error inside one is not reported.
+/// The file is parsed only when some enabled rule's trigger holds for its words (see
+/// [`prefilter`]); otherwise nothing is reported, syntax errors included.
 pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
-    let words = prefilter::FileWords::scan(source);
-    let possible = prefilter::possible_rules(source, &words, &settings.rules);
+    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
     if !possible.any_enabled() {
         return LintResult::default();
     }
-    let narrowed = LinterSettings { rules: possible, severity: settings.severity.clone() };
-    if let Some(blanked) = skip::blank_irrelevant_bodies(source, &words, &narrowed.rules) {
-        if let Some(tree) = blanked.parse().filter(|tree| skip::parsed_as_blanked(tree, &blanked)) {
-            let result = lint_tree(source, &tree, &narrowed);
-            // A finding or fix never touches a blanked body; if one did, the tree would
-            // not be the file's, so the file is linted whole.
-            let touches_blanked = |range: &std::ops::Range<usize>| {
-                blanked.bodies.iter().any(|b| range.start < b.range.end && b.range.start < range.end.max(range.start + 1))
-            };
-            let sound = result.diagnostics.iter().all(|d| {
-                !touches_blanked(&d.range) && d.fix.as_ref().map(|f| f.edits.iter().all(|e| !touches_blanked(&e.range))).unwrap_or(true)
-            });
-            if sound {
-                return result;
-            }
-        }
-    }
     let tree = memlint_python::parse_with(source, None);
-    lint_tree(source, &tree, &narrowed)
+    lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() })
 }
 
-/// [`lint`] without the word pre-filter: every enabled rule runs on the parsed file.
+/// [`lint`] without the pre-filter: every enabled rule runs on the parsed file (tests
+/// and `memlint check --no-prefilter` compare the two).
 pub fn lint_unfiltered(source: &str, settings: &LinterSettings) -> LintResult {
     if !settings.rules.any_enabled() {
         return LintResult::default();
     }
     let tree = memlint_python::parse_with(source, None);
-    lint_tree(source, &tree, settings)
+    lint_possible(source, &tree, settings)
 }
 
 /// Lint `source` whose tree is already parsed (the language server keeps trees).
+/// The same pre-filter as [`lint`] applies, so the findings are the same.
 pub fn lint_tree(source: &str, tree: &Tree, settings: &LinterSettings) -> LintResult {
+    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
+    if !possible.any_enabled() {
+        return LintResult::default();
+    }
+    lint_possible(source, tree, &LinterSettings { rules: possible, severity: settings.severity.clone() })
+}
+
+/// Runs the rules of `settings` (already narrowed by the pre-filter, or not) on `tree`.
+fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings) -> LintResult {
     let directives = Directives::from_tree(tree, source);
     if directives.skip_file {
         return LintResult { skipped: true, ..LintResult::default() };

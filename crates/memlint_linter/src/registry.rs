@@ -63,6 +63,12 @@ macro_rules! rules {
                 match self { $( Rule::$variant => crate::rules::$module::CAPTURES, )* }
             }
 
+            /// The rule's trigger: a necessary condition over a file's words for the
+            /// rule to report anything there (the pre-filter asks it before parsing).
+            pub fn trigger(self, words: &crate::prefilter::Words<'_>) -> bool {
+                match self { $( Rule::$variant => crate::rules::$module::trigger(words), )* }
+            }
+
             /// Whether the rule can fix some of its findings.
             pub fn fixable(self) -> bool {
                 match self { $( Rule::$variant => crate::rules::$module::FIXABLE, )* }

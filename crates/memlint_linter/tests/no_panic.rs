@@ -2,6 +2,18 @@
 
 use memlint_linter::{apply_fixes, lint, lint_unfiltered, FixMode, LinterSettings};
 use proptest::prelude::*;
+use proptest::test_runner::{FileFailurePersistence, RngSeed};
+
+/// Fixed seed and many cases: a failure reproduces on every run (and on CI), and is
+/// saved under `proptest-regressions/` to be committed as a regression case.
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        rng_seed: RngSeed::Fixed(0x6d656d6c696e74),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    }
+}
 
 const FIXTURES: &[&str] = &[
     include_str!("fixtures/eval-without-no-grad.py"),
@@ -33,7 +45,7 @@ fn exercise(source: &str) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(config(1000))]
 
     #[test]
     fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
@@ -66,13 +78,7 @@ proptest! {
             source.replace_range(start..end, "");
         }
         let settings = LinterSettings::default();
-        let (filtered, unfiltered) = (lint(&source, &settings), lint_unfiltered(&source, &settings));
-        // A syntax error inside a left-out body is not seen (documented in `skip.rs`);
-        // then tree-sitter's recovery from it no longer drops findings around it.
-        let error_left_out = filtered.syntax_errors.is_empty() && !unfiltered.syntax_errors.is_empty();
-        if !error_left_out {
-            prop_assert_eq!(filtered.diagnostics, unfiltered.diagnostics);
-        }
+        prop_assert_eq!(lint(&source, &settings).diagnostics, lint_unfiltered(&source, &settings).diagnostics);
     }
 
     /// Loop headers, strings, comments and brackets in any order: the word scan that
@@ -126,50 +132,13 @@ fn prefilter_keeps_every_fixture_finding() {
 /// Skipping function bodies must not change a finding in any file that parses: remove each
 /// top-level statement and each method of every fixture and bundled example in turn (the
 /// variants that still parse cleanly), and compare with a whole parse.
+
+/// A stray `:` before a `def` made the old outline scan take it for a header's colon
+/// and slice backwards (`memlint check` exited 101). Found on a real session's file.
 #[test]
-fn skipping_bodies_is_sound_when_any_definition_is_removed() {
-    let examples = [
-        include_str!("../../../tests/examples/train_classifier.py"),
-        include_str!("../../../tests/examples/generate_text.py"),
-        include_str!("../../../tests/examples/clean_training.py"),
-        include_str!("fixtures/skipping/model_library.py"),
-    ];
+fn stray_colon_before_def() {
+    let source = "import torch\n\ndef f(loader):\n    for x in loader:\n        loss.backward()\n\n:def g(x):\n    return x\n";
+    exercise(source);
     let settings = LinterSettings::default();
-    let (mut compared, mut skipped_lines) = (0, 0);
-    for source in FIXTURES.iter().chain(examples.iter()) {
-        let tree = memlint_python::parse_with(source, None);
-        let mut removable = Vec::new();
-        let mut stack = vec![tree.root_node()];
-        while let Some(node) = stack.pop() {
-            let mut cursor = node.walk();
-            for child in node.named_children(&mut cursor) {
-                match child.kind() {
-                    "class_definition" => {
-                        removable.push(child.byte_range());
-                        stack.extend(child.child_by_field_name("body"));
-                    }
-                    "function_definition" | "decorated_definition" | "expression_statement" | "if_statement" | "for_statement" | "with_statement" => {
-                        removable.push(child.byte_range())
-                    }
-                    _ => {}
-                }
-            }
-        }
-        for range in removable {
-            // Whole lines, so indentation stays as it was.
-            let start = source[..range.start].rfind('\n').map(|n| n + 1).unwrap_or(0);
-            let end = source[range.end..].find('\n').map(|n| range.end + n + 1).unwrap_or(source.len());
-            let variant = format!("{}{}", &source[..start], &source[end..]);
-            if !lint_unfiltered(&variant, &settings).syntax_errors.is_empty() {
-                continue;
-            }
-            assert_eq!(lint(&variant, &settings).diagnostics, lint_unfiltered(&variant, &settings).diagnostics, "{variant}");
-            compared += 1;
-            let stats = memlint_linter::prefilter::line_stats(&variant, &settings.rules);
-            skipped_lines += stats.blanked + stats.docstrings;
-        }
-    }
-    assert!(compared > 100, "only {compared} variants parsed");
-    // The variants must exercise skipping, not only whole parses.
-    assert!(skipped_lines > 1000, "only {skipped_lines} lines skipped over {compared} variants");
+    assert_eq!(lint(source, &settings).diagnostics, lint_unfiltered(source, &settings).diagnostics);
 }

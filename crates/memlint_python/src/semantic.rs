@@ -149,6 +149,11 @@ pub struct SemanticModel<'t> {
     loops: Vec<Node<'t>>,
     /// Calls by the last part of their callee's name (`f(...)`, `x.f(...)` -> "f").
     calls_by_name: HashMap<&'t str, Vec<Node<'t>>>,
+    /// Every identifier node by its text, in source order: rules look the uses of a name
+    /// up here instead of walking the module for each candidate.
+    identifiers_by_name: HashMap<&'t str, Vec<Node<'t>>>,
+    /// Every `attribute` node by its last part (`a.b.c` -> "c"), in source order.
+    attributes_by_name: HashMap<&'t str, Vec<Node<'t>>>,
     /// By name, then by scope (looked up by `&str` without allocating).
     bindings: HashMap<&'t str, HashMap<ScopeId, Vec<Binding<'t>>>>,
     /// `self.<attr> = value` assignments anywhere in a class, by attribute name.
@@ -231,6 +236,13 @@ const NOT_EVAL_FUNCTION_OBJECTS: &[&str] = &[
 ];
 /// Lightning hooks that run under `torch.no_grad()` already.
 const NO_GRAD_HOOKS: &[&str] = &["validation_step", "test_step", "predict_step"];
+
+/// The nodes of `sorted` (by start byte) that start within `range`.
+fn within<'a, 't>(sorted: &'a [Node<'t>], range: std::ops::Range<usize>) -> &'a [Node<'t>] {
+    let from = sorted.partition_point(|n| n.start_byte() < range.start);
+    let to = sorted.partition_point(|n| n.start_byte() < range.end);
+    &sorted[from..to.max(from)]
+}
 
 /// Splits an identifier into lower-case words: `valLoader2` -> [val, loader2], `train_dl` -> [train, dl].
 pub fn name_words(name: &str) -> Vec<String> {
@@ -469,6 +481,8 @@ impl<'t> SemanticModel<'t> {
             calls: Vec::new(),
             loops: Vec::new(),
             calls_by_name: HashMap::default(),
+            identifiers_by_name: HashMap::default(),
+            attributes_by_name: HashMap::default(),
             bindings: HashMap::default(),
             self_attributes: HashMap::default(),
             classes: HashMap::default(),
@@ -720,6 +734,12 @@ impl<'t> SemanticModel<'t> {
                 }
             }
             "while_statement" => self.loops.push(node),
+            "identifier" => self.identifiers_by_name.entry(self.text(node)).or_default().push(node),
+            "attribute" => {
+                if let Some(attr) = node.field("attribute") {
+                    self.attributes_by_name.entry(self.text(attr)).or_default().push(node);
+                }
+            }
             "with_item" => {
                 if let Some(value) = node.field("value") {
                     if value.kind_name() == "as_pattern" {
@@ -813,6 +833,18 @@ impl<'t> SemanticModel<'t> {
     }
 
     // ----- scopes, functions ------------------------------------------------------
+
+    /// The identifier nodes with text `name` that start within `range`, in source order
+    /// (a binary search in the index built while collecting).
+    pub fn identifiers_named_in(&self, name: &str, range: std::ops::Range<usize>) -> &[Node<'t>] {
+        within(self.identifiers_by_name.get(name).map(Vec::as_slice).unwrap_or(&[]), range)
+    }
+
+    /// The `attribute` nodes whose last part is `attr` (`x.attr`) that start within
+    /// `range`, in source order.
+    pub fn attributes_named_in(&self, attr: &str, range: std::ops::Range<usize>) -> &[Node<'t>] {
+        within(self.attributes_by_name.get(attr).map(Vec::as_slice).unwrap_or(&[]), range)
+    }
 
     /// The innermost function around `node` (a `function_definition`), if any.
     pub fn enclosing_function(&self, node: Node<'t>) -> Option<&FunctionInfo<'t>> {

@@ -52,6 +52,8 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, BindingKind, SemanticModel};
 
+use crate::prefilter::Words;
+use crate::rules::{could_loop_over_batches, could_hold_a_model};
 use crate::checker::Checker;
 use crate::rules::{is_loss_like, snippet};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -59,6 +61,12 @@ use crate::{Diagnostic, Edit, Fix, Severity};
 pub const SUMMARY: &str = "Tensor with autograd history accumulated across loop iterations";
 pub const CAPTURES: &[&str] = &["accumulation", "accumulator", "term"];
 pub const FIXABLE: bool = true;
+
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// An addition or `append`, a loop over batches, and something that could be a network or a loss.
+pub fn trigger(words: &Words<'_>) -> bool {
+    (words.contains("+") || words.has("append")) && could_loop_over_batches(words) && could_hold_a_model(words)
+}
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;

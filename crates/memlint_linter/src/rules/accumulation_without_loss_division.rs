@@ -55,6 +55,8 @@ use std::collections::HashSet;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, unparenthesize, BindingKind, SemanticModel};
 
+use crate::prefilter::Words;
+use crate::rules::{could_run_backward, could_step_an_optimizer};
 use crate::checker::Checker;
 use crate::rules::{descendants_where, is_primary, positional_arguments, snippet};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -63,14 +65,16 @@ pub const SUMMARY: &str = "Gradient accumulation without dividing the loss by th
 pub const CAPTURES: &[&str] = &["backward", "receiver"];
 pub const FIXABLE: bool = true;
 
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// A `%` (the periodic step), a backward pass and an optimizer step.
+pub fn trigger(words: &Words<'_>) -> bool {
+    words.contains("%") && could_run_backward(words) && could_step_an_optimizer(words)
+}
+
 /// Objects whose `backward(loss)` scales for accumulation itself.
 const FRAMEWORKS: &[&str] = &["accelerator", "engine", "deepspeed", "fabric", "trainer"];
 
 pub fn check(checker: &mut Checker<'_, '_>) {
-    // Every finding needs this word in the file (in the call or in the import it resolves through).
-    if !checker.source_mentions(&["%"]) {
-        return;
-    }
     let model = checker.model;
     // The query matches `.backward()` calls only.
     for m in checker.matches_at(model.calls_named("backward")) {

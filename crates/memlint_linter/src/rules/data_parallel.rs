@@ -40,6 +40,7 @@ use memlint_python::NodeExt;
 use memlint_python::SemanticModel;
 use memlint_python::tree_sitter::Node;
 
+use crate::prefilter::Words;
 use crate::checker::Checker;
 use crate::rules::{calls_that_may_resolve_to, keyword_argument, positional_arguments, snippet};
 use crate::{Diagnostic, Severity};
@@ -47,6 +48,12 @@ use crate::{Diagnostic, Severity};
 pub const SUMMARY: &str = "`nn.DataParallel` gathers outputs on the first GPU";
 pub const CAPTURES: &[&str] = &["call"];
 pub const FIXABLE: bool = false;
+
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// `DataParallel` or `data_parallel` (also in an import that renames it).
+pub fn trigger(words: &Words<'_>) -> bool {
+    words.has("DataParallel") || words.has("data_parallel")
+}
 
 const DATA_PARALLEL: &[&str] = &[
     "torch.nn.DataParallel",
@@ -56,10 +63,6 @@ const DATA_PARALLEL: &[&str] = &[
 const FUNCTIONAL: &[&str] = &["torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"];
 
 pub fn check(checker: &mut Checker<'_, '_>) {
-    // Every finding needs this word in the file (in the call or in the import it resolves through).
-    if !checker.source_mentions(&["DataParallel", "data_parallel"]) {
-        return;
-    }
     let model = checker.model;
     let mut candidates = calls_that_may_resolve_to(model, DATA_PARALLEL);
     candidates.extend(calls_that_may_resolve_to(model, FUNCTIONAL));

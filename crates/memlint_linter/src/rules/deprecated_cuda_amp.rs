@@ -50,6 +50,7 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
+use crate::prefilter::Words;
 use crate::checker::Checker;
 use crate::rules::{calls_that_may_resolve_to, has_argument_list, has_splat, in_annotation, positional_arguments, snippet, torch_name};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -58,16 +59,18 @@ pub const SUMMARY: &str = "Deprecated `torch.cuda.amp.autocast` / `torch.cuda.am
 pub const CAPTURES: &[&str] = &["call"];
 pub const FIXABLE: bool = true;
 
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// `amp` (every deprecated name is reached through `torch.cuda.amp`).
+pub fn trigger(words: &Words<'_>) -> bool {
+    words.has("amp")
+}
+
 const AUTOCAST: &[&str] = &["torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"];
 const GRAD_SCALER: &[&str] = &["torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"];
 /// `torch.cuda.amp.autocast`'s positional parameters, in order.
 const AUTOCAST_PARAMETERS: &[&str] = &["enabled", "dtype", "cache_enabled"];
 
 pub fn check(checker: &mut Checker<'_, '_>) {
-    // Every finding needs this word in the file (in the call or in the import it resolves through).
-    if !checker.source_mentions(&["amp"]) {
-        return;
-    }
     let model = checker.model;
     let mut candidates = calls_that_may_resolve_to(model, AUTOCAST);
     candidates.extend(calls_that_may_resolve_to(model, GRAD_SCALER));

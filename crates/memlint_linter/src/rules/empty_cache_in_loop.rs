@@ -44,6 +44,7 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{LoopKind, SemanticModel};
 
+use crate::prefilter::Words;
 use crate::checker::Checker;
 use crate::rules::{line_end_inclusive, line_indent, line_start, owns_its_lines};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -51,6 +52,12 @@ use crate::{Diagnostic, Edit, Fix, Severity};
 pub const SUMMARY: &str = "`torch.cuda.empty_cache()` in the per-step loop";
 pub const CAPTURES: &[&str] = &["call"];
 pub const FIXABLE: bool = true;
+
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// `empty_cache` (also in an import that renames it).
+pub fn trigger(words: &Words<'_>) -> bool {
+    words.contains("empty_cache")
+}
 
 const EMPTY_CACHE: &[&str] = &["torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"];
 const MEMORY_PROBES: &[&str] = &[
@@ -61,9 +68,6 @@ const MEMORY_PROBES: &[&str] = &[
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    if !checker.source_mentions(&["empty_cache"]) {
-        return;
-    }
     for m in checker.matches_in(&model.outermost_loop_ranges()) {
         let Some(call) = m.get("call") else { continue };
         let Some(name) = model.call_resolves_to(call, EMPTY_CACHE) else { continue };

@@ -67,6 +67,8 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{function_name_says_eval, FunctionInfo, GradContext, SemanticModel};
 
+use crate::prefilter::Words;
+use crate::rules::{could_be_evaluation, could_hold_a_model};
 use crate::checker::Checker;
 use crate::rules::{has_multiline_string, indent_lines, indent_unit, line_indent, line_start, snippet, torch_name};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -74,6 +76,13 @@ use crate::{Diagnostic, Edit, Fix, Severity};
 pub const SUMMARY: &str = "Forward pass in evaluation code without `torch.no_grad()`";
 pub const CAPTURES: &[&str] = &["call", "callee", "volatile_call"];
 pub const FIXABLE: bool = true;
+
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// `Variable(volatile=True)`, or evaluation code (`.eval()`, `.train(False)`, a function named for
+/// evaluation, a loop over validation or test data) and something that could be a network.
+pub fn trigger(words: &Words<'_>) -> bool {
+    words.contains("volatile") || (could_be_evaluation(words) && could_hold_a_model(words))
+}
 
 const HELP: &str = "run evaluation under `with torch.no_grad():` (or `torch.inference_mode()`), or decorate the function with `@torch.no_grad()`";
 
@@ -123,7 +132,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 fn evaluation_regions(checker: &Checker<'_, '_>) -> Vec<std::ops::Range<usize>> {
     let model = checker.model;
     let source_len = model.source().len();
-    if checker.source_mentions(&["volatile"]) {
+    if memchr::memmem::find(model.source().as_bytes(), b"volatile").is_some() {
         return vec![0..source_len];
     }
     let mut regions = Vec::new();

@@ -59,6 +59,8 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
+use crate::prefilter::Words;
+use crate::rules::{could_run_backward};
 use crate::checker::Checker;
 use crate::rules::{keyword_argument, line_end_inclusive, line_indent, owns_its_lines};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -67,16 +69,18 @@ pub const SUMMARY: &str = "Frozen pretrained network still tracks gradients";
 pub const CAPTURES: &[&str] = &["construction", "network", "value"];
 pub const FIXABLE: bool = true;
 
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// A pretrained-network source (`from_pretrained`, torchvision, timm, `torch.hub`) and a backward pass.
+pub fn trigger(words: &Words<'_>) -> bool {
+    ["from_pretrained", "torchvision", "timm", "hub"].iter().any(|w| words.contains(w)) && could_run_backward(words)
+}
+
 /// Methods of a network that run its forward pass (besides calling it).
 const FORWARD_METHODS: &[&str] = &[
     "forward", "forward_features", "encode", "decode", "get_text_features", "get_image_features", "extract_features", "encode_image", "encode_text",
 ];
 
 pub fn check(checker: &mut Checker<'_, '_>) {
-    // Every finding needs this word in the file (in the call or in the import it resolves through).
-    if !checker.source_mentions(&["from_pretrained", "torchvision", "timm", "hub"]) {
-        return;
-    }
     let model = checker.model;
     if model.calls_named("backward").is_empty() && model.calls_named("grad").is_empty() {
         return;
@@ -173,49 +177,51 @@ fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<S
     None
 }
 
-/// Every use of the network's name that refers to this construction.
+/// Every use of the network's name that refers to this construction: looked up in the
+/// semantic model's index of names, within the scope the name can be used in.
 fn uses_of<'t>(model: &SemanticModel<'t>, name: &str, target: Node<'t>, statement: Node<'t>) -> Vec<Node<'t>> {
-    let is_attribute = name.contains('.');
-    // `self.<attr>` is followed through the whole class; a plain name through the module.
-    let scope = if is_attribute {
-        let mut n = statement;
-        while let Some(p) = n.parent() {
-            if p.kind_name() == "class_definition" {
-                break;
-            }
-            n = p;
+    let uses: Vec<Node<'t>> = match name.split_once('.') {
+        // `self.<attr>` is followed through the whole class.
+        Some((_, attr)) => {
+            let class = ancestors(model, statement).find(|n| n.kind_name() == "class_definition");
+            let scope = class.unwrap_or(model.root());
+            model
+                .attributes_named_in(attr, scope.byte_range())
+                .iter()
+                .copied()
+                .filter(|n| model.dotted_name(*n).as_deref() == Some(name))
+                .collect()
         }
-        n.parent().unwrap_or(model.root())
-    } else {
-        model.root()
+        // A plain name through the scope it is bound in (and the scopes nested there).
+        None => {
+            let scope = model.enclosing_function(statement).map(|f| f.node).unwrap_or(model.root());
+            model
+                .identifiers_named_in(name, scope.byte_range())
+                .iter()
+                .copied()
+                .filter(|n| {
+                    let parent = model.parent(*n);
+                    let is_attribute_part = parent
+                        .filter(|p| p.kind_name() == "attribute")
+                        .and_then(|p| p.field("attribute"))
+                        .map(|a| a.id() == n.id())
+                        .unwrap_or(false);
+                    let is_keyword = parent
+                        .map(|p| p.kind_name() == "keyword_argument" && p.field("name").map(|k| k.id()) == Some(n.id()))
+                        .unwrap_or(false);
+                    !is_attribute_part
+                        && !is_keyword
+                        && model.binding_at(name, *n).map(|b| b.statement.id() == statement.id()).unwrap_or(false)
+                })
+                .collect()
+        }
     };
-    let mut found = Vec::new();
-    let mut stack = vec![scope];
-    while let Some(n) = stack.pop() {
-        let candidate = match n.kind_name() {
-            "identifier" if !is_attribute && model.text(n) == name => {
-                let is_attribute_part = n
-                    .parent()
-                    .filter(|p| p.kind_name() == "attribute")
-                    .and_then(|p| p.field("attribute"))
-                    .map(|a| a.id() == n.id())
-                    .unwrap_or(false);
-                let is_keyword = n.parent().map(|p| p.kind_name() == "keyword_argument" && p.field("name").map(|k| k.id()) == Some(n.id())).unwrap_or(false);
-                !is_attribute_part
-                    && !is_keyword
-                    && model.binding_at(name, n).map(|b| b.statement.id() == statement.id()).unwrap_or(false)
-            }
-            "attribute" if is_attribute => model.dotted_name(n).as_deref() == Some(name),
-            _ => false,
-        };
-        if candidate && n.id() != target.id() {
-            found.push(n);
-            continue;
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    found
+    uses.into_iter().filter(|n| n.id() != target.id()).collect()
+}
+
+/// `node`'s ancestors, innermost first.
+fn ancestors<'a, 't>(model: &'a SemanticModel<'t>, node: Node<'t>) -> impl Iterator<Item = Node<'t>> + 'a {
+    std::iter::successors(model.parent(node), move |n| model.parent(*n))
 }
 
 enum Use<'t> {

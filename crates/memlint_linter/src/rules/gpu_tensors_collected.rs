@@ -58,6 +58,8 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, unparenthesize, BindingKind, SemanticModel, ValueKind};
 
+use crate::prefilter::Words;
+use crate::rules::{could_loop_over_batches};
 use crate::checker::Checker;
 use crate::rules::{call_on, descendants_where, is_loss_like, is_primary, keyword_argument, positional_arguments, snippet};
 use crate::{Diagnostic, Fix, Severity};
@@ -65,6 +67,12 @@ use crate::{Diagnostic, Fix, Severity};
 pub const SUMMARY: &str = "Per-batch GPU results kept across the loop";
 pub const CAPTURES: &[&str] = &["collection", "container", "term"];
 pub const FIXABLE: bool = true;
+
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// A loop over batches.
+pub fn trigger(words: &Words<'_>) -> bool {
+    could_loop_over_batches(words)
+}
 
 const TENSOR_FACTORIES: &[&str] = &[
     "zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like", "rand", "randn", "tensor", "empty_strided",

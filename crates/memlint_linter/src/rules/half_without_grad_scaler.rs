@@ -42,6 +42,7 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{named_children, SemanticModel, ValueKind};
 
+use crate::prefilter::Words;
 use crate::checker::Checker;
 use crate::rules::snippet;
 use crate::{Diagnostic, Severity};
@@ -49,6 +50,12 @@ use crate::{Diagnostic, Severity};
 pub const SUMMARY: &str = "float16 training without a `GradScaler`";
 pub const CAPTURES: &[&str] = &["conversion", "receiver", "autocast"];
 pub const FIXABLE: bool = false;
+
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// A called `backward()` (the rule is about training) and a float16 conversion or autocast.
+pub fn trigger(words: &Words<'_>) -> bool {
+    words.called("backward") && ["half", "float16", "autocast"].iter().any(|w| words.contains(w))
+}
 
 const AUTOCASTS: &[&str] = &[
     "torch.autocast",
@@ -61,7 +68,7 @@ const HELP: &str = "scale the loss with `scaler = torch.amp.GradScaler(\"cuda\")
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    if !checker.source_mentions(&["half", "float16", "autocast"]) || scales_loss(model) {
+    if scales_loss(model) {
         return;
     }
     let backward_calls: Vec<Node> = model

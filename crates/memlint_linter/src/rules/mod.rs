@@ -19,7 +19,48 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{name_words, unparenthesize, BindingKind, SemanticModel, ValueKind};
 
+use crate::prefilter::Words;
 use crate::Edit;
+
+// ----- trigger helpers ---------------------------------------------------------------
+// Necessary conditions over a file's words that several rules' triggers share. Each
+// mirrors what the semantic model needs to decide a fact, so it may only ever be weaker.
+
+/// Could some value be a network, a loss or a tensor with history: module classes,
+/// `forward`, `torch.nn`, model zoos, or a name the semantic model reads as a model or loss.
+pub(crate) fn could_hold_a_model(words: &Words<'_>) -> bool {
+    ["Module", "LightningModule", "forward", "requires_grad_", "nn", "torchvision", "timm", "transformers"]
+        .iter()
+        .any(|w| words.has(w))
+        || memlint_python::text_names_a_model_or_loss(words.text())
+}
+
+/// Could `backward()` or `torch.autograd.grad` be called?
+pub(crate) fn could_run_backward(words: &Words<'_>) -> bool {
+    words.called("backward") || words.called("grad")
+}
+
+/// Could an optimizer (or a `GradScaler`) be stepped: `.step()` called and a name the
+/// semantic model reads as an optimizer?
+pub(crate) fn could_step_an_optimizer(words: &Words<'_>) -> bool {
+    words.called("step") && memlint_python::text_names_an_optimizer(words.text())
+}
+
+/// Could a loop go over batches: data in a loop header, or a backward pass or an
+/// optimizer step somewhere?
+pub(crate) fn could_loop_over_batches(words: &Words<'_>) -> bool {
+    words.any_in_loop_header(memlint_python::name_says_data) || could_run_backward(words) || could_step_an_optimizer(words)
+}
+
+/// Could some code be evaluation code: `.eval()`, `.train(False)`, a function named for
+/// evaluation, or a loop over validation or test data?
+pub(crate) fn could_be_evaluation(words: &Words<'_>) -> bool {
+    words.has("eval")
+        || (words.called("train") && words.has("False"))
+        || words.defs().iter().any(|f| memlint_python::function_name_says_eval(f))
+        || (words.any_in_loop_header(memlint_python::name_says_data)
+            && words.any_in_loop_header(|w| memlint_python::name_says_eval(w) || w.contains("val") || w.contains("test")))
+}
 
 /// The leading whitespace of the line `offset` is on.
 pub(crate) fn line_indent(source: &str, offset: usize) -> &str {

@@ -40,6 +40,7 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::{contains, BindingKind, SemanticModel, ValueKind};
 
+use crate::prefilter::Words;
 use crate::checker::Checker;
 use crate::rules::{always_bool, calls_that_may_resolve_to, descendants_where, keyword_argument, positional_arguments, snippet};
 use crate::{Diagnostic, Severity};
@@ -48,11 +49,13 @@ pub const SUMMARY: &str = "`retain_graph=True` in a loop without a second backwa
 pub const CAPTURES: &[&str] = &["call", "value"];
 pub const FIXABLE: bool = false;
 
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// The `retain_graph` keyword.
+pub fn trigger(words: &Words<'_>) -> bool {
+    words.has("retain_graph")
+}
+
 pub fn check(checker: &mut Checker<'_, '_>) {
-    // Every finding needs this word in the file (in the call or in the import it resolves through).
-    if !checker.source_mentions(&["retain_graph"]) {
-        return;
-    }
     let model = checker.model;
     // Only backward calls are reported: `.backward(...)`, or `torch.autograd.backward` /
     // `torch.autograd.grad` by any name.

@@ -41,6 +41,7 @@ use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
+use crate::prefilter::Words;
 use crate::checker::Checker;
 use crate::rules::{append_argument, has_argument_list, has_splat, keyword_argument, positional_arguments, snippet};
 use crate::{Diagnostic, Fix, Severity};
@@ -49,13 +50,15 @@ pub const SUMMARY: &str = "`torch.load` without `map_location`";
 pub const CAPTURES: &[&str] = &["call"];
 pub const FIXABLE: bool = true;
 
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// A call of `load` (or an import that renames it).
+pub fn trigger(words: &Words<'_>) -> bool {
+    words.called("load")
+}
+
 const TORCH_LOAD: &[&str] = &["torch.load", "torch.serialization.load"];
 
 pub fn check(checker: &mut Checker<'_, '_>) {
-    // Every finding needs this word in the file (in the call or in the import it resolves through).
-    if !checker.source_mentions(&["load"]) {
-        return;
-    }
     let model = checker.model;
     // The query only runs on calls of something named `load` (or an alias of it).
     let mut names = vec!["load"];

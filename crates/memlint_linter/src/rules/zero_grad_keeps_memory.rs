@@ -40,6 +40,7 @@
 //! (a parameter that gets no gradient in some step is updated differently).
 
 use memlint_python::NodeExt;
+use crate::prefilter::Words;
 use crate::checker::Checker;
 use crate::rules::{always_bool, snippet};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -48,11 +49,13 @@ pub const SUMMARY: &str = "`zero_grad(set_to_none=False)` keeps gradient buffers
 pub const CAPTURES: &[&str] = &["call", "value"];
 pub const FIXABLE: bool = true;
 
+/// The trigger: what a file must contain for this rule to report anything in it.
+/// `zero_grad`.
+pub fn trigger(words: &Words<'_>) -> bool {
+    words.has("zero_grad")
+}
+
 pub fn check(checker: &mut Checker<'_, '_>) {
-    // Every finding needs this word in the file (in the call or in the import it resolves through).
-    if !checker.source_mentions(&["zero_grad"]) {
-        return;
-    }
     let model = checker.model;
     // The query matches `.zero_grad(...)` calls only.
     for m in checker.matches_at(model.calls_named("zero_grad")) {
