@@ -115,18 +115,18 @@ def materialize(rows: list[dict], mirror: Path, out: Path, labelled_only: bool) 
         for m in missing:
             print(f"  {m}", file=sys.stderr)
         return 2
-    written = 0
+    plans = []
     for (repo, commit), paths in sorted(wanted.items()):
         gdir = gdirs[(repo, commit)]
-        files = set(paths)
-        if not labelled_only:
-            listing = git(gdir, "ls-tree", "-r", "--name-only", "-z", commit).decode()
-            files |= {p for p in listing.split("\0") if p.endswith(".py")}
-        tree = git(gdir, "ls-tree", "-r", "--name-only", "-z", commit).decode().split("\0")
-        present = set(tree)
-        for p in sorted(paths - present):
-            raise CorpusError(f"{repo}@{commit[:12]}: labelled file {p} is not in that commit")
-        for p in sorted(files):
+        tree = set(git(gdir, "ls-tree", "-r", "--name-only", "-z", commit).decode().split("\0"))
+        absent = sorted(paths - tree)
+        if absent:
+            raise CorpusError(f"{repo}@{commit[:12]}: labelled file {absent[0]} is not in that commit")
+        files = set(paths) if labelled_only else paths | {p for p in tree if p.endswith(".py")}
+        plans.append((repo, commit, gdir, sorted(files)))
+    written = 0
+    for repo, commit, gdir, files in plans:
+        for p in files:
             data = git(gdir, "show", f"{commit}:{p}")
             dest = out / out_dir_name(repo) / p
             dest.parent.mkdir(parents=True, exist_ok=True)
