@@ -41,8 +41,10 @@ RULES = [f"MEM{n:03d}" for n in range(1, 13)]
 SPLITS = ("dev", "holdout", "all")
 
 
-def run_memlint(binary: Path, tree: Path) -> list[dict]:
-    cmd = [str(binary), "check", "--output-format", "json", "--no-cache", "--isolated", "."]
+def run_memlint(binary: Path, tree: Path, files: list[str]) -> list[dict]:
+    """Run memlint on the whole tree; the labelled files are also named on the command line,
+    so that no ignore file or default exclusion can hide them (findings are de-duplicated)."""
+    cmd = [str(binary), "check", "--output-format", "json", "--no-cache", "--isolated", ".", *files]
     try:
         proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
     except OSError as e:
@@ -178,7 +180,11 @@ def main(argv: list[str] | None = None) -> int:
             elif not tree.is_dir():
                 print(f"error: {tree}: not a folder", file=sys.stderr)
                 return 2
-            findings = run_memlint(binary, tree)
+            labelled = sorted({f"{out_dir_name(r['repo'])}/{r['path']}" for r in rows})
+            absent = [f for f in labelled if not (tree / f).is_file()]
+            if absent:
+                raise CorpusError(f"{tree} lacks {len(absent)} labelled files, e.g. {absent[0]}: materialize it again")
+            findings = run_memlint(binary, tree, labelled)
         counts, unlabelled = evaluate(rows, findings)
     except CorpusError as e:
         print(f"error: {e}", file=sys.stderr)

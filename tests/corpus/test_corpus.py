@@ -299,11 +299,20 @@ class EvaluateTest(unittest.TestCase):
             materialize.main, [str(tree), "--manifest", str(self.manifest), "--mirror", str(self.mirror)]
         )
         self.assertEqual(status, 0, err)
+        # An ignore file in the tree must not hide a labelled file from the measurement.
+        (tree / ".ignore").write_text("acme__demo/\n")
         status, out, err = run_main(
             evaluate.main, [str(self.binary), "--manifest", str(self.manifest), "--tree", str(tree)]
         )
         self.assertEqual(status, 0, err)
         self.assertRegex(out, r"\nALL\s+4\s+2\s+2\s+1\s+2\s+1\s+1\s+0\.333\s+0\.500\n")
+
+    def test_tree_missing_a_labelled_file(self):
+        tree = self.tmp / "tree"
+        (tree / "acme__demo").mkdir(parents=True)
+        status, _, err = run_main(evaluate.main, [str(self.binary), "--manifest", str(self.manifest), "--tree", str(tree)])
+        self.assertEqual(status, 2)
+        self.assertIn("acme__demo/train.py", err)
 
     def test_usage_errors(self):
         status, _, err = run_main(evaluate.main, [str(self.tmp / "no-such-memlint"), "--manifest", str(self.manifest)])
