@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -160,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         help="folder of fetched snapshots (default: $MEMLINT_CORPUS_MIRROR or /work/.mirror)",
     )
     ap.add_argument("--json", type=Path, help="also write the figures and unlabelled findings to this JSON file")
+    ap.add_argument(
+        "--only",
+        choices=SPLITS,
+        help="print only this split's table (e.g. `dev` while tuning, so that the holdout stays unseen)",
+    )
     args = ap.parse_args(argv)
     if not args.memlint.is_file():
         print(f"error: {args.memlint}: no such memlint binary", file=sys.stderr)
@@ -170,8 +176,6 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="memlint-corpus-") as tmp:
             tree = args.tree
             if tree is None:
-                import os
-
                 mirror = args.mirror or Path(os.environ.get("MEMLINT_CORPUS_MIRROR", "/work/.mirror"))
                 tree = Path(tmp)
                 status = materialize(rows, mirror, tree, labelled_only=False)
@@ -197,15 +201,22 @@ def main(argv: list[str] | None = None) -> int:
     repos = {r["repo"] for r in rows}
     print(f"corpus: {len(rows)} labels in {len(files)} files of {len(repos)} repositories; memlint: {binary}")
     for split in SPLITS:
-        print_table(f"== {split} ==", counts[split])
-    print(f"\nunlabelled findings in labelled files ({len(unlabelled)}; each counts as a false positive):")
-    for repo, path, line, rule in unlabelled:
+        if args.only in (None, split):
+            print_table(f"== {split} ==", counts[split])
+    file_split = {(r["repo"], r["path"]): r["split"] for r in rows}
+    shown = [u for u in unlabelled if args.only in (None, "all", file_split[(u[0], u[1])])]
+    print(f"\nunlabelled findings in labelled files ({len(shown)}; each counts as a false positive):")
+    for repo, path, line, rule in shown:
         print(f"  {repo} {path}:{line} {rule}")
     if args.json:
         try:
             args.json.write_text(
                 json.dumps(
-                    {"figures": as_json(counts), "unlabelled": [list(u) for u in unlabelled]}, indent=2
+                    {
+                        "figures": {k: v for k, v in as_json(counts).items() if args.only in (None, k)},
+                        "unlabelled": [list(u) for u in shown],
+                    },
+                    indent=2,
                 )
                 + "\n"
             )

@@ -307,6 +307,16 @@ class EvaluateTest(unittest.TestCase):
         self.assertEqual(status, 0, err)
         self.assertRegex(out, r"\nALL\s+4\s+2\s+2\s+1\s+2\s+1\s+1\s+0\.333\s+0\.500\n")
 
+    def test_only_one_split(self):
+        status, out, err = run_main(
+            evaluate.main,
+            [str(self.binary), "--manifest", str(self.manifest), "--mirror", str(self.mirror), "--only", "holdout"],
+        )
+        self.assertEqual(status, 0, err)
+        self.assertIn("== holdout ==", out)
+        self.assertNotIn("== dev ==", out)
+        self.assertNotIn("MEM007", out, "the unlabelled finding is in a dev file")
+
     def test_tree_missing_a_labelled_file(self):
         tree = self.tmp / "tree"
         (tree / "acme__demo").mkdir(parents=True)
