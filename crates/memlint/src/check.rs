@@ -89,6 +89,11 @@ pub struct CheckArgs {
     #[arg(long, value_name = "NAME")]
     pub stdin_filename: Option<PathBuf>,
 
+    /// Run every enabled rule on every file, without the pre-filter that skips files no
+    /// rule could fire in (for checking that the pre-filter changes nothing).
+    #[arg(long, hide = true)]
+    pub no_prefilter: bool,
+
     /// Lint every file again instead of reusing the results cached for unchanged files.
     #[arg(long, env = "MEMLINT_NO_CACHE")]
     pub no_cache: bool,
@@ -205,14 +210,14 @@ pub fn run(args: CheckArgs) -> u8 {
             return exit::ERROR;
         }
     };
-    let cache = if args.no_cache || args.fix || args.diff { None } else { Cache::open(&args.cache_dir) };
+    let cache = if args.no_cache || args.no_prefilter || args.fix || args.diff { None } else { Cache::open(&args.cache_dir) };
     let mut output = match Output::open(&args) {
         Ok(o) => o,
         Err(e) => return write_failed(&args, e),
     };
     let checked = check_in_order(&files, |file| {
         let mode = fix_mode(&args, &file.settings);
-        let mut report = check_file(file, mode, args.diff, cache.as_ref());
+        let mut report = check_file(file, mode, args.diff, cache.as_ref(), args.no_prefilter);
         if !report.has_output() {
             report.source = None;
         }
@@ -252,7 +257,7 @@ pub fn findings_for_verify(paths: &[PathBuf]) -> Result<Vec<memlint_verify::Find
     }
     let mut findings = Vec::new();
     for file in &files {
-        let report = check_file(file, None, false, None);
+        let report = check_file(file, None, false, None, false);
         for problem in &report.problems {
             if let FileProblem::Unreadable(reason) = problem {
                 eprintln!("error: {}: could not lint: {reason}", file.path.display());
@@ -315,6 +320,17 @@ struct Output<'a> {
 /// Reports written at a time.
 const CHUNK: usize = 64;
 
+/// What to say about a file whose linting panicked: a bug in memlint, reported for that
+/// file (exit 1) rather than taking the whole run down (exit 101).
+fn panic_reason(panic: &(dyn std::any::Any + Send)) -> String {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    format!("memlint panicked while linting this file (a bug in memlint; please report it with the file): {message}")
+}
+
 /// Checks `files` on one thread per core, each taking the next file when it is done
 /// (files differ wildly in size: splitting the list up front, or waiting for a batch to
 /// finish, leaves a core idle behind a large file), and hands the reports to `write`
@@ -338,7 +354,9 @@ where
                 while !stop.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(file) = files.get(i) else { break };
-                    if sender.send((i, check(file))).is_err() {
+                    let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(file)))
+                        .unwrap_or_else(|panic| FileReport::unreadable(&file.path, panic_reason(panic.as_ref())));
+                    if sender.send((i, report)).is_err() {
                         break;
                     }
                 }
@@ -563,7 +581,7 @@ fn syntax_problem(errors: Vec<SyntaxError>) -> Vec<FileProblem> {
     if errors.is_empty() { Vec::new() } else { vec![FileProblem::Syntax(errors)] }
 }
 
-fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cache: Option<&Cache>) -> FileReport {
+fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cache: Option<&Cache>, no_prefilter: bool) -> FileReport {
     let path = &file.path;
     let text = match read_text(path) {
         Ok(t) => t,
@@ -575,7 +593,12 @@ fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cac
     };
     let settings = file.settings.linter_for(path);
     let Some(mode) = fix_mode else {
-        let (diagnostics, syntax_errors) = lint_cached(&source, &settings, cache);
+        let (diagnostics, syntax_errors) = if no_prefilter {
+            let result = memlint_linter::lint_unfiltered(source.program(), &settings);
+            (result.diagnostics, result.syntax_errors)
+        } else {
+            lint_cached(&source, &settings, cache)
+        };
         return FileReport { path: path.to_owned(), source: Some(source), diagnostics, problems: syntax_problem(syntax_errors), fixed: 0, diff: None };
     };
     let outcome = apply_fixes(source.program(), &settings, mode);
@@ -750,5 +773,37 @@ mod tests {
         let nb = r#"{"cells": [{"cell_type": "code", "source": ["x = 1"], "metadata": {}, "outputs": [], "execution_count": null}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}"#;
         assert!(SourceFile::new(Path::new("a.ipynb"), nb.into()).unwrap().is_notebook());
         assert!(SourceFile::new(Path::new("a.ipynb"), "not json".into()).is_err());
+    }
+
+    /// A panic while linting one file is reported for that file; the others are
+    /// checked and the run goes on (it used to exit 101).
+    #[test]
+    fn a_panic_in_one_file_is_reported_for_that_file() {
+        let settings = Arc::new(memlint_config::Settings::defaults(Path::new("."), &memlint_config::Overrides::default()));
+        let files: Vec<FileToLint> = ["a.py", "boom.py", "c.py"]
+            .iter()
+            .map(|p| FileToLint { path: PathBuf::from(p), settings: settings.clone() })
+            .collect();
+        let mut seen = Vec::new();
+        check_in_order(
+            &files,
+            |file| {
+                if file.path.ends_with("boom.py") {
+                    panic!("begin > end");
+                }
+                FileReport { path: file.path.clone(), source: None, diagnostics: Vec::new(), problems: Vec::new(), fixed: 0, diff: None }
+            },
+            |reports| {
+                seen.extend(reports.iter().map(|r| (r.path.clone(), r.problems.clone())));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(seen.iter().map(|(p, _)| p.to_str().unwrap()).collect::<Vec<_>>(), ["a.py", "boom.py", "c.py"]);
+        match &seen[1].1[..] {
+            [FileProblem::Unreadable(reason)] => assert!(reason.contains("panicked") && reason.contains("begin > end"), "{reason}"),
+            other => panic!("expected one problem, got {other:?}"),
+        }
+        assert!(seen[0].1.is_empty() && seen[2].1.is_empty());
     }
 }

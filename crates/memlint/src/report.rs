@@ -71,8 +71,57 @@ fn render_diagnostic(handler: &GraphicalReportHandler, file: &FileReport, source
     if let Some(help) = &d.help {
         diagnostic = diagnostic.with_help(help.clone());
     }
-    let report = Report::new(diagnostic).with_source_code(NamedSource::new(file.path.display().to_string(), source.program().to_owned()));
+    let window = SourceWindow::around(file.path.display().to_string(), source, d.range.clone());
+    let report = Report::new(diagnostic).with_source_code(window);
     render(handler, &report)
+}
+
+/// The lines of a program around a span, for miette: it is handed this window, not the
+/// whole program, so printing a finding costs the size of its context, not of the file
+/// (a copy of the program per finding made text output quadratic in findings).
+struct SourceWindow {
+    name: String,
+    text: String,
+    /// Where the window starts in the program, in bytes and 0-based lines.
+    offset: usize,
+    first_line: usize,
+}
+
+impl SourceWindow {
+    /// Lines of context miette may ask for on each side of a span (its default is 1).
+    const CONTEXT_LINES: usize = 3;
+
+    fn around(name: String, source: &SourceFile, span: std::ops::Range<usize>) -> SourceWindow {
+        let program = source.program();
+        let index = source.line_index();
+        let first_line = index.line_of(span.start).saturating_sub(Self::CONTEXT_LINES);
+        let last_line = index.line_of(span.end.max(span.start)) + Self::CONTEXT_LINES;
+        let offset = index.line_start(first_line);
+        let end = index.line_start(last_line + 1).min(program.len()).max(offset);
+        SourceWindow { name, text: program[offset..end].to_owned(), offset, first_line }
+    }
+}
+
+impl miette::SourceCode for SourceWindow {
+    fn read_span<'a>(
+        &'a self,
+        span: &miette::SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
+        let start = span.offset().saturating_sub(self.offset).min(self.text.len());
+        let local = miette::SourceSpan::new(start.into(), span.len().min(self.text.len() - start));
+        let inner = self.text.read_span(&local, context_lines_before, context_lines_after)?;
+        let shown = miette::SourceSpan::new((inner.span().offset() + self.offset).into(), inner.span().len());
+        Ok(Box::new(miette::MietteSpanContents::new_named(
+            self.name.clone(),
+            inner.data(),
+            shown,
+            inner.line() + self.first_line,
+            inner.column(),
+            inner.line_count(),
+        )))
+    }
 }
 
 fn render_problem(handler: &GraphicalReportHandler, file: &FileReport, problem: &FileProblem) -> String {

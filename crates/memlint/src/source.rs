@@ -66,8 +66,13 @@ impl SourceFile {
                 return Location { row: p.row, column: p.column, cell: Some(p.cell) };
             }
         }
-        let p = self.index.get_or_init(|| LineIndex::new(self.program())).position(offset, self.program());
+        let p = self.line_index().position(offset, self.program());
         Location { row: p.row, column: p.column, cell: None }
+    }
+
+    /// The program's line index (built on first use).
+    pub fn line_index(&self) -> &LineIndex {
+        self.index.get_or_init(|| LineIndex::new(self.program()))
     }
 
     /// The file with its program replaced by `fixed`: for a notebook, only the changed

@@ -834,6 +834,12 @@ impl<'t> SemanticModel<'t> {
 
     // ----- scopes, functions ------------------------------------------------------
 
+    /// The calls of `name` (see [`Self::calls_named`]) that start within `range`, in
+    /// source order.
+    pub fn calls_named_in(&self, name: &str, range: std::ops::Range<usize>) -> &[Node<'t>] {
+        within(self.calls_named(name), range)
+    }
+
     /// The identifier nodes with text `name` that start within `range`, in source order
     /// (a binary search in the index built while collecting).
     pub fn identifiers_named_in(&self, name: &str, range: std::ops::Range<usize>) -> &[Node<'t>] {

@@ -203,11 +203,12 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
     // no `model.train()` in between.
     let module_text = model.text(module);
     let scope = function.map(|f| f.node.id());
+    let scope_start = function.map(|f| f.node.start_byte()).unwrap_or(0);
     let mut state: Option<String> = None;
     let mut toggles: Vec<(usize, Option<String>)> = Vec::new();
     for (method, is_eval) in [("eval", true), ("train", false)] {
-        for toggle in model.calls_named(method) {
-            if toggle.start_byte() >= call.start_byte() || model.enclosing_function(*toggle).map(|f| f.node.id()) != scope {
+        for toggle in model.calls_named_in(method, scope_start..call.start_byte()) {
+            if model.enclosing_function(*toggle).map(|f| f.node.id()) != scope {
                 continue;
             }
             let Some(object) = toggle.field("function").and_then(|f| f.field("object")) else {
@@ -236,9 +237,7 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
 /// evaluation pass that follows it.
 fn needs_gradients<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let after = call.end_byte();
-    let back_to_training = |until: usize| {
-        model.calls_named("train").iter().any(|t| t.start_byte() >= after && t.start_byte() < until)
-    };
+    let back_to_training = |until: usize| !model.calls_named_in("train", after..until).is_empty();
     model
         .backward_calls_in_scope_of(call)
         .iter()
