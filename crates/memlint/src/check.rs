@@ -141,11 +141,20 @@ pub struct FileReport {
     pub fixed: usize,
     /// The unified diff of the fixes (with `--diff`).
     pub diff: Option<String>,
+    /// Whether `--fix` applies unsafe fixes to this file (`--unsafe-fixes` or the
+    /// configuration): then its unsafe fixes are marked `[*]` too, as ruff marks them.
+    pub unsafe_fixes: bool,
 }
 
 impl FileReport {
     fn unreadable(path: &Path, reason: String) -> Self {
-        FileReport { path: path.to_owned(), source: None, diagnostics: Vec::new(), problems: vec![FileProblem::Unreadable(reason)], fixed: 0, diff: None }
+        FileReport { path: path.to_owned(), source: None, diagnostics: Vec::new(), problems: vec![FileProblem::Unreadable(reason)], fixed: 0, diff: None, unsafe_fixes: false }
+    }
+
+    /// Whether `--fix` (with the unsafe fixes this file allows) would apply `d`'s fix:
+    /// what `[*]` means.
+    pub fn fix_applies(&self, d: &Diagnostic) -> bool {
+        d.fix.as_ref().map(|f| f.applicability == Applicability::Safe || self.unsafe_fixes).unwrap_or(false)
     }
 
     pub fn has_output(&self) -> bool {
@@ -401,9 +410,14 @@ impl<'a> Output<'a> {
         s.files_with_findings += reports.iter().filter(|r| !r.diagnostics.is_empty()).count();
         s.problems += reports.iter().map(|r| r.problems.len()).sum::<usize>();
         s.fixed += reports.iter().map(|r| r.fixed).sum::<usize>();
-        s.safe_fixable += count_fixable(reports, Applicability::Safe);
-        if !args.unsafe_fixes {
-            s.unsafe_fixable += count_fixable(reports, Applicability::Unsafe);
+        for report in reports {
+            for d in &report.diagnostics {
+                if report.fix_applies(d) {
+                    s.fixable += 1;
+                } else if d.fix.is_some() {
+                    s.unsafe_fixable += 1;
+                }
+            }
         }
         self.has_diffs |= reports.iter().any(|r| r.diff.is_some());
         let out = &mut self.out;
@@ -492,21 +506,15 @@ fn finish(args: &CheckArgs, reports: &[FileReport], files: usize) -> u8 {
     output.finish(files)
 }
 
-fn count_fixable(reports: &[FileReport], applicability: Applicability) -> usize {
-    reports
-        .iter()
-        .flat_map(|r| &r.diagnostics)
-        .filter(|d| d.fix.as_ref().map(|f| f.applicability == applicability).unwrap_or(false))
-        .count()
-}
-
 #[derive(Default)]
 struct Summary {
     findings: usize,
     files_with_findings: usize,
     problems: usize,
     fixed: usize,
-    safe_fixable: usize,
+    /// Findings `--fix` would fix (`[*]`), unsafe ones included where they are enabled.
+    fixable: usize,
+    /// Findings whose only fix is unsafe and not enabled.
     unsafe_fixable: usize,
     files: usize,
 }
@@ -532,8 +540,8 @@ impl Summary {
                 plural(self.files_with_findings)
             )?;
         }
-        if self.safe_fixable > 0 {
-            writeln!(out, "[*] {} fixable with `--fix`.", self.safe_fixable)?;
+        if self.fixable > 0 {
+            writeln!(out, "[*] {} fixable with `--fix`.", self.fixable)?;
         }
         if self.unsafe_fixable > 0 {
             writeln!(out, "{} more fixable with `--fix --unsafe-fixes`.", self.unsafe_fixable)?;
@@ -574,9 +582,10 @@ fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cac
         Err(reason) => return FileReport::unreadable(path, reason),
     };
     let settings = file.settings.linter_for(path);
+    let unsafe_fixes = file.settings.unsafe_fixes;
     let Some(mode) = fix_mode else {
         let (diagnostics, syntax_errors) = lint_cached(&source, &settings, cache);
-        return FileReport { path: path.to_owned(), source: Some(source), diagnostics, problems: syntax_problem(syntax_errors), fixed: 0, diff: None };
+        return FileReport { path: path.to_owned(), source: Some(source), diagnostics, problems: syntax_problem(syntax_errors), fixed: 0, diff: None, unsafe_fixes };
     };
     let outcome = apply_fixes(source.program(), &settings, mode);
     let mut problems: Vec<FileProblem> = outcome
@@ -601,25 +610,25 @@ fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cac
         let result = original_result();
         problems.extend(syntax_problem(result.syntax_errors));
         let diff = fixed_source.as_ref().map(|fixed| unified_diff(path, source.text(), fixed.text()));
-        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff };
+        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff, unsafe_fixes };
     }
     let Some(fixed) = fixed_source else {
         let result = original_result();
         problems.extend(syntax_problem(result.syntax_errors));
-        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None };
+        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None, unsafe_fixes };
     };
     match write_atomically(path, source.text(), fixed.text()) {
         Ok(()) => {
             let remaining = lint(fixed.program(), &settings);
             problems.extend(syntax_problem(remaining.syntax_errors));
-            FileReport { path: path.to_owned(), source: Some(fixed), diagnostics: remaining.diagnostics, problems, fixed: outcome.fixed_count(), diff: None }
+            FileReport { path: path.to_owned(), source: Some(fixed), diagnostics: remaining.diagnostics, problems, fixed: outcome.fixed_count(), diff: None, unsafe_fixes }
         }
         Err(reason) => {
             // Nothing was written: report the findings against the text on disk.
             problems.push(FileProblem::FixNotApplied(reason));
             let result = original_result();
             problems.extend(syntax_problem(result.syntax_errors));
-            FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None }
+            FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None, unsafe_fixes }
         }
     }
 }
@@ -683,6 +692,7 @@ fn check_stdin(args: &CheckArgs, resolver: &Resolver, name: &Path) -> u8 {
                         problems: problem.into_iter().chain(syntax_problem(result.syntax_errors)).collect(),
                         fixed: fixed_count,
                         diff: None,
+                        unsafe_fixes: settings.unsafe_fixes,
                     };
                     let mut err = std::io::stderr();
                     let _ = report::write_concise(&mut err, std::slice::from_ref(&report));
@@ -690,7 +700,7 @@ fn check_stdin(args: &CheckArgs, resolver: &Resolver, name: &Path) -> u8 {
                 }
                 _ => {
                     let result = lint(source.program(), &linter);
-                    FileReport { path: name.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems: syntax_problem(result.syntax_errors), fixed: 0, diff: None }
+                    FileReport { path: name.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems: syntax_problem(result.syntax_errors), fixed: 0, diff: None, unsafe_fixes: settings.unsafe_fixes }
                 }
             }
         }

@@ -47,31 +47,45 @@ fn location(source: Option<&SourceFile>, offset: usize) -> Location {
     source.map(|s| s.location(offset)).unwrap_or(Location { row: 1, column: 1, cell: None })
 }
 
-/// `path:row:col`, or `path:cell 3, line 5:col` for notebooks.
-fn display_location(path: &str, loc: Location) -> String {
+/// `path:row:col`, or for notebooks `path:cell 3:5:9` (cell 3, line 5 of the cell,
+/// column 9), ruff's convention.
+pub fn display_location(path: &str, loc: Location) -> String {
     match loc.cell {
-        Some(cell) => format!("{path}:cell {cell}, line {}:{}", loc.row, loc.column),
+        Some(cell) => format!("{path}:cell {cell}:{}:{}", loc.row, loc.column),
         None => format!("{path}:{}:{}", loc.row, loc.column),
     }
 }
 
-/// The graphical report of one finding.
+/// The graphical report of one finding. Its header is `path:row:col`, or for a notebook
+/// `path:cell 4:7:5`: the source shown is then the finding's cell alone, so that the
+/// header and the line numbers of the body count within the cell, as Jupyter shows it.
 fn render_diagnostic(handler: &GraphicalReportHandler, file: &FileReport, source: &SourceFile, d: &Diagnostic) -> String {
     let label = match &d.fix {
-        Some(fix) => format!("{} [fix: {}]", d.rule.name(), fix.message),
+        Some(fix) if fix.applicability == Applicability::Safe => format!("{} [fix: {}]", d.rule.name(), fix.message),
+        Some(fix) => format!("{} [unsafe fix: {}]", d.rule.name(), fix.message),
         None => d.rule.name().to_owned(),
     };
-    let loc = source.location(d.range.start);
-    let cell_note = loc.cell.map(|c| format!(" (cell {c}, line {})", loc.row)).unwrap_or_default();
-    let mut diagnostic = MietteDiagnostic::new(format!("{}{cell_note}", d.message))
+    let mark = if file.fix_applies(d) { "[*] " } else { "" };
+    let path = file.path.display().to_string();
+    let (name, text, span) = match source.cell_range(d.range.start) {
+        Some((cell, range)) => {
+            let len = range.len();
+            let start = d.range.start - range.start;
+            // A span running into a later cell is cut at the end of this one.
+            let end = d.range.end.saturating_sub(range.start).clamp(start, len);
+            (format!("{path}:cell {cell}"), source.program()[range].to_owned(), start..end)
+        }
+        None => (path, source.program().to_owned(), d.range.clone()),
+    };
+    let mut diagnostic = MietteDiagnostic::new(format!("{mark}{}", d.message))
         .with_code(format!("{} {}", d.rule.code(), d.rule.name()))
         .with_severity(miette_severity(d.severity))
         .with_url(d.rule.url())
-        .with_label(LabeledSpan::at(d.range.clone(), label));
+        .with_label(LabeledSpan::at(span, label));
     if let Some(help) = &d.help {
         diagnostic = diagnostic.with_help(help.clone());
     }
-    let report = Report::new(diagnostic).with_source_code(NamedSource::new(file.path.display().to_string(), source.program().to_owned()));
+    let report = Report::new(diagnostic).with_source_code(NamedSource::new(name, text));
     render(handler, &report)
 }
 
@@ -128,7 +142,7 @@ pub fn write_concise(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resu
             }
         }
         for d in &file.diagnostics {
-            let fixable = if d.fix.is_some() { " [*]" } else { "" };
+            let fixable = if file.fix_applies(d) { " [*]" } else { "" };
             writeln!(out, "{}: {}{fixable} {}", display_location(&path, location(source, d.range.start)), d.rule.code(), d.message)?;
         }
     }
@@ -269,15 +283,18 @@ pub fn finish_json(out: &mut dyn Write, started: bool) -> std::io::Result<()> {
     }
 }
 
-/// Adds these files' findings to the per-rule counts (rule, count, any fixable).
+/// Adds these files' findings to the per-rule counts (rule, count, any fixed by `--fix`).
 pub fn count_statistics(counts: &mut Vec<(Rule, usize, bool)>, files: &[FileReport]) {
-    for d in files.iter().flat_map(|f| &f.diagnostics) {
-        match counts.iter_mut().find(|(r, _, _)| *r == d.rule) {
-            Some((_, n, fixable)) => {
-                *n += 1;
-                *fixable |= d.fix.is_some();
+    for file in files {
+        for d in &file.diagnostics {
+            let applies = file.fix_applies(d);
+            match counts.iter_mut().find(|(r, _, _)| *r == d.rule) {
+                Some((_, n, fixable)) => {
+                    *n += 1;
+                    *fixable |= applies;
+                }
+                None => counts.push((d.rule, 1, applies)),
             }
-            None => counts.push((d.rule, 1, d.fix.is_some())),
         }
     }
 }
@@ -332,7 +349,13 @@ pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resul
                     (location(source, e.start), format!("SyntaxError: {}", e.message))
                 }
             };
-            writeln!(out, "::error title=memlint,file={path},line={},col={}::{}", loc.row, loc.column, github_escape(&message, false))?;
+            match loc.cell {
+                Some(_) => {
+                    let message = format!("{}: {message}", display_location(&file.path.display().to_string(), loc));
+                    writeln!(out, "::error title=memlint,file={path}::{}", github_escape(&message, false))?
+                }
+                None => writeln!(out, "::error title=memlint,file={path},line={},col={}::{}", loc.row, loc.column, github_escape(&message, false))?,
+            }
         }
         for d in &file.diagnostics {
             let start = location(source, d.range.start);
@@ -342,17 +365,28 @@ pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resul
                 Severity::Warning => "warning",
                 Severity::Info => "notice",
             };
-            let title = github_escape(&format!("memlint ({} {})", d.rule.code(), d.rule.name()), true);
-            let cell = start.cell.map(|c| format!("cell {c}: ")).unwrap_or_default();
-            writeln!(
-                out,
-                "::{level} title={title},file={path},line={},col={},endLine={},endColumn={}::{}",
-                start.row,
-                start.column,
-                end.row,
-                end.column,
-                github_escape(&format!("{cell}{}: {}", d.rule.code(), d.message), false)
-            )?;
+            let title = format!("memlint ({} {})", d.rule.code(), d.rule.name());
+            match start.cell {
+                // GitHub shows a notebook as its JSON, where no line is the cell's: the
+                // annotation is the file's (no line), with the cell and line in its
+                // title and message (ruff gives notebooks no line of the JSON either).
+                Some(cell) => writeln!(
+                    out,
+                    "::{level} title={},file={path}::{}",
+                    github_escape(&format!("{title} at cell {cell}, line {}", start.row), true),
+                    github_escape(&format!("{}: {} {}", display_location(&file.path.display().to_string(), start), d.rule.code(), d.message), false)
+                )?,
+                None => writeln!(
+                    out,
+                    "::{level} title={},file={path},line={},col={},endLine={},endColumn={}::{}",
+                    github_escape(&title, true),
+                    start.row,
+                    start.column,
+                    end.row,
+                    end.column,
+                    github_escape(&format!("{}: {}", d.rule.code(), d.message), false)
+                )?,
+            }
         }
     }
     Ok(())

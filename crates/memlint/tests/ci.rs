@@ -254,8 +254,24 @@ fn notebooks_report_cells_and_lines() {
     let first = &value[0];
     assert!(first["cell"].as_u64().unwrap() >= 1, "{first}");
     assert_eq!(first["filename"], "train.ipynb");
+    // The text report: the header and the body's line numbers count within the cell.
     let (text, _, _) = run(memlint(dir.path()).args(["check", "--no-cache"]));
-    assert!(text.contains("(cell "), "{text}");
+    assert!(text.contains("╭─[train.ipynb:cell 7:8:13]"), "{text}");
+    assert!(text.contains("\n 8 │             torch.cuda.empty_cache()\n"), "{text}");
+    assert!(!text.contains("train.ipynb:3"), "no line of the joined program: {text}");
+}
+
+/// GitHub shows a notebook as its JSON: the annotation is the file's, the cell and line
+/// in its title and message (no `line=` that would point into the JSON).
+#[test]
+fn github_annotations_point_at_the_notebook_cell() {
+    let dir = tree(&[("train.ipynb", &notebook_fixture())]);
+    let (out, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "github"]));
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        "::warning title=memlint (MEM004 empty-cache-in-loop) at cell 7%2C line 8,file=train.ipynb::train.ipynb:cell 7:8:13: MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak\n"
+    );
 }
 
 #[test]
