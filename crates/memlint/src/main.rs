@@ -1,5 +1,7 @@
 //! `memlint`: find the lines of PyTorch code that cause GPU out-of-memory errors.
 
+#[cfg(test)]
+mod build_id;
 mod cache;
 mod check;
 mod report;
