@@ -517,12 +517,12 @@ pub fn sarif_results(files: &[FileReport]) -> Vec<serde_sarif::sarif::Result> {
 }
 
 pub fn write_sarif(out: &mut dyn Write, results: Vec<serde_sarif::sarif::Result>) -> std::io::Result<()> {
-    use serde_sarif::sarif::{MultiformatMessageString, ReportingDescriptor, Run, Sarif, Tool, ToolComponent};
+    use serde_sarif::sarif::{MultiformatMessageString, PropertyBag, ReportingDescriptor, Run, Sarif, Tool, ToolComponent};
     let rules: Vec<ReportingDescriptor> = Rule::ALL
         .iter()
         .map(|rule| {
             let doc = rule.doc();
-            ReportingDescriptor::builder()
+            let mut descriptor = ReportingDescriptor::builder()
                 .id(rule.code())
                 .name(rule.name())
                 .short_description(MultiformatMessageString::builder().text(rule.summary()).build())
@@ -532,14 +532,21 @@ pub fn write_sarif(out: &mut dyn Write, results: Vec<serde_sarif::sarif::Result>
                         .build(),
                 )
                 .help(MultiformatMessageString::builder().text(doc.markdown.clone()).markdown(doc.markdown.clone()).build())
-                .help_uri(rule.url())
-                .build()
+                .build();
+            // SARIF wants an absolute URI in `helpUri`; while the rule's page is a path
+            // inside memlint's repository it goes in the property bag (`docs`) instead,
+            // and `help` carries the whole page.
+            let url = rule.url();
+            if url.contains("://") {
+                descriptor.help_uri = Some(url.clone());
+            }
+            descriptor.properties = Some(PropertyBag { tags: None, additional_properties: [("docs".to_owned(), serde_json::json!(url))].into() });
+            descriptor
         })
         .collect();
     let driver = ToolComponent::builder()
         .name("memlint")
         .version(env!("CARGO_PKG_VERSION"))
-        .information_uri("https://github.com/memlint/memlint")
         .rules(rules)
         .build();
     let run = Run::builder().tool(Tool::builder().driver(driver).build()).results(results).build();

@@ -107,10 +107,20 @@ pub fn markdown(findings: &[&Diagnostic], report: Option<&(PathBuf, Result<Value
             }
             None => {}
         }
-        text.push_str(&format!("\n\n---\n\n{}\n\n[{} documentation]({})", rule.doc().markdown.trim(), rule.code(), rule.url()));
+        text.push_str(&format!("\n\n---\n\n{}\n\n{}", rule.doc().markdown.trim(), docs_link(rule)));
         parts.push(text);
     }
     parts.join("\n\n---\n\n")
+}
+
+/// A link to the rule's page when it has an address; else where the page is.
+fn docs_link(rule: Rule) -> String {
+    let url = rule.url();
+    if url.contains("://") {
+        format!("[{} documentation]({url})", rule.code())
+    } else {
+        format!("{} documentation: `{url}` in memlint's repository, or `memlint rule {}`", rule.code(), rule.name())
+    }
 }
 
 fn display_name(path: &Path) -> String {
