@@ -80,6 +80,13 @@ pub struct CheckArgs {
     #[arg(long, overrides_with = "unsafe_fixes", hide = true)]
     pub no_unsafe_fixes: bool,
 
+    /// Add a `# noqa: MEM00x` comment to the line of every current finding (the files are
+    /// written in place, atomically; notebooks in the cell), so that only new findings are
+    /// reported from now on. Exits 1 when a finding could not be suppressed (its line ends
+    /// inside a string or with a backslash).
+    #[arg(long, conflicts_with_all = ["fix", "diff", "stdin_filename", "statistics", "show_settings"])]
+    pub add_noqa: bool,
+
     /// Print a unified diff of the fixes instead of writing them; exit 1 when there is something to fix.
     #[arg(long, conflicts_with = "fix")]
     pub diff: bool,
@@ -214,6 +221,9 @@ pub fn run(args: CheckArgs) -> u8 {
             return exit::ERROR;
         }
     };
+    if args.add_noqa {
+        return crate::add_noqa::run(&files, walk_errors);
+    }
     let cache = if args.no_cache || args.fix || args.diff { None } else { Cache::open(&args.cache_dir) };
     let mut output = match Output::open(&args) {
         Ok(o) => o,

@@ -2,6 +2,7 @@
 
 #[cfg(test)]
 mod build_id;
+mod add_noqa;
 mod cache;
 mod check;
 mod report;

@@ -306,3 +306,42 @@ fn notebook_fix_rewrites_only_changed_cells() {
     let (out, _) = concise(dir.path(), &["--select", "MEM004"]);
     assert_eq!(out, "");
 }
+
+/// `--add-noqa` suppresses every current finding (a comment per line, codes merged into an
+/// existing `# noqa:` list), writes notebooks cell by cell, says what it could not do, and
+/// leaves later findings reported.
+#[test]
+fn add_noqa_suppresses_every_current_finding() {
+    let source = "import torch\n\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()  # noqa: E501\n    state = torch.load(\"\"\"a\nb.pt\"\"\")\n";
+    let dir = tree(&[("a.py", source), ("train.ipynb", &notebook_fixture()), ("clean.py", "x = 1\n")]);
+    let (before, code) = concise(dir.path(), &[]);
+    assert_eq!(code, 1);
+    assert_eq!(before.lines().count(), 3, "{before}");
+    let (_, err, code) = run(memlint(dir.path()).args(["check", "--add-noqa"]));
+    // The torch.load line ends inside a string: no comment can go there.
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("warning: a.py:6:13: MEM008 not suppressed: the line ends inside a string"), "{err}");
+    assert!(err.ends_with("Added 2 noqa directives.\n"), "{err}");
+    let fixed = fs::read_to_string(dir.path().join("a.py")).unwrap();
+    assert_eq!(fixed, source.replace("# noqa: E501", "# noqa: E501, MEM004"));
+    let notebook = fs::read_to_string(dir.path().join("train.ipynb")).unwrap();
+    assert!(notebook.contains("torch.cuda.empty_cache()  # noqa: MEM004"), "{notebook}");
+    // Only that cell's source changed: outputs and formatting are the same text.
+    let (old, new) = (notebook_fixture(), notebook.clone());
+    assert_eq!(old.lines().count(), new.lines().count());
+    assert_eq!(old.lines().zip(new.lines()).filter(|(a, b)| a != b).count(), 1);
+    assert_eq!(fs::read_to_string(dir.path().join("clean.py")).unwrap(), "x = 1\n");
+    let (after, _) = concise(dir.path(), &[]);
+    assert_eq!(after.lines().count(), 1, "only the unsuppressible finding remains: {after}");
+    assert!(after.contains("MEM008"), "{after}");
+    // Again: nothing more to add; a new finding is reported as usual.
+    let (_, err, _) = run(memlint(dir.path()).args(["check", "--add-noqa", "--select", "MEM004"]));
+    assert!(err.ends_with("Added 0 noqa directives.\n"), "{err}");
+    fs::write(dir.path().join("a.py"), format!("{fixed}    torch.cuda.empty_cache()\n")).unwrap();
+    let (later, _) = concise(dir.path(), &["--select", "MEM004"]);
+    assert_eq!(later.lines().count(), 1, "{later}");
+    assert!(later.starts_with("a.py:8:5: MEM004"), "{later}");
+    // It conflicts with fixing.
+    let (_, err, code) = run(memlint(dir.path()).args(["check", "--add-noqa", "--fix"]));
+    assert_eq!(code, 2, "{err}");
+}
