@@ -107,6 +107,12 @@ pub struct CheckArgs {
     /// Print only the findings, no summary.
     #[arg(long, short)]
     pub quiet: bool,
+
+    /// Lint, then watch the paths and lint again whenever a Python file, notebook or
+    /// configuration file changes, clearing the screen first (as `ruff check --watch`).
+    /// Unchanged files' results come from the cache. Stop it with Ctrl-C.
+    #[arg(long, conflicts_with_all = ["fix", "diff", "add_noqa", "stdin_filename", "show_settings", "output_file"])]
+    pub watch: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -179,7 +185,15 @@ pub fn print_config_error(error: &ConfigError) {
 }
 
 pub fn run(args: CheckArgs) -> u8 {
-    let overrides = match build_overrides(&args) {
+    if args.watch {
+        return crate::watch::run(&args);
+    }
+    run_once(&args)
+}
+
+/// One `memlint check` over `args` (with `--watch`, once per change).
+pub fn run_once(args: &CheckArgs) -> u8 {
+    let overrides = match build_overrides(args) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");

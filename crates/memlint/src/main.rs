@@ -8,6 +8,7 @@ mod check;
 mod report;
 mod source;
 mod walk;
+mod watch;
 
 use std::process::ExitCode;
 

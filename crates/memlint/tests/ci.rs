@@ -345,3 +345,60 @@ fn add_noqa_suppresses_every_current_finding() {
     let (_, err, code) = run(memlint(dir.path()).args(["check", "--add-noqa", "--fix"]));
     assert_eq!(code, 2, "{err}");
 }
+
+/// `--watch` lints, then lints again and reprints when a file changes: a real process, a
+/// real file change, the second report read from its output.
+#[test]
+fn watch_relints_on_a_file_change() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let dir = tree(&[("a.py", BAD), ("b.py", "x = 1\n")]);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memlint"))
+        .args(["check", "--watch", "--output-format", "concise", "."])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Every line up to (and including) the first one containing `until`.
+    let read_until = |until: &str| -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.contains(until);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!("no line containing {until:?} in {seen:#?}");
+    };
+    let first = read_until("Found 1 finding in 1 file.");
+    assert!(first[0].ends_with("Starting linter in watch mode..."), "{first:#?}");
+    assert!(first.iter().any(|l| l.starts_with("a.py:5:5: MEM004")), "{first:#?}");
+    // A second finding, in the other file.
+    fs::write(dir.path().join("b.py"), BAD).unwrap();
+    let second = read_until("Found 2 findings in 2 files.");
+    let _ = child.kill();
+    let _ = child.wait();
+    let start = second.iter().rposition(|l| l.ends_with("File change detected...")).unwrap_or_else(|| panic!("{second:#?}"));
+    let report: Vec<&String> = second[start + 1..].iter().filter(|l| l.contains(": MEM")).collect();
+    assert_eq!(report.len(), 2, "the whole report is printed again: {second:#?}");
+    assert!(report[1].starts_with("b.py:5:5: MEM004"), "{report:#?}");
+}
