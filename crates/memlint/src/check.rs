@@ -779,6 +779,25 @@ mod tests {
     }
 
     #[test]
+    fn a_notebook_cell_range_covers_the_cells_lines_only() {
+        let nb = r#"{"cells": [
+            {"cell_type": "code", "source": ["a = 1\n", "b = 2"], "metadata": {}, "outputs": [], "execution_count": null},
+            {"cell_type": "markdown", "source": ["text"], "metadata": {}},
+            {"cell_type": "code", "source": ["c = 3\n", "d = 4\n", "e = 5"], "metadata": {}, "outputs": [], "execution_count": null}
+        ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}"#;
+        let source = SourceFile::new(Path::new("a.ipynb"), nb.into()).unwrap();
+        let program = source.program();
+        assert_eq!(program, "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n");
+        let first = source.cell_range(program.find("b =").unwrap()).unwrap();
+        assert_eq!((first.0, &program[first.1]), (1, "a = 1\nb = 2\n"));
+        let third = source.cell_range(program.find("d = 4").unwrap() + 2).unwrap();
+        assert_eq!((third.0, &program[third.1.clone()]), (3, "c = 3\nd = 4\ne = 5\n"));
+        assert_eq!(source.cell_range(program.find("c").unwrap()).unwrap().1, third.1, "the first byte of a cell");
+        assert_eq!(source.cell_range(program.len()).unwrap().1, third.1, "the end of the program: the last cell");
+        assert!(SourceFile::new(Path::new("a.py"), "x = 1\n".into()).unwrap().cell_range(0).is_none());
+    }
+
+    #[test]
     fn notebooks_are_told_by_their_extension() {
         assert!(!SourceFile::new(Path::new("a.py"), "x = 1\n".into()).unwrap().is_notebook());
         let nb = r#"{"cells": [{"cell_type": "code", "source": ["x = 1"], "metadata": {}, "outputs": [], "execution_count": null}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}"#;

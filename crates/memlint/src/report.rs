@@ -95,18 +95,37 @@ fn render_problem(handler: &GraphicalReportHandler, file: &FileReport, problem: 
         FileProblem::Unreadable(reason) => format!("error: {path}: could not lint: {reason}\n"),
         FileProblem::FixNotApplied(reason) => format!("error: {path}: fix not applied: {reason}\n"),
         FileProblem::Syntax(errors) => {
-            let mut diagnostic = MietteDiagnostic::new(format!(
-                "{path}: syntax error{}; findings in the broken code are not reported",
-                if errors.len() == 1 { "" } else { "s" }
-            ))
-            .with_code("syntax-error")
-            .with_severity(miette::Severity::Error);
-            for e in errors.iter().take(5) {
-                diagnostic = diagnostic.with_label(LabeledSpan::at(e.start..e.end.max(e.start), e.message.clone()));
+            let errors = &errors[..errors.len().min(5)];
+            // A notebook's errors are shown cell by cell, like its findings.
+            let mut groups: Vec<(String, String, usize, Vec<&memlint_linter::SyntaxError>)> = Vec::new();
+            for e in errors {
+                let cell = file.source.as_ref().and_then(|s| s.cell_range(e.start));
+                let (name, text, base) = match (&file.source, cell) {
+                    (Some(source), Some((cell, range))) => (format!("{path}:cell {cell}"), source.program()[range.clone()].to_owned(), range.start),
+                    (source, _) => (path.clone(), source.as_ref().map(|s| s.program().to_owned()).unwrap_or_default(), 0),
+                };
+                match groups.iter_mut().find(|g| g.0 == name) {
+                    Some(group) => group.3.push(e),
+                    None => groups.push((name, text, base, vec![e])),
+                }
             }
-            let program = file.source.as_ref().map(|s| s.program().to_owned()).unwrap_or_default();
-            let report = Report::new(diagnostic).with_source_code(NamedSource::new(path, program));
-            render(handler, &report)
+            let mut out = String::new();
+            for (name, text, base, errors) in groups {
+                let mut diagnostic = MietteDiagnostic::new(format!(
+                    "{path}: syntax error{}; findings in the broken code are not reported",
+                    if errors.len() == 1 { "" } else { "s" }
+                ))
+                .with_code("syntax-error")
+                .with_severity(miette::Severity::Error);
+                for e in errors {
+                    let start = e.start.saturating_sub(base).min(text.len());
+                    let end = e.end.max(e.start).saturating_sub(base).clamp(start, text.len());
+                    diagnostic = diagnostic.with_label(LabeledSpan::at(start..end, e.message.clone()));
+                }
+                let report = Report::new(diagnostic).with_source_code(NamedSource::new(name, text));
+                out.push_str(&render(handler, &report));
+            }
+            out
         }
     }
 }

@@ -261,6 +261,14 @@ fn notebooks_report_cells_and_lines() {
     assert!(text.contains("╭─[train.ipynb:cell 7:8:13]"), "{text}");
     assert!(text.contains("\n 8 │             torch.cuda.empty_cache()\n"), "{text}");
     assert!(!text.contains("train.ipynb:3"), "no line of the joined program: {text}");
+    // Syntax errors too are shown in their cell.
+    let broken = notebook_fixture().replacen("\"import torch\\n\",", "\"import torch\\n\",\n    \"x = )\\n\",", 1);
+    assert_ne!(broken, notebook_fixture());
+    fs::write(dir.path().join("train.ipynb"), broken).unwrap();
+    let (text, _, _) = run(memlint(dir.path()).args(["check", "--no-cache"]));
+    assert!(text.contains("╭─[train.ipynb:cell 3:2:"), "{text}");
+    let (github, _, _) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "github"]));
+    assert!(github.starts_with("::error title=memlint,file=train.ipynb::train.ipynb:cell 3:2:"), "{github}");
 }
 
 /// GitHub shows a notebook as its JSON: the annotation is the file's, the cell and line
