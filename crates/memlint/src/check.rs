@@ -220,7 +220,7 @@ pub fn run_once(args: &CheckArgs) -> u8 {
         };
     }
     if let Some(name) = &args.stdin_filename {
-        return check_stdin(&args, &resolver, name);
+        return check_stdin(args, &resolver, name);
     }
     let (files, walk_errors) = match walk::collect_files(&args.paths, &resolver, args.force_exclude) {
         Ok(found) => found,
@@ -239,12 +239,12 @@ pub fn run_once(args: &CheckArgs) -> u8 {
         return crate::add_noqa::run(&files, walk_errors);
     }
     let cache = if args.no_cache || args.fix || args.diff { None } else { Cache::open(&args.cache_dir) };
-    let mut output = match Output::open(&args) {
+    let mut output = match Output::open(args) {
         Ok(o) => o,
-        Err(e) => return write_failed(&args, e),
+        Err(e) => return write_failed(args, e),
     };
     let checked = check_in_order(&files, |file| {
-        let mode = fix_mode(&args, &file.settings);
+        let mode = fix_mode(args, &file.settings);
         let mut report = check_file(file, mode, args.diff, cache.as_ref());
         if !report.has_output() {
             report.source = None;
@@ -252,11 +252,11 @@ pub fn run_once(args: &CheckArgs) -> u8 {
         report
     }, |reports| output.chunk(reports));
     if let Err(e) = checked {
-        return write_failed(&args, e);
+        return write_failed(args, e);
     }
     let unreadable: Vec<FileReport> = walk_errors.into_iter().map(|(path, reason)| FileReport::unreadable(&path, reason)).collect();
     if let Err(e) = output.chunk(&unreadable) {
-        return write_failed(&args, e);
+        return write_failed(args, e);
     }
     output.finish(files.len())
 }
