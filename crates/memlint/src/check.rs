@@ -72,7 +72,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub fix: bool,
 
-    /// Also apply unsafe fixes (with --fix or --diff), and count them in the summary.
+    /// Also apply unsafe fixes (with --fix or --diff), and mark them `[*]` in the report.
     #[arg(long, overrides_with = "no_unsafe_fixes")]
     pub unsafe_fixes: bool,
 
