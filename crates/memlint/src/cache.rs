@@ -1,8 +1,9 @@
 //! The results cache (like ruff's `.ruff_cache`): the findings of a file whose text and
 //! settings have not changed are reused instead of parsing it again.
 //!
-//! One small file per entry, named by a hash of memlint's version, the settings and the
-//! text, written through a temporary file and a rename: concurrent runs never see a
+//! One small file per entry, named by a hash of memlint's version, its build identity (a
+//! hash of the linter's sources taken at compile time, `build.rs`: a rebuild with a
+//! changed rule misses every old entry), the settings and the text, written through a temporary file and a rename: concurrent runs never see a
 //! half-written entry, and an entry that does not decode (corrupt, or from another
 //! version) is ignored and rewritten.
 
@@ -14,7 +15,12 @@ use serde::{Deserialize, Serialize};
 
 pub struct Cache {
     dir: PathBuf,
+    /// The build identity the entries belong to.
+    build: String,
 }
+
+/// This binary's build identity (see `build.rs`).
+pub const BUILD_ID: &str = env!("MEMLINT_BUILD_ID");
 
 #[derive(Serialize, Deserialize)]
 struct Entry {
@@ -34,21 +40,27 @@ struct CachedDiagnostic {
 }
 
 impl Cache {
-    /// Opens (creating) the cache folder; `None` when it cannot be created (memlint then
-    /// simply lints everything).
+    /// Opens (creating) the cache folder for this build; `None` when it cannot be created
+    /// (memlint then simply lints everything).
     pub fn open(dir: &Path) -> Option<Cache> {
+        Cache::open_for_build(dir, BUILD_ID)
+    }
+
+    /// Opens the cache for the entries of build `build`.
+    fn open_for_build(dir: &Path, build: &str) -> Option<Cache> {
         let dir = dir.join(env!("CARGO_PKG_VERSION"));
         fs::create_dir_all(&dir).ok()?;
         let gitignore = dir.parent()?.join(".gitignore");
         if !gitignore.exists() {
             let _ = fs::write(gitignore, "# Automatically created by memlint.\n*\n");
         }
-        Some(Cache { dir })
+        Some(Cache { dir, build: build.to_owned() })
     }
 
     pub fn key(&self, program: &str, settings: &LinterSettings) -> String {
         let mut hasher = blake3::Hasher::new();
         hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
+        hasher.update(self.build.as_bytes());
         // The settings' Debug form covers the enabled rules and severities; sort the map.
         let mut severities: Vec<String> = settings.severity.iter().map(|(r, s)| format!("{}={}", r.code(), s.as_str())).collect();
         severities.sort();
@@ -148,5 +160,21 @@ mod tests {
         let mut other = settings.clone();
         other.rules.disable(Rule::EmptyCacheInLoop);
         assert_ne!(cache.key(source, &other), key, "settings are part of the key");
+    }
+
+    #[test]
+    fn a_rebuild_misses_the_old_builds_entries() {
+        assert_eq!(BUILD_ID.len(), 16, "build.rs embeds the identity: {BUILD_ID}");
+        let dir = tempfile::tempdir().unwrap();
+        let settings = LinterSettings::default();
+        let source = "import torch\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
+        let result = memlint_linter::lint(source, &settings);
+        let before = Cache::open(dir.path()).unwrap();
+        before.put(&before.key(source, &settings), &result.diagnostics, &result.syntax_errors);
+        let same = Cache::open(dir.path()).unwrap();
+        assert!(same.get(&same.key(source, &settings)).is_some(), "the same build hits");
+        // The same version rebuilt with other linter sources: another identity.
+        let rebuilt = Cache::open_for_build(dir.path(), "0123456789abcdef").unwrap();
+        assert!(rebuilt.get(&rebuilt.key(source, &settings)).is_none(), "a rebuild misses");
     }
 }

@@ -72,13 +72,20 @@ pub struct CheckArgs {
     #[arg(long)]
     pub fix: bool,
 
-    /// Also apply unsafe fixes (with --fix or --diff), and count them in the summary.
+    /// Also apply unsafe fixes (with --fix or --diff), and mark them `[*]` in the report.
     #[arg(long, overrides_with = "no_unsafe_fixes")]
     pub unsafe_fixes: bool,
 
     /// Never apply unsafe fixes, whatever the configuration says.
     #[arg(long, overrides_with = "unsafe_fixes", hide = true)]
     pub no_unsafe_fixes: bool,
+
+    /// Add a `# noqa: MEM00x` comment to the line of every current finding (the files are
+    /// written in place, atomically; notebooks in the cell), so that only new findings are
+    /// reported from now on. Exits 1 when a finding could not be suppressed (its line ends
+    /// inside a string or with a backslash).
+    #[arg(long, conflicts_with_all = ["fix", "diff", "stdin_filename", "statistics", "show_settings"])]
+    pub add_noqa: bool,
 
     /// Print a unified diff of the fixes instead of writing them; exit 1 when there is something to fix.
     #[arg(long, conflicts_with = "fix")]
@@ -105,6 +112,12 @@ pub struct CheckArgs {
     /// Print only the findings, no summary.
     #[arg(long, short)]
     pub quiet: bool,
+
+    /// Lint, then watch the paths and lint again whenever a Python file, notebook or
+    /// configuration file changes, clearing the screen first (as `ruff check --watch`).
+    /// Unchanged files' results come from the cache. Stop it with Ctrl-C.
+    #[arg(long, conflicts_with_all = ["fix", "diff", "add_noqa", "stdin_filename", "show_settings", "output_file"])]
+    pub watch: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -146,11 +159,20 @@ pub struct FileReport {
     pub fixed: usize,
     /// The unified diff of the fixes (with `--diff`).
     pub diff: Option<String>,
+    /// Whether `--fix` applies unsafe fixes to this file (`--unsafe-fixes` or the
+    /// configuration): then its unsafe fixes are marked `[*]` too, as ruff marks them.
+    pub unsafe_fixes: bool,
 }
 
 impl FileReport {
     fn unreadable(path: &Path, reason: String) -> Self {
-        FileReport { path: path.to_owned(), source: None, diagnostics: Vec::new(), problems: vec![FileProblem::Unreadable(reason)], fixed: 0, diff: None }
+        FileReport { path: path.to_owned(), source: None, diagnostics: Vec::new(), problems: vec![FileProblem::Unreadable(reason)], fixed: 0, diff: None, unsafe_fixes: false }
+    }
+
+    /// Whether `--fix` (with the unsafe fixes this file allows) would apply `d`'s fix:
+    /// what `[*]` means.
+    pub fn fix_applies(&self, d: &Diagnostic) -> bool {
+        d.fix.as_ref().map(|f| f.applicability == Applicability::Safe || self.unsafe_fixes).unwrap_or(false)
     }
 
     pub fn has_output(&self) -> bool {
@@ -168,7 +190,15 @@ pub fn print_config_error(error: &ConfigError) {
 }
 
 pub fn run(args: CheckArgs) -> u8 {
-    let overrides = match build_overrides(&args) {
+    if args.watch {
+        return crate::watch::run(&args);
+    }
+    run_once(&args)
+}
+
+/// One `memlint check` over `args` (with `--watch`, once per change).
+pub fn run_once(args: &CheckArgs) -> u8 {
+    let overrides = match build_overrides(args) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
@@ -195,7 +225,7 @@ pub fn run(args: CheckArgs) -> u8 {
         };
     }
     if let Some(name) = &args.stdin_filename {
-        return check_stdin(&args, &resolver, name);
+        return check_stdin(args, &resolver, name);
     }
     let (files, walk_errors) = match walk::collect_files(&args.paths, &resolver, args.force_exclude) {
         Ok(found) => found,
@@ -210,13 +240,16 @@ pub fn run(args: CheckArgs) -> u8 {
             return exit::ERROR;
         }
     };
+    if args.add_noqa {
+        return crate::add_noqa::run(&files, walk_errors);
+    }
     let cache = if args.no_cache || args.no_prefilter || args.fix || args.diff { None } else { Cache::open(&args.cache_dir) };
-    let mut output = match Output::open(&args) {
+    let mut output = match Output::open(args) {
         Ok(o) => o,
-        Err(e) => return write_failed(&args, e),
+        Err(e) => return write_failed(args, e),
     };
     let checked = check_in_order(&files, |file| {
-        let mode = fix_mode(&args, &file.settings);
+        let mode = fix_mode(args, &file.settings);
         let mut report = check_file(file, mode, args.diff, cache.as_ref(), args.no_prefilter);
         if !report.has_output() {
             report.source = None;
@@ -224,11 +257,11 @@ pub fn run(args: CheckArgs) -> u8 {
         report
     }, |reports| output.chunk(reports));
     if let Err(e) = checked {
-        return write_failed(&args, e);
+        return write_failed(args, e);
     }
     let unreadable: Vec<FileReport> = walk_errors.into_iter().map(|(path, reason)| FileReport::unreadable(&path, reason)).collect();
     if let Err(e) = output.chunk(&unreadable) {
-        return write_failed(&args, e);
+        return write_failed(args, e);
     }
     output.finish(files.len())
 }
@@ -419,9 +452,14 @@ impl<'a> Output<'a> {
         s.files_with_findings += reports.iter().filter(|r| !r.diagnostics.is_empty()).count();
         s.problems += reports.iter().map(|r| r.problems.len()).sum::<usize>();
         s.fixed += reports.iter().map(|r| r.fixed).sum::<usize>();
-        s.safe_fixable += count_fixable(reports, Applicability::Safe);
-        if !args.unsafe_fixes {
-            s.unsafe_fixable += count_fixable(reports, Applicability::Unsafe);
+        for report in reports {
+            for d in &report.diagnostics {
+                if report.fix_applies(d) {
+                    s.fixable += 1;
+                } else if d.fix.is_some() {
+                    s.unsafe_fixable += 1;
+                }
+            }
         }
         self.has_diffs |= reports.iter().any(|r| r.diff.is_some());
         let out = &mut self.out;
@@ -510,21 +548,15 @@ fn finish(args: &CheckArgs, reports: &[FileReport], files: usize) -> u8 {
     output.finish(files)
 }
 
-fn count_fixable(reports: &[FileReport], applicability: Applicability) -> usize {
-    reports
-        .iter()
-        .flat_map(|r| &r.diagnostics)
-        .filter(|d| d.fix.as_ref().map(|f| f.applicability == applicability).unwrap_or(false))
-        .count()
-}
-
 #[derive(Default)]
 struct Summary {
     findings: usize,
     files_with_findings: usize,
     problems: usize,
     fixed: usize,
-    safe_fixable: usize,
+    /// Findings `--fix` would fix (`[*]`), unsafe ones included where they are enabled.
+    fixable: usize,
+    /// Findings whose only fix is unsafe and not enabled.
     unsafe_fixable: usize,
     files: usize,
 }
@@ -550,8 +582,8 @@ impl Summary {
                 plural(self.files_with_findings)
             )?;
         }
-        if self.safe_fixable > 0 {
-            writeln!(out, "[*] {} fixable with `--fix`.", self.safe_fixable)?;
+        if self.fixable > 0 {
+            writeln!(out, "[*] {} fixable with `--fix`.", self.fixable)?;
         }
         if self.unsafe_fixable > 0 {
             writeln!(out, "{} more fixable with `--fix --unsafe-fixes`.", self.unsafe_fixable)?;
@@ -592,6 +624,7 @@ fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cac
         Err(reason) => return FileReport::unreadable(path, reason),
     };
     let settings = file.settings.linter_for(path);
+    let unsafe_fixes = file.settings.unsafe_fixes;
     let Some(mode) = fix_mode else {
         let (diagnostics, syntax_errors) = if no_prefilter {
             let result = memlint_linter::lint_unfiltered(source.program(), &settings);
@@ -599,7 +632,7 @@ fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cac
         } else {
             lint_cached(&source, &settings, cache)
         };
-        return FileReport { path: path.to_owned(), source: Some(source), diagnostics, problems: syntax_problem(syntax_errors), fixed: 0, diff: None };
+        return FileReport { path: path.to_owned(), source: Some(source), diagnostics, problems: syntax_problem(syntax_errors), fixed: 0, diff: None, unsafe_fixes };
     };
     let outcome = apply_fixes(source.program(), &settings, mode);
     let mut problems: Vec<FileProblem> = outcome
@@ -624,25 +657,25 @@ fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cac
         let result = original_result();
         problems.extend(syntax_problem(result.syntax_errors));
         let diff = fixed_source.as_ref().map(|fixed| unified_diff(path, source.text(), fixed.text()));
-        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff };
+        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff, unsafe_fixes };
     }
     let Some(fixed) = fixed_source else {
         let result = original_result();
         problems.extend(syntax_problem(result.syntax_errors));
-        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None };
+        return FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None, unsafe_fixes };
     };
     match write_atomically(path, source.text(), fixed.text()) {
         Ok(()) => {
             let remaining = lint(fixed.program(), &settings);
             problems.extend(syntax_problem(remaining.syntax_errors));
-            FileReport { path: path.to_owned(), source: Some(fixed), diagnostics: remaining.diagnostics, problems, fixed: outcome.fixed_count(), diff: None }
+            FileReport { path: path.to_owned(), source: Some(fixed), diagnostics: remaining.diagnostics, problems, fixed: outcome.fixed_count(), diff: None, unsafe_fixes }
         }
         Err(reason) => {
             // Nothing was written: report the findings against the text on disk.
             problems.push(FileProblem::FixNotApplied(reason));
             let result = original_result();
             problems.extend(syntax_problem(result.syntax_errors));
-            FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None }
+            FileReport { path: path.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems, fixed: 0, diff: None, unsafe_fixes }
         }
     }
 }
@@ -706,6 +739,7 @@ fn check_stdin(args: &CheckArgs, resolver: &Resolver, name: &Path) -> u8 {
                         problems: problem.into_iter().chain(syntax_problem(result.syntax_errors)).collect(),
                         fixed: fixed_count,
                         diff: None,
+                        unsafe_fixes: settings.unsafe_fixes,
                     };
                     let mut err = std::io::stderr();
                     let _ = report::write_concise(&mut err, std::slice::from_ref(&report));
@@ -713,7 +747,7 @@ fn check_stdin(args: &CheckArgs, resolver: &Resolver, name: &Path) -> u8 {
                 }
                 _ => {
                     let result = lint(source.program(), &linter);
-                    FileReport { path: name.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems: syntax_problem(result.syntax_errors), fixed: 0, diff: None }
+                    FileReport { path: name.to_owned(), source: Some(source), diagnostics: result.diagnostics, problems: syntax_problem(result.syntax_errors), fixed: 0, diff: None, unsafe_fixes: settings.unsafe_fixes }
                 }
             }
         }
@@ -765,6 +799,25 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), "x = 1\n");
         write_atomically(&path, "x = 1\n", "x = 2\n").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "x = 2\n");
+    }
+
+    #[test]
+    fn a_notebook_cell_range_covers_the_cells_lines_only() {
+        let nb = r#"{"cells": [
+            {"cell_type": "code", "source": ["a = 1\n", "b = 2"], "metadata": {}, "outputs": [], "execution_count": null},
+            {"cell_type": "markdown", "source": ["text"], "metadata": {}},
+            {"cell_type": "code", "source": ["c = 3\n", "d = 4\n", "e = 5"], "metadata": {}, "outputs": [], "execution_count": null}
+        ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}"#;
+        let source = SourceFile::new(Path::new("a.ipynb"), nb.into()).unwrap();
+        let program = source.program();
+        assert_eq!(program, "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n");
+        let first = source.cell_range(program.find("b =").unwrap()).unwrap();
+        assert_eq!((first.0, &program[first.1]), (1, "a = 1\nb = 2\n"));
+        let third = source.cell_range(program.find("d = 4").unwrap() + 2).unwrap();
+        assert_eq!((third.0, &program[third.1.clone()]), (3, "c = 3\nd = 4\ne = 5\n"));
+        assert_eq!(source.cell_range(program.find("c").unwrap()).unwrap().1, third.1, "the first byte of a cell");
+        assert_eq!(source.cell_range(program.len()).unwrap().1, third.1, "the end of the program: the last cell");
+        assert!(SourceFile::new(Path::new("a.py"), "x = 1\n".into()).unwrap().cell_range(0).is_none());
     }
 
     #[test]

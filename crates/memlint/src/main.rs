@@ -1,10 +1,14 @@
 //! `memlint`: find the lines of PyTorch code that cause GPU out-of-memory errors.
 
+#[cfg(test)]
+mod build_id;
+mod add_noqa;
 mod cache;
 mod check;
 mod report;
 mod source;
 mod walk;
+mod watch;
 
 use std::process::ExitCode;
 

@@ -47,32 +47,45 @@ fn location(source: Option<&SourceFile>, offset: usize) -> Location {
     source.map(|s| s.location(offset)).unwrap_or(Location { row: 1, column: 1, cell: None })
 }
 
-/// `path:row:col`, or `path:cell 3, line 5:col` for notebooks.
-fn display_location(path: &str, loc: Location) -> String {
+/// `path:row:col`, or for notebooks `path:cell 3:5:9` (cell 3, line 5 of the cell,
+/// column 9), ruff's convention.
+pub fn display_location(path: &str, loc: Location) -> String {
     match loc.cell {
-        Some(cell) => format!("{path}:cell {cell}, line {}:{}", loc.row, loc.column),
+        Some(cell) => format!("{path}:cell {cell}:{}:{}", loc.row, loc.column),
         None => format!("{path}:{}:{}", loc.row, loc.column),
     }
 }
 
-/// The graphical report of one finding.
+/// The graphical report of one finding. Its header is `path:row:col`, or for a notebook
+/// `path:cell 4:7:5`: the source shown is then the finding's cell alone, so that the
+/// header and the line numbers of the body count within the cell, as Jupyter shows it.
 fn render_diagnostic(handler: &GraphicalReportHandler, file: &FileReport, source: &SourceFile, d: &Diagnostic) -> String {
     let label = match &d.fix {
-        Some(fix) => format!("{} [fix: {}]", d.rule.name(), fix.message),
+        Some(fix) if fix.applicability == Applicability::Safe => format!("{} [fix: {}]", d.rule.name(), fix.message),
+        Some(fix) => format!("{} [unsafe fix: {}]", d.rule.name(), fix.message),
         None => d.rule.name().to_owned(),
     };
-    let loc = source.location(d.range.start);
-    let cell_note = loc.cell.map(|c| format!(" (cell {c}, line {})", loc.row)).unwrap_or_default();
-    let mut diagnostic = MietteDiagnostic::new(format!("{}{cell_note}", d.message))
+    let mark = if file.fix_applies(d) { "[*] " } else { "" };
+    let path = file.path.display().to_string();
+    let (code, span) = match source.cell_range(d.range.start) {
+        // The cell alone, its lines counted from 1; a span running into a later cell is
+        // cut at the end of this one.
+        Some((cell, range)) => {
+            let end = d.range.end.clamp(d.range.start, range.end);
+            let window = SourceWindow { name: format!("{path}:cell {cell}"), text: source.program()[range.clone()].to_owned(), offset: range.start, first_line: 0 };
+            (window, d.range.start..end)
+        }
+        None => (SourceWindow::around(path, source, d.range.clone()), d.range.clone()),
+    };
+    let mut diagnostic = MietteDiagnostic::new(format!("{mark}{}", d.message))
         .with_code(format!("{} {}", d.rule.code(), d.rule.name()))
         .with_severity(miette_severity(d.severity))
         .with_url(d.rule.url())
-        .with_label(LabeledSpan::at(d.range.clone(), label));
+        .with_label(LabeledSpan::at(span, label));
     if let Some(help) = &d.help {
         diagnostic = diagnostic.with_help(help.clone());
     }
-    let window = SourceWindow::around(file.path.display().to_string(), source, d.range.clone());
-    let report = Report::new(diagnostic).with_source_code(window);
+    let report = Report::new(diagnostic).with_source_code(code);
     render(handler, &report)
 }
 
@@ -130,18 +143,37 @@ fn render_problem(handler: &GraphicalReportHandler, file: &FileReport, problem: 
         FileProblem::Unreadable(reason) => format!("error: {path}: could not lint: {reason}\n"),
         FileProblem::FixNotApplied(reason) => format!("error: {path}: fix not applied: {reason}\n"),
         FileProblem::Syntax(errors) => {
-            let mut diagnostic = MietteDiagnostic::new(format!(
-                "{path}: syntax error{}; findings in the broken code are not reported",
-                if errors.len() == 1 { "" } else { "s" }
-            ))
-            .with_code("syntax-error")
-            .with_severity(miette::Severity::Error);
-            for e in errors.iter().take(5) {
-                diagnostic = diagnostic.with_label(LabeledSpan::at(e.start..e.end.max(e.start), e.message.clone()));
+            let errors = &errors[..errors.len().min(5)];
+            // A notebook's errors are shown cell by cell, like its findings.
+            let mut groups: Vec<(String, String, usize, Vec<&memlint_linter::SyntaxError>)> = Vec::new();
+            for e in errors {
+                let cell = file.source.as_ref().and_then(|s| s.cell_range(e.start));
+                let (name, text, base) = match (&file.source, cell) {
+                    (Some(source), Some((cell, range))) => (format!("{path}:cell {cell}"), source.program()[range.clone()].to_owned(), range.start),
+                    (source, _) => (path.clone(), source.as_ref().map(|s| s.program().to_owned()).unwrap_or_default(), 0),
+                };
+                match groups.iter_mut().find(|g| g.0 == name) {
+                    Some(group) => group.3.push(e),
+                    None => groups.push((name, text, base, vec![e])),
+                }
             }
-            let program = file.source.as_ref().map(|s| s.program().to_owned()).unwrap_or_default();
-            let report = Report::new(diagnostic).with_source_code(NamedSource::new(path, program));
-            render(handler, &report)
+            let mut out = String::new();
+            for (name, text, base, errors) in groups {
+                let mut diagnostic = MietteDiagnostic::new(format!(
+                    "{path}: syntax error{}; findings in the broken code are not reported",
+                    if errors.len() == 1 { "" } else { "s" }
+                ))
+                .with_code("syntax-error")
+                .with_severity(miette::Severity::Error);
+                for e in errors {
+                    let start = e.start.saturating_sub(base).min(text.len());
+                    let end = e.end.max(e.start).saturating_sub(base).clamp(start, text.len());
+                    diagnostic = diagnostic.with_label(LabeledSpan::at(start..end, e.message.clone()));
+                }
+                let report = Report::new(diagnostic).with_source_code(NamedSource::new(name, text));
+                out.push_str(&render(handler, &report));
+            }
+            out
         }
     }
 }
@@ -177,7 +209,7 @@ pub fn write_concise(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resu
             }
         }
         for d in &file.diagnostics {
-            let fixable = if d.fix.is_some() { " [*]" } else { "" };
+            let fixable = if file.fix_applies(d) { " [*]" } else { "" };
             writeln!(out, "{}: {}{fixable} {}", display_location(&path, location(source, d.range.start)), d.rule.code(), d.message)?;
         }
     }
@@ -318,15 +350,18 @@ pub fn finish_json(out: &mut dyn Write, started: bool) -> std::io::Result<()> {
     }
 }
 
-/// Adds these files' findings to the per-rule counts (rule, count, any fixable).
+/// Adds these files' findings to the per-rule counts (rule, count, any fixed by `--fix`).
 pub fn count_statistics(counts: &mut Vec<(Rule, usize, bool)>, files: &[FileReport]) {
-    for d in files.iter().flat_map(|f| &f.diagnostics) {
-        match counts.iter_mut().find(|(r, _, _)| *r == d.rule) {
-            Some((_, n, fixable)) => {
-                *n += 1;
-                *fixable |= d.fix.is_some();
+    for file in files {
+        for d in &file.diagnostics {
+            let applies = file.fix_applies(d);
+            match counts.iter_mut().find(|(r, _, _)| *r == d.rule) {
+                Some((_, n, fixable)) => {
+                    *n += 1;
+                    *fixable |= applies;
+                }
+                None => counts.push((d.rule, 1, applies)),
             }
-            None => counts.push((d.rule, 1, d.fix.is_some())),
         }
     }
 }
@@ -381,7 +416,13 @@ pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resul
                     (location(source, e.start), format!("SyntaxError: {}", e.message))
                 }
             };
-            writeln!(out, "::error title=memlint,file={path},line={},col={}::{}", loc.row, loc.column, github_escape(&message, false))?;
+            match loc.cell {
+                Some(_) => {
+                    let message = format!("{}: {message}", display_location(&file.path.display().to_string(), loc));
+                    writeln!(out, "::error title=memlint,file={path}::{}", github_escape(&message, false))?
+                }
+                None => writeln!(out, "::error title=memlint,file={path},line={},col={}::{}", loc.row, loc.column, github_escape(&message, false))?,
+            }
         }
         for d in &file.diagnostics {
             let start = location(source, d.range.start);
@@ -391,17 +432,28 @@ pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resul
                 Severity::Warning => "warning",
                 Severity::Info => "notice",
             };
-            let title = github_escape(&format!("memlint ({} {})", d.rule.code(), d.rule.name()), true);
-            let cell = start.cell.map(|c| format!("cell {c}: ")).unwrap_or_default();
-            writeln!(
-                out,
-                "::{level} title={title},file={path},line={},col={},endLine={},endColumn={}::{}",
-                start.row,
-                start.column,
-                end.row,
-                end.column,
-                github_escape(&format!("{cell}{}: {}", d.rule.code(), d.message), false)
-            )?;
+            let title = format!("memlint ({} {})", d.rule.code(), d.rule.name());
+            match start.cell {
+                // GitHub shows a notebook as its JSON, where no line is the cell's: the
+                // annotation is the file's (no line), with the cell and line in its
+                // title and message (ruff gives notebooks no line of the JSON either).
+                Some(cell) => writeln!(
+                    out,
+                    "::{level} title={},file={path}::{}",
+                    github_escape(&format!("{title} at cell {cell}, line {}", start.row), true),
+                    github_escape(&format!("{}: {} {}", display_location(&file.path.display().to_string(), start), d.rule.code(), d.message), false)
+                )?,
+                None => writeln!(
+                    out,
+                    "::{level} title={},file={path},line={},col={},endLine={},endColumn={}::{}",
+                    github_escape(&title, true),
+                    start.row,
+                    start.column,
+                    end.row,
+                    end.column,
+                    github_escape(&format!("{}: {}", d.rule.code(), d.message), false)
+                )?,
+            }
         }
     }
     Ok(())
@@ -532,12 +584,12 @@ pub fn sarif_results(files: &[FileReport]) -> Vec<serde_sarif::sarif::Result> {
 }
 
 pub fn write_sarif(out: &mut dyn Write, results: Vec<serde_sarif::sarif::Result>) -> std::io::Result<()> {
-    use serde_sarif::sarif::{MultiformatMessageString, ReportingDescriptor, Run, Sarif, Tool, ToolComponent};
+    use serde_sarif::sarif::{MultiformatMessageString, PropertyBag, ReportingDescriptor, Run, Sarif, Tool, ToolComponent};
     let rules: Vec<ReportingDescriptor> = Rule::ALL
         .iter()
         .map(|rule| {
             let doc = rule.doc();
-            ReportingDescriptor::builder()
+            let mut descriptor = ReportingDescriptor::builder()
                 .id(rule.code())
                 .name(rule.name())
                 .short_description(MultiformatMessageString::builder().text(rule.summary()).build())
@@ -547,14 +599,21 @@ pub fn write_sarif(out: &mut dyn Write, results: Vec<serde_sarif::sarif::Result>
                         .build(),
                 )
                 .help(MultiformatMessageString::builder().text(doc.markdown.clone()).markdown(doc.markdown.clone()).build())
-                .help_uri(rule.url())
-                .build()
+                .build();
+            // SARIF wants an absolute URI in `helpUri`; while the rule's page is a path
+            // inside memlint's repository it goes in the property bag (`docs`) instead,
+            // and `help` carries the whole page.
+            let url = rule.url();
+            if url.contains("://") {
+                descriptor.help_uri = Some(url.clone());
+            }
+            descriptor.properties = Some(PropertyBag { tags: None, additional_properties: [("docs".to_owned(), serde_json::json!(url))].into() });
+            descriptor
         })
         .collect();
     let driver = ToolComponent::builder()
         .name("memlint")
         .version(env!("CARGO_PKG_VERSION"))
-        .information_uri("https://github.com/memlint/memlint")
         .rules(rules)
         .build();
     let run = Run::builder().tool(Tool::builder().driver(driver).build()).results(results).build();

@@ -75,6 +75,31 @@ impl SourceFile {
         self.index.get_or_init(|| LineIndex::new(self.program()))
     }
 
+    /// For a notebook, the code cell that byte `offset` of the program is in: its number
+    /// (as [`Location::cell`]) and the byte range of the program its lines occupy.
+    pub fn cell_range(&self, offset: usize) -> Option<(usize, std::ops::Range<usize>)> {
+        let notebook = self.notebook.as_ref()?;
+        let program = notebook.python_source();
+        let position = notebook.cell_position(offset)?;
+        // Back to the start of the cell's first line: row - 1 line breaks before `offset`'s line.
+        let line_start = |at: usize| program[..at.min(program.len())].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        // The end of the program counts as the end of its last line (as in `cell_position`).
+        let mut start = line_start(if offset >= program.len() { program.len().saturating_sub(1) } else { offset });
+        for _ in 1..position.row {
+            start = line_start(start.saturating_sub(1));
+        }
+        // Forward, line by line, while the lines are the same cell's.
+        let mut end = start;
+        while end < program.len() {
+            let next = program[end..].find('\n').map(|i| end + i + 1).unwrap_or(program.len());
+            if end > start && notebook.cell_position(end).map(|p| p.cell) != Some(position.cell) {
+                break;
+            }
+            end = next;
+        }
+        Some((position.cell, start..end))
+    }
+
     /// The file with its program replaced by `fixed`: for a notebook, only the changed
     /// cells' sources are rewritten, outputs, metadata and formatting untouched.
     pub fn with_fixed_program(&self, fixed: &str) -> Result<SourceFile, String> {

@@ -137,7 +137,9 @@ fn sarif_is_valid_against_the_schema() {
     let run = &report["runs"][0];
     assert_eq!(run["tool"]["driver"]["name"], "memlint");
     let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
-    assert!(rules.iter().any(|r| r["id"] == "MEM001" && r["name"] == "eval-without-no-grad" && r["helpUri"].as_str().unwrap().ends_with("eval-without-no-grad.md")));
+    assert!(rules.iter().any(|r| r["id"] == "MEM001" && r["name"] == "eval-without-no-grad" && r["properties"]["docs"] == "docs/rules/eval-without-no-grad.md"));
+    // No public home yet: no helpUri (SARIF wants an absolute URI there), no informationUri.
+    assert!(rules.iter().all(|r| r.get("helpUri").is_none()) && run["tool"]["driver"].get("informationUri").is_none());
     let results = run["results"].as_array().unwrap();
     assert_eq!(results.len(), 2);
     let mem004 = results.iter().find(|r| r["ruleId"] == "MEM004").unwrap();
@@ -254,8 +256,32 @@ fn notebooks_report_cells_and_lines() {
     let first = &value[0];
     assert!(first["cell"].as_u64().unwrap() >= 1, "{first}");
     assert_eq!(first["filename"], "train.ipynb");
+    // The text report: the header and the body's line numbers count within the cell.
     let (text, _, _) = run(memlint(dir.path()).args(["check", "--no-cache"]));
-    assert!(text.contains("(cell "), "{text}");
+    assert!(text.contains("╭─[train.ipynb:cell 7:8:13]"), "{text}");
+    assert!(text.contains("\n 8 │             torch.cuda.empty_cache()\n"), "{text}");
+    assert!(!text.contains("train.ipynb:3"), "no line of the joined program: {text}");
+    // Syntax errors too are shown in their cell.
+    let broken = notebook_fixture().replacen("\"import torch\\n\",", "\"import torch\\n\",\n    \"x = )\\n\",", 1);
+    assert_ne!(broken, notebook_fixture());
+    fs::write(dir.path().join("train.ipynb"), broken).unwrap();
+    let (text, _, _) = run(memlint(dir.path()).args(["check", "--no-cache"]));
+    assert!(text.contains("╭─[train.ipynb:cell 3:2:"), "{text}");
+    let (github, _, _) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "github"]));
+    assert!(github.starts_with("::error title=memlint,file=train.ipynb::train.ipynb:cell 3:2:"), "{github}");
+}
+
+/// GitHub shows a notebook as its JSON: the annotation is the file's, the cell and line
+/// in its title and message (no `line=` that would point into the JSON).
+#[test]
+fn github_annotations_point_at_the_notebook_cell() {
+    let dir = tree(&[("train.ipynb", &notebook_fixture())]);
+    let (out, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "github"]));
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        "::warning title=memlint (MEM004 empty-cache-in-loop) at cell 7%2C line 8,file=train.ipynb::train.ipynb:cell 7:8:13: MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak\n"
+    );
 }
 
 #[test]
@@ -287,4 +313,100 @@ fn notebook_fix_rewrites_only_changed_cells() {
     assert!(original[..first_difference].contains("\"cells\""));
     let (out, _) = concise(dir.path(), &["--select", "MEM004"]);
     assert_eq!(out, "");
+}
+
+/// `--add-noqa` suppresses every current finding (a comment per line, codes merged into an
+/// existing `# noqa:` list), writes notebooks cell by cell, says what it could not do, and
+/// leaves later findings reported.
+#[test]
+fn add_noqa_suppresses_every_current_finding() {
+    let source = "import torch\n\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()  # noqa: E501\n    state = torch.load(\"\"\"a\nb.pt\"\"\")\n";
+    let dir = tree(&[("a.py", source), ("train.ipynb", &notebook_fixture()), ("clean.py", "x = 1\n")]);
+    let (before, code) = concise(dir.path(), &[]);
+    assert_eq!(code, 1);
+    assert_eq!(before.lines().count(), 3, "{before}");
+    let (_, err, code) = run(memlint(dir.path()).args(["check", "--add-noqa"]));
+    // The torch.load line ends inside a string: no comment can go there.
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("warning: a.py:6:13: MEM008 not suppressed: the line ends inside a string"), "{err}");
+    assert!(err.ends_with("Added 2 noqa directives.\n"), "{err}");
+    let fixed = fs::read_to_string(dir.path().join("a.py")).unwrap();
+    assert_eq!(fixed, source.replace("# noqa: E501", "# noqa: E501, MEM004"));
+    let notebook = fs::read_to_string(dir.path().join("train.ipynb")).unwrap();
+    assert!(notebook.contains("torch.cuda.empty_cache()  # noqa: MEM004"), "{notebook}");
+    // Only that cell's source changed: outputs and formatting are the same text.
+    let (old, new) = (notebook_fixture(), notebook.clone());
+    assert_eq!(old.lines().count(), new.lines().count());
+    assert_eq!(old.lines().zip(new.lines()).filter(|(a, b)| a != b).count(), 1);
+    assert_eq!(fs::read_to_string(dir.path().join("clean.py")).unwrap(), "x = 1\n");
+    let (after, _) = concise(dir.path(), &[]);
+    assert_eq!(after.lines().count(), 1, "only the unsuppressible finding remains: {after}");
+    assert!(after.contains("MEM008"), "{after}");
+    // Again: nothing more to add; a new finding is reported as usual.
+    let (_, err, _) = run(memlint(dir.path()).args(["check", "--add-noqa", "--select", "MEM004"]));
+    assert!(err.ends_with("Added 0 noqa directives.\n"), "{err}");
+    fs::write(dir.path().join("a.py"), format!("{fixed}    torch.cuda.empty_cache()\n")).unwrap();
+    let (later, _) = concise(dir.path(), &["--select", "MEM004"]);
+    assert_eq!(later.lines().count(), 1, "{later}");
+    assert!(later.starts_with("a.py:8:5: MEM004"), "{later}");
+    // It conflicts with fixing.
+    let (_, err, code) = run(memlint(dir.path()).args(["check", "--add-noqa", "--fix"]));
+    assert_eq!(code, 2, "{err}");
+}
+
+/// `--watch` lints, then lints again and reprints when a file changes: a real process, a
+/// real file change, the second report read from its output.
+#[test]
+fn watch_relints_on_a_file_change() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let dir = tree(&[("a.py", BAD), ("b.py", "x = 1\n")]);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memlint"))
+        .args(["check", "--watch", "--output-format", "concise", "."])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Every line up to (and including) the first one containing `until`.
+    let read_until = |until: &str| -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.contains(until);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!("no line containing {until:?} in {seen:#?}");
+    };
+    let first = read_until("Found 1 finding in 1 file.");
+    assert!(first[0].ends_with("Starting linter in watch mode..."), "{first:#?}");
+    assert!(first.iter().any(|l| l.starts_with("a.py:5:5: MEM004")), "{first:#?}");
+    // A second finding, in the other file.
+    fs::write(dir.path().join("b.py"), BAD).unwrap();
+    let second = read_until("Found 2 findings in 2 files.");
+    let _ = child.kill();
+    let _ = child.wait();
+    let start = second.iter().rposition(|l| l.ends_with("File change detected...")).unwrap_or_else(|| panic!("{second:#?}"));
+    let report: Vec<&String> = second[start + 1..].iter().filter(|l| l.contains(": MEM")).collect();
+    assert_eq!(report.len(), 2, "the whole report is printed again: {second:#?}");
+    assert!(report[1].starts_with("b.py:5:5: MEM004"), "{report:#?}");
 }

@@ -110,7 +110,7 @@ fn json_output_has_ruffs_fields() {
         "name": "empty-cache-in-loop",
         "noqa_row": 4,
         "severity": "warning",
-        "url": "https://github.com/memlint/memlint/blob/main/docs/rules/empty-cache-in-loop.md"
+        "url": "docs/rules/empty-cache-in-loop.md"
       }
     ]
     "###);
@@ -223,6 +223,49 @@ fn unsafe_fixes_need_the_flag() {
     assert_eq!(fs::read_to_string(&path).unwrap(), source);
     memlint().args(["check", "--fix", "--unsafe-fixes"]).arg(&path).assert().code(0);
     assert!(fs::read_to_string(&path).unwrap().contains("total += loss.item()"));
+}
+
+/// `[*]` marks what `--fix` will apply (ruff's convention): a safe fix always, an unsafe
+/// one only when unsafe fixes are on (`--unsafe-fixes` or `unsafe-fixes = true`).
+#[test]
+fn fix_marks_only_what_fix_applies() {
+    // MEM004 (safe fix) and MEM002 (`.item()`: unsafe fix) in one file.
+    let source = "import torch\ntotal = 0\nfor x, y in train_loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    total += loss\n    torch.cuda.empty_cache()\n";
+    let dir = tree(&[("t.py", source.as_bytes())]);
+    let lines = |extra: &[&str]| {
+        let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--no-cache", "--output-format", "concise"]).args(extra));
+        assert_eq!(code, 1, "{out}");
+        out
+    };
+    let out = lines(&[]);
+    let mem002 = out.lines().find(|l| l.contains("MEM002")).unwrap_or_else(|| panic!("{out}"));
+    let mem004 = out.lines().find(|l| l.contains("MEM004")).unwrap_or_else(|| panic!("{out}"));
+    assert!(mem004.contains("MEM004 [*] "), "{mem004}");
+    assert!(!mem002.contains("[*]"), "an unsafe-only fix is not marked: {mem002}");
+    assert!(out.contains("[*] 1 fixable with `--fix`.") && out.contains("1 more fixable with `--fix --unsafe-fixes`."), "{out}");
+
+    let out = lines(&["--unsafe-fixes"]);
+    assert!(out.lines().filter(|l| l.contains("MEM00")).all(|l| l.contains(" [*] ")), "{out}");
+    assert!(out.contains("[*] 2 fixable with `--fix`.") && !out.contains("more fixable"), "{out}");
+
+    // The text report marks the message the same way and says which fix is unsafe.
+    let (text, _) = stdout(memlint().current_dir(dir.path()).args(["check", "--no-cache"]));
+    let blocks: Vec<&str> = text.split("\n\n").collect();
+    let block = |code: &str| blocks.iter().position(|b| b.starts_with(code)).map(|i| format!("{}\n{}", blocks[i], blocks[i + 1])).unwrap_or_else(|| panic!("{text}"));
+    assert!(block("MEM004").contains("⚠ [*] "), "{text}");
+    assert!(!block("MEM002").contains("[*]"), "{text}");
+    assert!(block("MEM002").contains("[unsafe fix: "), "{text}");
+    let (text, _) = stdout(memlint().current_dir(dir.path()).args(["check", "--no-cache", "--unsafe-fixes"]));
+    assert_eq!(text.matches("⚠ [*] ").count(), 2, "{text}");
+
+    // `unsafe-fixes = true` in the configuration marks them too; `--statistics` agrees.
+    fs::write(dir.path().join("memlint.toml"), "unsafe-fixes = true\n").unwrap();
+    let out = lines(&[]);
+    assert!(out.lines().filter(|l| l.contains("MEM00")).all(|l| l.contains(" [*] ")), "{out}");
+    fs::remove_file(dir.path().join("memlint.toml")).unwrap();
+    let (stats, _) = stdout(memlint().current_dir(dir.path()).args(["check", "--no-cache", "--statistics"]));
+    let row = |code: &str| stats.lines().find(|l| l.contains(code)).unwrap_or_else(|| panic!("{stats}")).to_owned();
+    assert!(row("MEM004").ends_with("[*]") && !row("MEM002").contains("[*]"), "{stats}");
 }
 
 #[test]

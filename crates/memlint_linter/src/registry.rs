@@ -8,8 +8,10 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-/// Where each rule's documentation is published (`<url>/<rule-name>.md`).
-pub const RULE_DOCS_URL: &str = "https://github.com/memlint/memlint/blob/main/docs/rules";
+/// Where each rule's documentation is (`<url>/<rule-name>.md`): memlint has no public
+/// home yet, so this is the page's path inside memlint's repository (generated from the
+/// rule files; `memlint rule <name>` prints the same text).
+pub const RULE_DOCS_URL: &str = "docs/rules";
 
 macro_rules! rules {
     ($( $variant:ident => $code:literal, $name:literal, $module:ident, $file:literal; )*) => {

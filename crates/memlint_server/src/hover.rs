@@ -51,9 +51,16 @@ pub fn find_report(dirs: &[PathBuf]) -> Option<(PathBuf, Result<Value, String>)>
     None
 }
 
-/// The report's lines about one rule, in Markdown; empty when it has none.
+/// Whether the report's figures are the simulator's estimates (`memlint verify --backend
+/// sim`) rather than measured on a GPU.
+pub fn is_estimate(report: &Value) -> bool {
+    report.get("backend").and_then(Value::as_str) == Some("sim") || report.get("estimated").and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// The report's lines about one rule, in Markdown; empty when it has none. Each names the
+/// scenario by its `variant` (`eval`, `train`, ...), with its description.
 pub fn savings(report: &Value, rule: Rule) -> Vec<String> {
-    let estimated = report.get("estimated").and_then(Value::as_bool).unwrap_or(false);
+    let estimated = is_estimate(report);
     let device = report.pointer("/device/name").and_then(Value::as_str).filter(|d| !d.is_empty());
     let on = match (device, estimated) {
         (Some(d), true) => format!(" (estimated for {d})"),
@@ -66,12 +73,14 @@ pub fn savings(report: &Value, rule: Rule) -> Vec<String> {
         .iter()
         .filter(|s| s.get("code").and_then(Value::as_str).map(|c| c.eq_ignore_ascii_case(rule.code())).unwrap_or(false))
         .filter_map(|s| {
-            let label = s.get("scenario").or_else(|| s.get("name")).and_then(Value::as_str).unwrap_or(rule.name());
+            let label = s.get("variant").and_then(Value::as_str).filter(|v| !v.is_empty()).unwrap_or(rule.name());
+            // `scenario` is the description of what the two loops do.
+            let about = s.get("scenario").and_then(Value::as_str).filter(|t| !t.is_empty()).map(|t| format!(" ({t})")).unwrap_or_default();
             if let Some(error) = s.get("error").and_then(Value::as_str) {
-                return Some(format!("- `{label}`: not measured ({error})"));
+                return Some(format!("- `{label}`{about}: not measured ({error})"));
             }
             let summary = s.get("saving_summary").and_then(Value::as_str).filter(|t| !t.is_empty())?;
-            Some(format!("- `{label}`: {summary}{on}"))
+            Some(format!("- `{label}`{about}: {summary}{on}"))
         })
         .collect()
 }
@@ -89,7 +98,8 @@ pub fn markdown(findings: &[&Diagnostic], report: Option<&(PathBuf, Result<Value
             Some((path, Ok(json))) => {
                 let lines = savings(json, rule);
                 if !lines.is_empty() {
-                    text.push_str(&format!("\n\n**Measured by `memlint verify`** (`{}`):\n{}", display_name(path), lines.join("\n")));
+                    let by = if is_estimate(json) { "Estimated by `memlint verify --backend sim`" } else { "Measured by `memlint verify`" };
+                    text.push_str(&format!("\n\n**{by}** (`{}`):\n{}", display_name(path), lines.join("\n")));
                 }
             }
             Some((path, Err(e))) => {
@@ -97,10 +107,20 @@ pub fn markdown(findings: &[&Diagnostic], report: Option<&(PathBuf, Result<Value
             }
             None => {}
         }
-        text.push_str(&format!("\n\n---\n\n{}\n\n[{} documentation]({})", rule.doc().markdown.trim(), rule.code(), rule.url()));
+        text.push_str(&format!("\n\n---\n\n{}\n\n{}", rule.doc().markdown.trim(), docs_link(rule)));
         parts.push(text);
     }
     parts.join("\n\n---\n\n")
+}
+
+/// A link to the rule's page when it has an address; else where the page is.
+fn docs_link(rule: Rule) -> String {
+    let url = rule.url();
+    if url.contains("://") {
+        format!("[{} documentation]({url})", rule.code())
+    } else {
+        format!("{} documentation: `{url}` in memlint's repository, or `memlint rule {}`", rule.code(), rule.name())
+    }
 }
 
 fn display_name(path: &Path) -> String {
@@ -123,8 +143,8 @@ mod tests {
             "estimated": true,
             "device": {"name": "NVIDIA H100"},
             "scenarios": [
-                {"code": "MEM001", "scenario": "eval-loop", "saving_summary": "peak 3.1 GiB -> 1.2 GiB"},
-                {"code": "MEM001", "scenario": "broken", "error": "out of memory"},
+                {"code": "MEM001", "variant": "eval-loop", "saving_summary": "peak 3.1 GiB -> 1.2 GiB"},
+                {"code": "MEM001", "variant": "broken", "scenario": "a loop", "error": "out of memory"},
                 {"code": "MEM002"},
                 {"name": "no code"},
                 7
@@ -134,7 +154,7 @@ mod tests {
             savings(&report, Rule::EvalWithoutNoGrad),
             vec![
                 "- `eval-loop`: peak 3.1 GiB -> 1.2 GiB (estimated for NVIDIA H100)".to_owned(),
-                "- `broken`: not measured (out of memory)".to_owned(),
+                "- `broken` (a loop): not measured (out of memory)".to_owned(),
             ]
         );
         assert!(savings(&report, Rule::AccumulatedLossTensor).is_empty());

@@ -230,7 +230,9 @@ fn to_lsp(doc: &Document, d: &memlint_linter::Diagnostic, encoding: Encoding) ->
         range: doc.range(d.range.clone(), encoding),
         severity: Some(to_lsp_severity(d.severity)),
         code: Some(lsp::NumberOrString::String(d.rule.code().to_owned())),
-        code_description: d.rule.url().parse().ok().map(|href| lsp::CodeDescription { href }),
+        // Only an absolute URI is a link; the docs' path inside memlint's repository
+        // (while it has no public home) is shown in the hover instead.
+        code_description: Some(d.rule.url()).filter(|u| u.contains("://")).and_then(|u| u.parse().ok()).map(|href| lsp::CodeDescription { href }),
         source: Some("memlint".to_owned()),
         message: d.message.clone(),
         related_information: None,

@@ -298,7 +298,7 @@ async fn hover_shows_measured_savings_from_a_verify_report() {
         "estimated": false,
         "device": {"name": "NVIDIA H100 80GB HBM3"},
         "scenarios": [
-            {"code": "MEM004", "name": "empty-cache-in-loop", "scenario": "resnet-step", "peak_bytes_bad": 1, "peak_bytes_fixed": 1,
+            {"code": "MEM004", "name": "empty-cache-in-loop", "variant": "resnet-step", "peak_bytes_bad": 1, "peak_bytes_fixed": 1,
              "saving_bytes": 0, "saving_summary": "41 fewer cudaMalloc calls per 50 steps; step time 12.1 ms -> 9.8 ms", "error": null},
             {"code": "MEM001", "saving_summary": "not this rule"}
         ]
@@ -326,6 +326,45 @@ async fn hover_shows_measured_savings_from_a_verify_report() {
         .await;
     let value = hover["result"]["contents"]["value"].as_str().unwrap();
     assert!(value.contains("*The `memlint verify` report `memlint-verify.json` could not be read: key must be a string"), "{value}");
+}
+
+/// The hover reads the report the real `memlint verify --backend sim --format json`
+/// writes (the library function the command calls), and says its figures are estimates.
+#[tokio::test]
+async fn hover_reads_a_real_simulator_report_as_estimates() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let args = memlint_verify::VerifyArgs {
+        rules: vec!["MEM004".into()],
+        backend: memlint_verify::BackendKind::Sim,
+        format: memlint_verify::Format::Json,
+        output: Some(root.join("memlint-verify.json")),
+        layers: 2,
+        hidden: 256,
+        batch: 32,
+        iters: 3,
+        ..Default::default()
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let status = memlint_verify::run_with(&args, None, &mut out, &mut err, false);
+    assert_eq!(status, 0, "{}", String::from_utf8_lossy(&err));
+    let written: Value = serde_json::from_slice(&std::fs::read(root.join("memlint-verify.json")).unwrap()).unwrap();
+    let scenario = &written["scenarios"][0];
+    let variant = scenario["variant"].as_str().unwrap();
+    let summary = scenario["saving_summary"].as_str().unwrap();
+    assert!(!summary.is_empty(), "{written}");
+    let root_uri = format!("file://{}", root.display());
+    let uri = format!("{root_uri}/train.py");
+    let mut client = TestClient::start();
+    client.initialize(push_client(), Value::Null, Some(&root_uri)).await;
+    client.open(&uri, TRAIN).await;
+    let hover = client
+        .request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 10, "character": 9}}))
+        .await;
+    let value = hover["result"]["contents"]["value"].as_str().unwrap();
+    assert!(value.contains("**Estimated by `memlint verify --backend sim`** (`memlint-verify.json`):\n"), "{value}");
+    assert!(value.contains(&format!("- `{variant}` ({}): {summary} (estimated", scenario["scenario"].as_str().unwrap())), "{value}");
+    assert!(!value.contains("Measured by"), "{value}");
 }
 
 #[tokio::test]
