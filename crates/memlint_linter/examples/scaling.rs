@@ -167,7 +167,7 @@ fn main() {
         let smallest = per_k.iter().cloned().fold(f64::INFINITY, f64::min);
         let largest = per_k.iter().cloned().fold(0.0, f64::max);
         println!(
-            "{label}: per-1k time from {smallest:.3} to {largest:.3} ms; largest / smallest = {:.2} (largest file / smallest file = {:.2})",
+            "{label}: per-1k time from {smallest:.3} to {largest:.3} ms; largest / smallest = {:.2} (largest size / smallest size: {:.2})",
             largest / smallest,
             per_k.last().unwrap_or(&0.0) / per_k.first().unwrap_or(&1.0)
         );
