@@ -6,13 +6,18 @@
 #
 # Without TREE, a tree of 2,000 files is generated from the bundled examples (with the
 # findings spread over the files, and renamed functions so every file differs).
-# scripts/fetch-bench-tree.sh DIR fetches a large real PyTorch tree (2.2 million lines).
+# scripts/fetch-bench-tree.sh DIR fetches a large real PyTorch tree (2.2 million lines);
+# scripts/fetch-engine-tree.sh DIR the tree of issue 13 (1.6 million lines), in which the
+# single 7k-line file huggingface+peft/tests/test_gpu_examples.py is also timed alone.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TREE=${1:-}
 RUNS=${2:-5}
-cargo build --release --quiet -p memlint --manifest-path "$ROOT/Cargo.toml"
-MEMLINT="$ROOT/target/release/memlint"
+# MEMLINT=PATH measures that binary instead of building target/release/memlint here.
+if [[ -z "${MEMLINT:-}" ]]; then
+    cargo build --release --quiet -p memlint --manifest-path "$ROOT/Cargo.toml"
+    MEMLINT="$ROOT/target/release/memlint"
+fi
 
 if [[ -z "$TREE" ]]; then
     TREE=$(mktemp -d)
@@ -66,4 +71,9 @@ printf 'memlint check (warm cache): %.3f s  %8.0f files/s\n' "$cached" "$(awk "B
 if command -v ruff > /dev/null; then
     printf 'ruff check --isolated: %.3f s  %8.0f files/s  %10.0f lines/s  (%s)\n' "$rf" "$(awk "BEGIN {print $FILES / $rf}")" "$(awk "BEGIN {print $LINES / $rf}")" "$(ruff --version)"
     printf 'memlint / ruff time (median of %s alternating rounds): %.2f\n' "$RUNS" "$ratio"
+fi
+PEFT_FILE=$(find "$TREE" -path '*huggingface+peft/tests/test_gpu_examples.py' -print -quit 2>/dev/null || true)
+if [[ -n "$PEFT_FILE" ]]; then
+    peft=$(time_runs "$MEMLINT" check --no-cache --output-format concise "$PEFT_FILE")
+    printf 'memlint check %s alone (%s lines): %.3f s (median of %s runs)\n' "${PEFT_FILE#"$TREE"/}" "$(wc -l < "$PEFT_FILE")" "$peft" "$RUNS"
 fi

@@ -22,7 +22,8 @@ for script in \
     editors/vscode/scripts/test.sh \
     tests/editors/code-server/run.sh \
     tests/packaging/run.sh \
-    tests/corpus/run.sh; do
+    tests/corpus/run.sh \
+    tests/bench/run.sh; do
     if [[ -f "$script" ]]; then
         step "$script"
         bash "$script"

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Tests of the benchmark and comparison tools of issue 13 (run by scripts/test-all.sh):
+# the stdio LSP client (latency and dump modes), scripts/compare-engine.sh (that it finds
+# no difference on the fixtures and the bundled examples, and that it does find one when
+# an entry point drops a finding), the scaling example, scripts/fetch-engine-tree.sh on
+# local git snapshots, and the single-file figure of scripts/bench-check.sh.
+# Debug builds: these check behaviour and output, not speed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { printf -- '--- %s\n' "$*"; }
+
+cargo build --locked --quiet -p memlint
+cargo build --locked --quiet -p memlint_server --example stdio_latency
+cargo build --locked --quiet -p memlint_linter --example scaling
+MEMLINT="$ROOT/target/debug/memlint"
+CLIENT="$ROOT/target/debug/examples/stdio_latency"
+
+step "stdio_latency: latency mode on generated files and a FILE"
+"$CLIENT" --memlint "$MEMLINT" --rounds 4 --warmup 1 --sizes 300 --dense-lines 200 tests/examples/train_classifier.py | tee "$TMP/latency.txt"
+for label in "train_classifier x0.3k" "dense 0.2k" "tests/examples/train_classifier.py"; do
+    grep -E "^$label +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ " "$TMP/latency.txt" > /dev/null || fail "no figures for $label"
+done
+# The first publishDiagnostics of train_classifier.py holds its findings (6 in the CLI's count).
+cli_count=$("$MEMLINT" check --no-cache --output-format json tests/examples/train_classifier.py | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))' || true)
+grep -E "^tests/examples/train_classifier.py +66 +$cli_count " "$TMP/latency.txt" > /dev/null ||
+    fail "the latency line of train_classifier.py does not show its 66 lines and $cli_count findings"
+
+step "stdio_latency: bad arguments are errors, not panics"
+status=0; "$CLIENT" --memlint "$TMP/none" > /dev/null 2> "$TMP/err" || status=$?
+[[ $status -eq 2 ]] && grep -q "no memlint binary there" "$TMP/err" || fail "a missing --memlint: status $status, $(cat "$TMP/err")"
+status=0; "$CLIENT" --memlint "$MEMLINT" --rounds x > /dev/null 2> "$TMP/err" || status=$?
+[[ $status -eq 2 ]] && grep -q "not a whole number" "$TMP/err" || fail "--rounds x: status $status, $(cat "$TMP/err")"
+
+step "stdio_latency --dump: 1-based positions and fixes as the CLI gives them"
+mkdir -p "$TMP/unicode"
+# A non-ASCII line before the finding on the same line: UTF-16 units differ from characters.
+printf 'import torch\n\ndef f(loader):\n    for x in loader:\n        s = "été😀"; torch.cuda.empty_cache()\n' > "$TMP/unicode/u.py"
+"$CLIENT" --memlint "$MEMLINT" --dump "$TMP/unicode" > "$TMP/u.jsonl"
+"$MEMLINT" check --no-cache --output-format json "$TMP/unicode" > "$TMP/u.json" || true
+python3 - "$TMP/u.jsonl" "$TMP/u.json" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 1, lines
+d = lines[0]
+# `é` and `😀` are 1 character each for the CLI; `😀` is 2 UTF-16 units for LSP.
+assert (d["code"], d["line"], d["col"], d["end_line"], d["end_col"]) == ("MEM004", 5, 21, 5, 45), d
+cli = json.load(open(sys.argv[2]))
+assert len(cli) == 1, cli
+c = cli[0]
+assert (c["location"], c["end_location"], c["fix"]) == ({"row": 5, "column": 21}, {"row": 5, "column": 45}, d["fix"]), (c, d)
+PY
+"$CLIENT" --memlint "$MEMLINT" --dump tests/examples/train_classifier.py > "$TMP/t.jsonl"
+python3 - "$TMP/t.jsonl" <<'PY'
+import json, sys
+d = {x["code"]: x for x in map(json.loads, open(sys.argv[1]))}
+assert d["MEM004"]["fix"] == {"applicability": "safe", "message": "Remove the `empty_cache()` call",
+    "edits": [{"content": "", "location": {"row": 33, "column": 1}, "end_location": {"row": 34, "column": 1}}]}, d["MEM004"]
+PY
+
+step "compare-engine.sh: no difference on the fixtures and the bundled examples"
+for tree in crates/memlint_linter/tests/fixtures tests/examples; do
+    status=0
+    MEMLINT="$MEMLINT" STDIO_CLIENT="$CLIENT" scripts/compare-engine.sh "$tree" > "$TMP/compare.txt" 2>&1 || status=$?
+    cat "$TMP/compare.txt"
+    [[ "$(tail -n 1 "$TMP/compare.txt")" == "differences: 0" ]] ||
+        fail "compare-engine.sh $tree: no final 'differences: 0'"
+    grep -E "^\(c\) in memlint check [1-9][0-9]*, in memlint server [1-9][0-9]*: 0 differences" "$TMP/compare.txt" > /dev/null ||
+        fail "compare-engine.sh $tree: part (c) compared no findings"
+    [[ $(grep -c "^(b) MEM[0-9]* in all rules' run" "$TMP/compare.txt") -ge 12 ]] || fail "compare-engine.sh $tree: part (b) did not cover every rule"
+    if grep -q "part (a) NOT COMPARED: this memlint has no --no-prefilter flag yet" "$TMP/compare.txt"; then
+        # Part (a) needs `memlint check --no-prefilter` (issue 13); until it exists the script
+        # must say so and exit 2, which is what is checked here.
+        echo "NOTE: part (a) not tested on $tree: memlint check has no --no-prefilter flag yet"
+        [[ $status -eq 2 ]] || fail "compare-engine.sh $tree: exit $status without part (a), expected 2"
+    else
+        grep -q "^(a) with the pre-filter [1-9][0-9]*, without [1-9][0-9]*: 0 differences" "$TMP/compare.txt" || fail "compare-engine.sh $tree: part (a)"
+        [[ $status -eq 0 ]] || fail "compare-engine.sh $tree: exit $status"
+    fi
+done
+
+step "compare-engine.sh: a finding lost by one entry point is counted and shown"
+# A memlint that loses the last finding of MEM004 when that rule is selected alone.
+cat > "$TMP/lossy-memlint" <<SH
+#!/usr/bin/env bash
+if [[ " \$* " == *" --select MEM004 "* ]]; then
+    "$MEMLINT" "\$@" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d[:-1]))'
+    exit 1
+fi
+exec "$MEMLINT" "\$@"
+SH
+chmod +x "$TMP/lossy-memlint"
+status=0
+MEMLINT="$TMP/lossy-memlint" STDIO_CLIENT="$CLIENT" scripts/compare-engine.sh tests/examples > "$TMP/compare.txt" 2>&1 || status=$?
+cat "$TMP/compare.txt"
+[[ $status -ne 0 ]] || fail "compare-engine.sh exited 0 with a difference"
+grep -q "^differences: 1$" "$TMP/compare.txt" || fail "compare-engine.sh did not count the lost finding"
+grep -q "^(b) MEM004 only in all rules' run: train_classifier.py:33:9 MEM004" "$TMP/compare.txt" || fail "compare-engine.sh did not show the lost finding"
+
+step "scaling example"
+"$ROOT/target/debug/examples/scaling" --sizes 100,400 --budget-ms 20 | tee "$TMP/scaling.txt"
+[[ $(grep -cE "^(distinct|same names) +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$" "$TMP/scaling.txt") -eq 4 ]] || fail "scaling: not 4 figures"
+grep -q "^distinct: per-1k time from .* largest / smallest = [0-9.]*" "$TMP/scaling.txt" || fail "scaling: no ratio"
+status=0; "$ROOT/target/debug/examples/scaling" --sizes 0 > /dev/null 2>&1 || status=$?
+[[ $status -eq 2 ]] || fail "scaling --sizes 0: status $status"
+
+step "fetch-engine-tree.sh from local git snapshots"
+for repo in huggingface+diffusers Lightning-AI+pytorch-lightning deepspeedai+DeepSpeed pytorch+torchtune huggingface+peft; do
+    work="$TMP/src/$repo"
+    mkdir -p "$work/tests" "$work/docs"
+    printf 'import torch\n\n\ndef f(loader):\n    for x in loader:\n        torch.cuda.empty_cache()\n' > "$work/tests/test_gpu_examples.py"
+    echo "not python" > "$work/docs/notes.md"
+    git -C "$work" init --quiet
+    git -C "$work" add -A
+    git -C "$work" -c user.name=t -c user.email=t@t commit --quiet -m snapshot
+    mkdir -p "$TMP/mirror/$repo"
+    git clone --quiet --bare "$work" "$TMP/mirror/$repo/repo"
+done
+MIRROR="$TMP/mirror" scripts/fetch-engine-tree.sh "$TMP/tree" > "$TMP/fetch.txt" 2> "$TMP/fetch.err"
+cat "$TMP/fetch.txt" "$TMP/fetch.err"
+grep -q "^huggingface+peft: git [0-9a-f]\{40\}: 1 files, 6 lines$" "$TMP/fetch.txt" || fail "fetch-engine-tree.sh: peft line"
+grep -q ": 5 files, 30 lines$" "$TMP/fetch.txt" || fail "fetch-engine-tree.sh: total line"
+grep -q "does not hold the pinned commit" "$TMP/fetch.err" || fail "fetch-engine-tree.sh: no warning for a snapshot without the pinned commit"
+[[ ! -e "$TMP/tree/huggingface+peft/docs/notes.md" ]] || fail "fetch-engine-tree.sh copied a non-Python file"
+
+step "bench-check.sh: the single peft file"
+MEMLINT="$MEMLINT" scripts/bench-check.sh "$TMP/tree" 1 | tee "$TMP/bench.txt"
+grep -q "^memlint check huggingface+peft/tests/test_gpu_examples.py alone (6 lines): [0-9.]* s (median of 1 runs)$" "$TMP/bench.txt" ||
+    fail "bench-check.sh did not time the peft file alone"
+
+echo "benchmark tools: all tests passed"
