@@ -1168,40 +1168,39 @@ impl<'t> SemanticModel<'t> {
                 no_grad.insert(info.node.id(), format!("Lightning's `{}` hook", info.name));
             }
         }
-        // Functions only ever called from no-grad code: iterate to a fixed point
-        // (each round adds at least one function, so it is bounded by their number).
-        let mut functions: Vec<(usize, String, bool)> = self
-            .functions
-            .values()
-            .map(|f| (f.node.id(), f.name.clone(), f.class.is_some()))
-            .collect();
-        functions.sort();
+        // Functions only ever called from no-grad code: iterate to a fixed point. Calls
+        // are matched by name (`f(...)` for functions, `x.f(...)` for methods), so every
+        // function of one name and kind has the same callers: each (name, kind) is decided
+        // once per round, not once per function (a file of many same-named functions was
+        // quadratic). Each round adds at least one group, so rounds are bounded.
+        let mut groups: HashMap<(&str, bool), Vec<usize>> = HashMap::default();
+        for f in self.functions.values() {
+            groups.entry((f.name.as_str(), f.class.is_some())).or_default().push(f.node.id());
+        }
+        let mut groups: Vec<((&str, bool), Vec<usize>)> = groups.into_iter().collect();
+        groups.sort();
+        let mut decided: Vec<bool> = vec![false; groups.len()];
         loop {
             let mut changed = false;
-            for (id, name, is_method) in &functions {
-                if no_grad.contains_key(id) {
+            for (g, ((name, is_method), ids)) in groups.iter().enumerate() {
+                if decided[g] || ids.iter().all(|id| no_grad.contains_key(id)) {
                     continue;
                 }
-                let calls: Vec<Node<'t>> = self
-                    .calls_named(name)
-                    .iter()
-                    .copied()
-                    .filter(|c| {
-                        let callee = c.field("function");
-                        match callee.map(|c| c.kind_name()) {
-                            Some("identifier") => !is_method,
-                            Some("attribute") => *is_method,
-                            _ => false,
-                        }
-                    })
-                    .collect();
-                if calls.is_empty() {
+                let mut calls = self.calls_named(name).iter().copied().filter(|c| match c.field("function").map(|c| c.kind_name()) {
+                    Some("identifier") => !is_method,
+                    Some("attribute") => *is_method,
+                    _ => false,
+                });
+                let Some(first) = calls.next() else {
+                    decided[g] = true;
                     continue;
-                }
-                let contexts: Vec<GradContext> = calls.iter().map(|c| self.grad_context_with(*c, &no_grad)).collect();
-                if contexts.iter().all(GradContext::is_disabled) {
-                    let GradContext::Disabled(why) = &contexts[0] else { unreachable!() };
-                    no_grad.insert(*id, format!("only called under {why}"));
+                };
+                let GradContext::Disabled(why) = self.grad_context_with(first, &no_grad) else { continue };
+                if calls.all(|c| self.grad_context_with(c, &no_grad).is_disabled()) {
+                    for id in ids {
+                        no_grad.entry(*id).or_insert_with(|| format!("only called under {why}"));
+                    }
+                    decided[g] = true;
                     changed = true;
                 }
             }

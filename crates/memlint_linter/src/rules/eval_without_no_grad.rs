@@ -88,7 +88,8 @@ const HELP: &str = "run evaluation under `with torch.no_grad():` (or `torch.infe
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    for m in checker.matches_in(&evaluation_regions(checker)) {
+    let names = EvaluationNames::default();
+    for m in checker.matches_in(&evaluation_regions(checker, &names)) {
         if let Some(call) = m.get("volatile_call") {
             if !model.grad_context(call).is_disabled() {
                 checker.report(
@@ -107,7 +108,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if model.grad_context(call) != GradContext::Enabled {
             continue;
         }
-        let Some(reason) = evaluation_reason(model, call, module) else { continue };
+        let Some(reason) = evaluation_reason(model, call, module, &names) else { continue };
         if needs_gradients(model, call) {
             continue;
         }
@@ -129,7 +130,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 /// Where evaluation code can be (a superset of what `evaluation_reason` accepts): the
 /// bodies of functions named for evaluation, loops over validation data, and what
 /// follows `.eval()` / `.train(False)` in its scope. The query only runs there.
-fn evaluation_regions(checker: &Checker<'_, '_>) -> Vec<std::ops::Range<usize>> {
+fn evaluation_regions(checker: &Checker<'_, '_>, names: &EvaluationNames) -> Vec<std::ops::Range<usize>> {
     let model = checker.model;
     let source_len = model.source().len();
     if memchr::memmem::find(model.source().as_bytes(), b"volatile").is_some() {
@@ -137,7 +138,7 @@ fn evaluation_regions(checker: &Checker<'_, '_>) -> Vec<std::ops::Range<usize>> 
     }
     let mut regions = Vec::new();
     for f in model.functions() {
-        if is_evaluation_function(model, f) {
+        if is_evaluation_function(model, f, names) {
             regions.push(f.node.byte_range());
         }
     }
@@ -156,14 +157,26 @@ fn evaluation_regions(checker: &Checker<'_, '_>) -> Vec<std::ops::Range<usize>> 
 /// A function named for evaluation (`predict`, `generate`, `_sample`) that is not a step of
 /// some module's `forward`: `self.predict_heads(x)` called from `forward` runs in training
 /// too, and needs its graph.
-fn is_evaluation_function(model: &SemanticModel<'_>, f: &FunctionInfo<'_>) -> bool {
-    function_name_says_eval(&f.name)
-        && f.name != "forward"
-        && !model
-            .calls_named(&f.name)
-            .iter()
-            .any(|call| model.enclosing_function(*call).map(|caller| caller.name == "forward").unwrap_or(false))
+fn is_evaluation_function(model: &SemanticModel<'_>, f: &FunctionInfo<'_>, decided: &EvaluationNames) -> bool {
+    if !function_name_says_eval(&f.name) || f.name == "forward" {
+        return false;
+    }
+    if let Some(known) = decided.0.borrow().get(&f.name) {
+        return *known;
+    }
+    let answer = !model
+        .calls_named(&f.name)
+        .iter()
+        .any(|call| model.enclosing_function(*call).map(|caller| caller.name == "forward").unwrap_or(false));
+    decided.0.borrow_mut().insert(f.name.clone(), answer);
+    answer
 }
+
+/// [`is_evaluation_function`] depends on the function's name alone and is asked for every
+/// candidate: decided once per name while checking a module (a file of many same-named
+/// functions made it quadratic).
+#[derive(Default)]
+struct EvaluationNames(std::cell::RefCell<rustc_hash::FxHashMap<String, bool>>);
 
 /// Why a forward pass counts as evaluation.
 enum EvaluationReason<'t> {
@@ -182,10 +195,10 @@ impl EvaluationReason<'_> {
     }
 }
 
-fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> Option<EvaluationReason<'t>> {
+fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>, names: &EvaluationNames) -> Option<EvaluationReason<'t>> {
     let function = model.enclosing_function(call);
     if let Some(f) = function {
-        if is_evaluation_function(model, f) {
+        if is_evaluation_function(model, f, names) {
             return Some(EvaluationReason::EvalFunction(f.name.clone()));
         }
     }
