@@ -254,7 +254,7 @@ fn workload(args: &VerifyArgs) -> Result<Workload, String> {
     if args.hidden > MAX_DIM || args.batch > MAX_DIM || args.layers > 4096 {
         return Err(format!("workload too large: --hidden and --batch at most {MAX_DIM}, --layers at most 4096"));
     }
-    if args.dtype == DType::I64 {
+    if !matches!(args.dtype, DType::Fp32 | DType::Fp16) {
         return Err("--dtype must be fp32 or fp16".into());
     }
     Ok(Workload { layers: args.layers, hidden: args.hidden, batch: args.batch, iters: args.iters, dtype: args.dtype, classes: scenarios::CLASSES })
@@ -329,6 +329,7 @@ pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], 
     }
     let base = Baseline { free: if dev.estimated() { None } else { dev.mem_info().ok().map(|m| m.0) }, reserved: rt.stats().reserved };
     let mut out = Vec::new();
+    let mut reference_fractions: Vec<(usize, Option<f64>)> = Vec::new();
     for def in defs {
         let mut one = |bad: bool| -> Result<scenarios::Measure, String> {
             tick(&format!("{} {} ({})", def.code, def.variant, if bad { "bad" } else { "fixed" }));
@@ -340,7 +341,25 @@ pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], 
         };
         let bad = one(true);
         let fixed = one(false);
-        out.push(report::scenario_report(def, bad, fixed, dev.estimated(), wl.iters));
+        let mut row = report::scenario_report(def, bad, fixed, dev.estimated(), wl.iters);
+        if let Some(reference) = def.reference {
+            // The same reference loop serves every row that names it: run it once.
+            let key = reference as usize;
+            let frac = match reference_fractions.iter().find(|(k, _)| *k == key) {
+                Some((_, f)) => *f,
+                None => {
+                    tick(&format!("{} {} (reference)", def.code, def.variant));
+                    rt.empty_cache().map_err(|e| e.to_string())?;
+                    let f = reference(&rt, wl, false, &base).ok().and_then(|m| m.underflow);
+                    rt.empty_cache().map_err(|e| e.to_string())?;
+                    reference_fractions.push((key, f));
+                    f
+                }
+            };
+            row.underflow_fraction_fp32 = frac;
+            row.saving_summary = report::underflow_summary(&row);
+        }
+        out.push(row);
     }
     Ok(out)
 }
@@ -350,8 +369,19 @@ pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], 
 /// runs first. Its memory is released before the baseline is taken. The PyTorch script warms up too.
 fn warm_up(rt: &autograd::Runtime, wl: &Workload, defs: &[ScenarioDef]) -> Result<(), backend::DeviceError> {
     let mut modes = vec![(wl.dtype, false)];
+    for d in defs {
+        if let Some(t) = d.dtype {
+            if !modes.contains(&(t, false)) {
+                modes.push((t, false));
+            }
+        }
+    }
     if defs.iter().any(|d| d.code == "MEM003") {
-        modes.push((DType::Fp32, true));
+        for m in [(DType::Fp32, true), (DType::Fp16, false), (DType::Fp32, false)] {
+            if !modes.contains(&m) {
+                modes.push(m);
+            }
+        }
     }
     for (dtype, autocast) in modes {
         let m = autograd::Sequential::mlp(rt, wl.hidden, wl.layers, Some(wl.classes), dtype, 1)?;
@@ -404,7 +434,7 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
             return 2;
         }
     };
-    let defs: Vec<ScenarioDef> = scenarios::all().into_iter().filter(|d| codes.contains(&d.code)).collect();
+    let defs: Vec<ScenarioDef> = scenarios::for_workload(&wl).into_iter().filter(|d| codes.contains(&d.code)).collect();
 
     let bar = if progress { indicatif::ProgressBar::new((defs.len() * 2) as u64 + args.compare_torch as u64) } else { indicatif::ProgressBar::hidden() };
     bar.set_style(
@@ -426,7 +456,9 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
     };
     let torch = if args.compare_torch {
         bar.set_message("PyTorch comparison (python3)");
-        let mut t = torch::run_torch("python3", &wl, args.device, &defs.iter().map(|d| d.code).collect::<Vec<_>>());
+        let mut codes: Vec<&str> = defs.iter().map(|d| d.code).collect();
+        codes.dedup();
+        let mut t = torch::run_torch("python3", &wl, args.device, &codes);
         torch::attach(&mut t, &scenarios);
         bar.inc(1);
         Some(t)
