@@ -430,6 +430,15 @@ fn header_lines(r: &Report) -> Vec<String> {
 fn findings_lines(r: &Report) -> Vec<String> {
     let mut v = Vec::new();
     if let Some(fs) = &r.findings {
+        let w = &r.workload;
+        v.push(format!(
+            "The figures are for memlint's reference workload (an MLP of {} layers of width {}, batch {}, {} iterations, {}) running each rule's documentation example, not for your script; run with --layers/--hidden/--batch to resize it.",
+            w.layers,
+            w.hidden,
+            w.batch,
+            w.iters,
+            w.dtype.name()
+        ));
         for f in fs {
             let what = if f.measured.is_empty() { "no reference scenario for this rule".to_string() } else { f.measured.join("; ") };
             v.push(format!("{}:{}:{}: {} {}: {}", f.path, f.row, f.column, f.code, f.name, what));

@@ -285,8 +285,8 @@ fn text_and_markdown_tables_mark_estimates() {
 #[test]
 fn findings_select_the_scenarios_and_are_printed_per_line() {
     let findings = vec![
-        Finding { path: "train.py".into(), row: 12, column: 5, code: "MEM001".into(), name: "eval-without-no-grad".into() },
-        Finding { path: "train.py".into(), row: 30, column: 1, code: "MEM007".into(), name: "data-parallel".into() },
+        Finding { path: "train.py".into(), row: 12, column: 5, code: "MEM001".into(), name: "eval-without-no-grad".into(), message: String::new() },
+        Finding { path: "train.py".into(), row: 30, column: 1, code: "MEM007".into(), name: "data-parallel".into(), message: String::new() },
     ];
     let (code, out, err) = run_capture(&args_sim(), Some(findings));
     assert_eq!(code, 0, "{err}");
@@ -294,6 +294,34 @@ fn findings_select_the_scenarios_and_are_printed_per_line() {
     assert!(out.contains("train.py:30:1: MEM007 data-parallel: no reference scenario"), "{out}");
     assert!(out.contains("no reference scenario for: MEM007"));
     assert!(!out.contains("MEM009"), "rules that did not fire do not run");
+}
+
+#[test]
+fn each_finding_runs_the_variant_that_matches_it() {
+    let f = |row, code: &str, name: &str, message: &str| Finding { path: "t.py".into(), row, column: 1, code: code.into(), name: name.into(), message: message.into() };
+    let findings = vec![
+        f(10, "MEM002", "accumulated-loss-tensor", "`total += loss` keeps each step's graph nodes and loss tensor alive after `backward()`: ..."),
+        f(20, "MEM003", "half-without-grad-scaler", "`model.half()` trains in float16 without loss scaling: ..."),
+    ];
+    let (code, out, err) = run_capture(&args_sim(), Some(findings));
+    assert_eq!(code, 0, "{err}");
+    let line = |row: usize| out.lines().find(|l| l.starts_with(&format!("t.py:{row}:"))).unwrap_or_default().to_string();
+    assert!(line(10).contains("train:") && line(10).contains("train-model-dropped:") && !line(10).contains("eval:"), "{out}");
+    assert!(line(20).contains("half:") && !line(20).contains("autocast:"), "{out}");
+    assert!(!out.contains(" eval "), "the evaluation variant did not run: {out}");
+    assert!(out.contains("reference workload (an MLP of 2 layers of width 256, batch 64, 3 iterations, fp32)"), "{out}");
+    let eval = vec![
+        f(5, "MEM002", "accumulated-loss-tensor", "`total += loss` keeps every batch's activations on the GPU: ... in a loop with no `backward()` and no `torch.no_grad()`"),
+        f(6, "MEM003", "half-without-grad-scaler", "`torch.autocast(\"cuda\")` runs the forward pass in float16 and this code calls `backward()` without a `GradScaler`"),
+    ];
+    let (code, out, _) = run_capture(&args_sim(), Some(eval));
+    assert_eq!(code, 0);
+    assert!(line_of(&out, 5).contains("eval:") && !line_of(&out, 5).contains("train:"), "{out}");
+    assert!(line_of(&out, 6).contains("autocast:") && !line_of(&out, 6).contains("half:"), "{out}");
+}
+
+fn line_of(out: &str, row: usize) -> String {
+    out.lines().find(|l| l.starts_with(&format!("t.py:{row}:"))).unwrap_or_default().to_string()
 }
 
 #[test]
