@@ -8,10 +8,10 @@
 #
 # It runs the CUDA backend's tests (kernels and GEMMs against a CPU reference, autograd gradients
 # against a CPU backward, the tracker against cuMemGetInfo, scenarios against the simulator), then
-# `memlint verify` (the binary users lint with) on the default workload (timed), then again with
-# --compare-torch, then with --dtype fp16 --compare-torch as a markdown table, then
-# `memlint verify FILES` on the bundled examples (lint, then measure per finding), then without
-# a GPU visible (exit 2 and a message).
+# `memlint verify` (the binary users lint with) on the default workload (timed), then with
+# --compare-torch on the three workloads of issue 15 and the acceptance check over them
+# (acceptance.py), then `memlint verify FILES` on the bundled examples (lint, then measure per
+# finding), then without a GPU visible (exit 2 and a message).
 # Exit status: non-zero if any step failed.
 set -u -o pipefail
 BIN=${1:-.gpu_bin}
@@ -45,13 +45,18 @@ end=$(date +%s%N)
 ms=$(( (end - start) / 1000000 ))
 echo "memlint verify wall time (process start to exit): $((ms / 1000)).$(printf %03d $((ms % 1000))) s"
 
+# Issue 15's acceptance: the three workloads, each with PyTorch running the same documented loops
+# (--compare-torch); acceptance.py checks every saving within 10%, MEM004's step-time cost within
+# 5 points, MEM003's zero fractions within 0.05.
+for w in "8 4096 512" "4 2048 256" "12 1024 1024"; do
+  set -- $w
+  echo
+  echo "== memlint verify --compare-torch --layers $1 --hidden $2 --batch $3 --iters 20"
+  "$BIN/memlint" verify --compare-torch --layers "$1" --hidden "$2" --batch "$3" --iters 20 -o "$REPORT_DIR/compare_$1x$2.json" || status=1
+done
 echo
-echo "== memlint verify --compare-torch"
-"$BIN/memlint" verify --compare-torch -o "$REPORT_DIR/verify_torch.json" || status=1
-
-echo
-echo "== memlint verify --dtype fp16 --compare-torch --format markdown"
-"$BIN/memlint" verify --dtype fp16 --compare-torch --format markdown || status=1
+echo "== acceptance (tests/gpu/acceptance.py)"
+python3 "$(dirname "$0")/acceptance.py" "$REPORT_DIR/compare_8x4096.json" "$REPORT_DIR/compare_4x2048.json" "$REPORT_DIR/compare_12x1024.json" || status=1
 
 echo
 echo "== memlint verify tests/examples/*.py (lint first, then the savings per finding)"

@@ -306,6 +306,7 @@ pub fn findings_for_verify(paths: &[PathBuf]) -> Result<Vec<memlint_verify::Find
                 column: loc.column,
                 code: d.rule.code().to_owned(),
                 name: d.rule.name().to_owned(),
+                message: d.message.clone(),
             });
         }
     }

@@ -318,6 +318,13 @@ fn verify_lints_files_then_measures_on_the_simulator() {
     let (out, code) = stdout(memlint().args(["verify", "--backend", "sim", "--layers", "2", "--hidden", "128", "--batch", "16", "--iters", "2"]).arg(examples().join("train_classifier.py")));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("train_classifier.py:42:18: MEM001 eval-without-no-grad"), "{out}");
+    // The linter's finding in the training loop is measured by the training variant, the one in
+    // the evaluation loop by the evaluation variant.
+    let at = |prefix: &str| out.lines().find(|l| l.contains(prefix)).unwrap_or_default().to_string();
+    let train = at("train_classifier.py:32:9: MEM002");
+    assert!(train.contains("train:") && !train.contains("eval:"), "{out}");
+    let eval = at("train_classifier.py:43:9: MEM002");
+    assert!(eval.contains("eval:") && !eval.contains("train:"), "{out}");
     assert!(out.contains("ESTIMATE"), "sim figures are marked as estimates: {out}");
     memlint().args(["verify", "--backend", "sim", "missing.py"]).assert().code(2);
 }

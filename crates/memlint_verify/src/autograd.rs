@@ -101,7 +101,13 @@ enum Op {
     CrossEntropy {
         logsm: Option<SavedTensor>,
         total_weight: Option<SavedTensor>,
-        targets: Rc<Storage>,
+        targets: Option<Rc<Storage>>,
+    },
+    Mse {
+        a: Option<SavedTensor>,
+        b: Option<SavedTensor>,
+        a_needs_grad: bool,
+        b_needs_grad: bool,
     },
     Cast {
         from: DType,
@@ -118,6 +124,16 @@ pub struct Node {
     op: RefCell<Op>,
     released: Cell<bool>,
     next: Vec<Option<Rc<Node>>>,
+}
+
+impl Node {
+    /// The parameters whose gradients this node produces (its edges to `AccumulateGrad`).
+    fn params(&self) -> Vec<Rc<Param>> {
+        match &*self.op.borrow() {
+            Op::Linear { w, b, .. } => [w, b].into_iter().filter(|p| p.requires_grad.get()).cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The reference runtime: a backend, its caching allocator and the autograd state.
@@ -297,11 +313,93 @@ impl Runtime {
             let op = Op::CrossEntropy {
                 logsm: Some(SavedTensor::new(&logsm)),
                 total_weight: Some(SavedTensor::new(&tw)),
-                targets: targets.clone(),
+                targets: Some(targets.clone()),
             };
             self.node(op, vec![logits.grad_fn.clone()])
         });
         Ok(Tensor { data: loss, grad_fn })
+    }
+
+    /// `F.mse_loss(a, b)` with mean reduction. Like ATen, the elementwise squared differences are
+    /// made first (a temporary of the inputs' size), then reduced; both inputs are saved.
+    pub fn mse_loss(&self, a: &Tensor, b: &Tensor) -> Result<Tensor, DeviceError> {
+        if (a.data.rows, a.data.cols) != (b.data.rows, b.data.cols) || a.dtype() != b.dtype() {
+            return Err(DeviceError::Usage("mse_loss: the inputs differ in shape or dtype".into()));
+        }
+        let dt = a.dtype();
+        let n = a.data.numel();
+        let sq = self.empty(a.data.rows, a.data.cols, dt, Kind::Output)?;
+        self.dev.sq_diff(dt, a.data.addr(), b.data.addr(), sq.addr(), n)?;
+        let loss = self.empty(1, 1, dt, Kind::Output)?;
+        self.dev.mean_all(dt, sq.addr(), n, loss.addr())?;
+        drop(sq);
+        let (an, bn) = (a.requires_grad(), b.requires_grad());
+        let grad_fn = (self.grad_enabled() && (an || bn)).then(|| {
+            let op = Op::Mse { a: Some(SavedTensor::new(&a.data)), b: Some(SavedTensor::new(&b.data)), a_needs_grad: an, b_needs_grad: bn };
+            self.node(op, vec![a.grad_fn.clone(), b.grad_fn.clone()])
+        });
+        Ok(Tensor { data: loss, grad_fn })
+    }
+
+    /// `0 + t` (Python's `total = 0; total += t` on its first iteration): a new tensor.
+    pub fn add_to_zero(&self, t: &Tensor) -> Result<Tensor, DeviceError> {
+        let y = self.cast_storage(&t.data, t.dtype(), 1.0, Kind::Output)?;
+        let grad_fn = (self.grad_enabled() && t.requires_grad()).then(|| self.node(Op::Scale { c: 1.0 }, vec![t.grad_fn.clone()]));
+        Ok(Tensor { data: y, grad_fn })
+    }
+
+    /// `a += b` on a tensor (`Tensor.add_`): no new storage; `a`'s history now goes through an add.
+    pub fn add_inplace(&self, a: &mut Tensor, b: &Tensor) -> Result<(), DeviceError> {
+        self.dev.add(a.dtype(), a.data.addr(), b.data.addr(), a.data.addr(), a.data.numel())?;
+        if self.grad_enabled() && (a.requires_grad() || b.requires_grad()) {
+            a.grad_fn = Some(self.node(Op::Add, vec![a.grad_fn.clone(), b.grad_fn.clone()]));
+        }
+        Ok(())
+    }
+
+    /// `x.cuda()` of a host batch: a new device tensor.
+    pub fn upload(&self, host: &[f32], rows: usize, cols: usize, dtype: DType) -> Result<Tensor, DeviceError> {
+        let s = self.empty(rows, cols, dtype, Kind::Output)?;
+        if !self.dev.estimated() {
+            self.dev.upload(s.addr(), dtype, HostData::F32(host))?;
+        }
+        Ok(Tensor { data: s, grad_fn: None })
+    }
+
+    /// `y.cuda()` of host class targets.
+    pub fn upload_targets(&self, host: &[i64]) -> Result<Rc<Storage>, DeviceError> {
+        let s = self.empty(host.len(), 1, DType::I64, Kind::Output)?;
+        if !self.dev.estimated() {
+            self.dev.upload(s.addr(), DType::I64, HostData::I64(host))?;
+        }
+        Ok(s)
+    }
+
+    /// `out.argmax(1)` (int64, no graph).
+    pub fn argmax_rows(&self, out: &Tensor) -> Result<Rc<Storage>, DeviceError> {
+        let s = self.empty(out.data.rows, 1, DType::I64, Kind::Output)?;
+        self.dev.argmax_rows(out.dtype(), out.data.addr(), s.addr(), out.data.rows, out.data.cols)?;
+        Ok(s)
+    }
+
+    /// `a == b` for int64 tensors of one shape (bool).
+    pub fn eq(&self, a: &Storage, b: &Storage) -> Result<Rc<Storage>, DeviceError> {
+        if a.numel() != b.numel() || a.dtype != DType::I64 || b.dtype != DType::I64 {
+            return Err(DeviceError::Usage("eq: int64 tensors of one shape expected".into()));
+        }
+        let s = self.empty(a.rows, a.cols, DType::Bool, Kind::Output)?;
+        self.dev.eq_i64(a.addr(), b.addr(), s.addr(), a.numel())?;
+        Ok(s)
+    }
+
+    /// `mask.sum()` of a bool tensor (an int64 scalar).
+    pub fn sum_bool(&self, mask: &Storage) -> Result<Rc<Storage>, DeviceError> {
+        let s = self.empty(1, 1, DType::I64, Kind::Output)?;
+        // ATen sums a bool tensor in int64 (its result type): the input is converted first.
+        let as_long = self.empty(mask.rows, mask.cols, DType::I64, Kind::Output)?;
+        self.dev.sum_bool(mask.addr(), mask.numel(), s.addr())?;
+        drop(as_long);
+        Ok(s)
     }
 
     /// `tensor.item()`: waits for the device and reads the first element.
@@ -333,6 +431,10 @@ impl Runtime {
     }
 
     /// `root.backward(retain_graph=retain)` for a scalar `root`.
+    ///
+    /// A parameter used by several nodes of the graph (a frozen network applied twice) gets one
+    /// gradient only when all of them ran: as PyTorch's engine does for its `AccumulateGrad` node,
+    /// the gradients are summed in a buffer (in place into the first) until the last arrives.
     pub fn backward(&self, root: &Tensor, retain: bool) -> Result<(), DeviceError> {
         let Some(root_fn) = root.grad_fn.clone() else {
             return Err(DeviceError::Usage("element 0 of tensors does not require grad and does not have a grad_fn".into()));
@@ -344,9 +446,13 @@ impl Runtime {
         type Key = *const Node;
         let mut deps: HashMap<Key, usize> = HashMap::new();
         let mut nodes: HashMap<Key, Rc<Node>> = HashMap::new();
+        let mut param_deps: HashMap<*const Param, usize> = HashMap::new();
         let mut stack = vec![root_fn.clone()];
         nodes.insert(Rc::as_ptr(&root_fn), root_fn.clone());
         while let Some(n) = stack.pop() {
+            for p in n.params() {
+                *param_deps.entry(Rc::as_ptr(&p)).or_insert(0) += 1;
+            }
             for next in n.next.iter().flatten() {
                 let k = Rc::as_ptr(next);
                 *deps.entry(k).or_insert(0) += 1;
@@ -356,6 +462,7 @@ impl Runtime {
                 }
             }
         }
+        let mut pending: HashMap<*const Param, Rc<Storage>> = HashMap::new();
         let mut grads: HashMap<Key, Rc<Storage>> = HashMap::new();
         let mut ready: BinaryHeap<(u64, usize)> = BinaryHeap::new();
         grads.insert(Rc::as_ptr(&root_fn), g0);
@@ -364,7 +471,32 @@ impl Runtime {
             let key = key as Key;
             let Some(node) = nodes.get(&key).cloned() else { continue };
             let Some(g) = grads.remove(&key) else { continue };
-            let outs = self.apply(&node, g, retain)?;
+            let (outs, param_grads) = self.apply(&node, g, retain)?;
+            for (p, grad, view) in param_grads {
+                let k = Rc::as_ptr(&p);
+                let grad = match pending.remove(&k) {
+                    None => grad,
+                    // The engine adds in place into the buffered gradient when it holds the only
+                    // reference to its storage; a weight's gradient is a view (`grad.t()` of
+                    // TBackward), whose base shares the storage, so it is summed out of place.
+                    Some(buf) if view => {
+                        let sum = self.empty(buf.rows, buf.cols, buf.dtype, Kind::Output)?;
+                        self.dev.add(buf.dtype, buf.addr(), grad.addr(), sum.addr(), sum.numel())?;
+                        sum
+                    }
+                    Some(buf) => {
+                        self.dev.axpy(buf.dtype, buf.addr(), grad.addr(), 1.0, grad.numel())?;
+                        buf
+                    }
+                };
+                let d = param_deps.entry(k).or_insert(1);
+                *d = d.saturating_sub(1);
+                if *d == 0 {
+                    self.accumulate(&p, grad)?;
+                } else {
+                    pending.insert(k, grad);
+                }
+            }
             for (next, out) in node.next.iter().zip(outs) {
                 let Some(next) = next else { continue };
                 let k = Rc::as_ptr(next);
@@ -386,27 +518,31 @@ impl Runtime {
                 }
             }
         }
+        // Gradients of parameters whose other uses were not reached (cannot happen for a graph
+        // built by this runtime, but never lose one).
+        for (k, grad) in pending.drain() {
+            if let Some(p) = nodes.values().flat_map(|n| n.params()).find(|p| Rc::as_ptr(p) == k) {
+                self.accumulate(&p, grad)?;
+            }
+        }
         Ok(())
     }
 
     /// Runs one node: computes the gradients of its inputs, frees its incoming gradient, releases
     /// its saved tensors (unless `retain`) and accumulates parameter gradients, in PyTorch's order.
-    fn apply(&self, node: &Node, g: Rc<Storage>, retain: bool) -> Result<Vec<Option<Rc<Storage>>>, DeviceError> {
+    #[allow(clippy::type_complexity)]
+    fn apply(&self, node: &Node, g: Rc<Storage>, retain: bool) -> Result<(Vec<Option<Rc<Storage>>>, Vec<(Rc<Param>, Rc<Storage>, bool)>), DeviceError> {
         if node.released.get() {
             return Err(freed_graph());
         }
         let mut op = node.op.borrow_mut();
-        let mut param_grads: Vec<(Rc<Param>, Rc<Storage>, bool)> = Vec::new();
+        // (parameter, gradient, autocast, the gradient is a view: a weight's, through TBackward)
+        let mut param_grads: Vec<(Rc<Param>, Rc<Storage>, bool, bool)> = Vec::new();
         let outs = match &mut *op {
             Op::Linear { input, weight, w, b, autocast, input_needs_grad } => {
                 let dt = g.dtype;
                 let (rows, outf) = (g.rows, g.cols);
                 let inf = w.data.cols;
-                if b.requires_grad.get() {
-                    let db = self.empty(1, outf, dt, Kind::Output)?;
-                    self.dev.col_sum(dt, g.addr(), db.addr(), rows, outf)?;
-                    param_grads.push((b.clone(), db, *autocast));
-                }
                 let dx = if *input_needs_grad {
                     let wt = weight.as_ref().ok_or_else(freed_graph)?;
                     let dx = self.empty(rows, inf, dt, Kind::Output)?;
@@ -419,7 +555,18 @@ impl Runtime {
                     let x = input.as_ref().ok_or_else(freed_graph)?;
                     let dw = self.empty(outf, inf, dt, Kind::Output)?;
                     self.dev.gemm(dt, Gemm { trans_a: false, trans_b: true, m: inf, n: outf, k: rows, a: x.0.addr(), lda: inf, b: g.addr(), ldb: outf, c: dw.addr(), ldc: inf })?;
-                    param_grads.push((w.clone(), dw, *autocast));
+                    param_grads.push((w.clone(), dw, *autocast, true));
+                }
+                if b.requires_grad.get() {
+                    // The bias gradient is `grad.sum(0)`, made by the engine after the node's other
+                    // outputs; ATen's reduction may stage partial sums in global memory.
+                    let db = self.empty(1, outf, dt, Kind::Output)?;
+                    let (staging, semaphores) = sum0_staging(rows, outf, dt, self.dev.sm_info());
+                    let staging = (staging > 0).then(|| Buffer::new(&self.alloc, staging, Kind::Workspace)).transpose()?;
+                    let semaphores = (semaphores > 0).then(|| Buffer::new(&self.alloc, semaphores, Kind::Workspace)).transpose()?;
+                    self.dev.col_sum(dt, g.addr(), db.addr(), rows, outf)?;
+                    drop((semaphores, staging));
+                    param_grads.push((b.clone(), db, *autocast, false));
                 }
                 if !retain {
                     *input = None;
@@ -438,14 +585,43 @@ impl Runtime {
             }
             Op::CrossEntropy { logsm, total_weight, targets } => {
                 let ls = logsm.as_ref().ok_or_else(freed_graph)?;
+                let tg = targets.as_ref().ok_or_else(freed_graph)?;
                 let d = self.empty(ls.0.rows, ls.0.cols, ls.0.dtype, Kind::Output)?;
                 // The incoming gradient is the loss's (a scalar of the loss's dtype).
-                self.dev.ce_bwd(ls.0.dtype, ls.0.addr(), targets.addr(), g.addr(), d.addr(), ls.0.rows, ls.0.cols)?;
+                self.dev.ce_bwd(ls.0.dtype, ls.0.addr(), tg.addr(), g.addr(), d.addr(), ls.0.rows, ls.0.cols)?;
                 if !retain {
+                    // The targets are a saved variable of NllLossBackward too.
                     *logsm = None;
                     *total_weight = None;
+                    *targets = None;
                 }
                 vec![Some(d)]
+            }
+            Op::Mse { a, b, a_needs_grad, b_needs_grad } => {
+                let sa = a.as_ref().ok_or_else(freed_graph)?;
+                let sb = b.as_ref().ok_or_else(freed_graph)?;
+                let (dt, n) = (sa.0.dtype, sa.0.numel());
+                let norm = 2.0 / n as f32;
+                // mse_loss_backward(grad, self, target) for self; (grad, target, self) for target.
+                let ga = if *a_needs_grad {
+                    let ga = self.empty(sa.0.rows, sa.0.cols, dt, Kind::Output)?;
+                    self.dev.mse_bwd(dt, sa.0.addr(), sb.0.addr(), g.addr(), ga.addr(), n, norm)?;
+                    Some(ga)
+                } else {
+                    None
+                };
+                let gb = if *b_needs_grad {
+                    let gb = self.empty(sb.0.rows, sb.0.cols, dt, Kind::Output)?;
+                    self.dev.mse_bwd(dt, sb.0.addr(), sa.0.addr(), g.addr(), gb.addr(), n, norm)?;
+                    Some(gb)
+                } else {
+                    None
+                };
+                if !retain {
+                    *a = None;
+                    *b = None;
+                }
+                vec![ga, gb]
             }
             Op::Cast { from } => vec![Some(self.cast_storage(&g, *from, 1.0, Kind::Output)?)],
             Op::Scale { c } => vec![Some(self.cast_storage(&g, g.dtype, *c, Kind::Output)?)],
@@ -457,12 +633,15 @@ impl Runtime {
         if !retain && !matches!(&*node.op.borrow(), Op::Add | Op::Cast { .. } | Op::Scale { .. }) {
             node.released.set(true);
         }
-        for (p, grad, autocast) in param_grads {
-            // Under autocast the fp16 gradient goes through the cast's backward to fp32 first.
-            let grad = if autocast && grad.dtype != p.data.dtype { self.cast_storage(&grad, p.data.dtype, 1.0, Kind::Output)? } else { grad };
-            self.accumulate(&p, grad)?;
+        let mut ready = Vec::with_capacity(param_grads.len());
+        for (p, grad, autocast, is_view) in param_grads {
+            // Under autocast the fp16 gradient goes through the cast's backward to fp32 first
+            // (a new tensor); otherwise a weight's gradient reaches AccumulateGrad as a view.
+            let cast = autocast && grad.dtype != p.data.dtype;
+            let grad = if cast { self.cast_storage(&grad, p.data.dtype, 1.0, Kind::Output)? } else { grad };
+            ready.push((p, grad, is_view && !cast));
         }
-        Ok(outs)
+        Ok((outs, ready))
     }
 
     /// `optimizer.step()` for plain SGD (no momentum, so no optimizer state): `p -= lr * p.grad`.
@@ -486,6 +665,54 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// Bytes of global memory (staging buffer, semaphores) that ATen's reduction kernel allocates for
+/// `x.sum(0)` of a contiguous `rows × cols` tensor, following `setReduceConfig` in
+/// ATen/native/cuda/Reduce.cuh: the output is vectorized by up to 4 columns, a block is
+/// `block_width × block_height` threads, and when each thread would still sum at least 256 values
+/// and the grid is small, the rows are split over `ctas_per_output` blocks whose partial sums (of
+/// the f32 accumulator) go through global memory.
+pub fn sum0_staging(rows: usize, cols: usize, _dtype: DType, (sms, threads_per_sm): (usize, usize)) -> (usize, usize) {
+    const ACC_BYTES: usize = 4;
+    const MAX_REDUCE_THREADS: usize = 512;
+    const WARP: usize = 32;
+    if rows == 0 || cols == 0 {
+        return (0, 0);
+    }
+    let mut vec = 4;
+    while cols % vec != 0 {
+        vec /= 2;
+    }
+    let last_pow2 = |n: usize| if n == 0 { 1 } else { 1usize << (usize::BITS - 1 - n.leading_zeros()) };
+    let (dim0, dim1) = (cols / vec, rows);
+    let max_threads = MAX_REDUCE_THREADS / vec;
+    let dim0_pow2 = if dim0 < max_threads { last_pow2(dim0) } else { max_threads };
+    let dim1_pow2 = if dim1 < max_threads { last_pow2(dim1) } else { max_threads };
+    let block_width = dim0_pow2.min(WARP);
+    let block_height = dim1_pow2.min(max_threads / block_width);
+    let block_width = dim0_pow2.min(max_threads / block_height);
+    let num_threads = block_width * block_height;
+    // The output is split over the block's width; the rows over its height when each thread would
+    // otherwise sum many values, else the outputs over its height too.
+    let mut step_output = block_width;
+    let mut values_per_thread = dim1;
+    let split_rows = values_per_thread >= block_height * 16 || values_per_thread >= 256;
+    if split_rows {
+        values_per_thread = dim1.div_ceil(block_height);
+    } else {
+        step_output *= block_height;
+    }
+    let grid_x = dim0.div_ceil(step_output);
+    let target_grid = sms * (threads_per_sm / num_threads.max(1)).max(1);
+    if !(split_rows && values_per_thread >= 256 && grid_x <= target_grid) {
+        return (0, 0);
+    }
+    let ctas = target_grid.div_ceil(grid_x).min(values_per_thread.div_ceil(16)).max(values_per_thread.div_ceil(256));
+    if ctas <= 1 {
+        return (0, 0);
+    }
+    (ACC_BYTES * cols * ctas * block_width * vec, 4 * grid_x)
 }
 
 /// One layer of a [`Sequential`].
@@ -530,6 +757,22 @@ impl Sequential {
 
     pub fn param_bytes(&self) -> usize {
         self.params().iter().map(|p| p.data.buf.block_bytes).sum()
+    }
+
+    /// `model.half()` / `.float()`: each parameter is replaced by a converted copy, one at a time (the
+    /// old storage is freed as soon as its copy exists, as `Module._apply` does).
+    pub fn to_dtype(&mut self, rt: &Runtime, dtype: DType) -> Result<(), DeviceError> {
+        for l in &mut self.layers {
+            if let Layer::Linear { w, b } = l {
+                for p in [w, b] {
+                    if p.data.dtype != dtype {
+                        let data = rt.cast_storage(&p.data, dtype, 1.0, Kind::Parameter)?;
+                        *p = Rc::new(Param { data, grad: RefCell::new(None), requires_grad: Cell::new(p.requires_grad.get()) });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Marks every parameter as frozen or trainable (`requires_grad_`).

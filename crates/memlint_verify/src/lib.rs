@@ -20,10 +20,12 @@
 //!
 //! # Scenarios
 //! Default workload: an MLP of 8 hidden layers of width 4096 with ReLU and 10 classes, batch 512,
-//! 20 iterations, fp32. Rows (`code`/`variant`): MEM001/eval, MEM002/eval, MEM002/train,
-//! MEM003/fp16, MEM004/train, MEM005/peak, MEM005/growth, MEM006/graphs, MEM006/detached,
-//! MEM008/restore, MEM009/train, MEM012/frozen. Rules MEM007, MEM010 and MEM011 have no scenario
-//! (they do not change device memory on one GPU) and are listed as such. See [`scenarios`].
+//! 20 iterations, fp32. Each scenario runs its rule's documentation example (see [`scenarios`]).
+//! Rows (`code`/`variant`): MEM001/eval, MEM002/train, MEM002/train-model-dropped, MEM002/eval,
+//! MEM003/half, MEM003/autocast, MEM004/train, MEM004/del, MEM004/train-fp16, MEM004/del-fp16
+//! (the fp16 rows only on an fp32 workload), MEM005/peak, MEM005/growth, MEM006/graphs,
+//! MEM006/detached, MEM008/restore, MEM009/train, MEM012/frozen. Rules MEM007, MEM010 and MEM011
+//! have no scenario (they do not change device memory on one GPU) and are listed as such.
 //!
 //! # The JSON report (`--format json`, `-o FILE`)
 //! Stable shape, read by the language server to show measured savings in hovers (it parses the
@@ -56,13 +58,16 @@
 //! mean fraction of gradient elements that are zero; null elsewhere and on `sim`), `at_peak_bad`,
 //! `at_peak_fixed` (bytes by kind at the peak: `parameters`, `gradients`, `saved_activations`,
 //! `outputs`, `workspace`), `driver_mallocs_bad`, `driver_mallocs_fixed` (segments allocated from
-//! the driver during the loop), `tracker_reserved_delta_bytes`, `driver_used_delta_bytes` (the
+//! the driver during the loop; MEM004: during its timed passes), `mallocs_per_step_bad`,
+//! `mallocs_per_step_fixed` (MEM004: per timed step), `underflow_fraction_fp32` (MEM003: the
+//! fraction of zero gradient elements in an fp32 run of the loop), `tracker_reserved_delta_bytes`, `driver_used_delta_bytes` (the
 //! tracker's cross-check with `cuMemGetInfo`, since the start of the run; null on `sim`), and
 //! `error` (null, or why the row has no figures, e.g. out of memory).
 //!
 //! `torch`: `{python, torch_version, device, workspace_bytes, error, scenarios: [{code, variant,
 //! peak_bytes_bad, peak_bytes_fixed, held_bytes_bad, held_bytes_fixed, step_ms_bad, step_ms_fixed,
-//! underflow_fraction_bad, underflow_fraction_fixed, error, saving_bytes, saving_difference_bytes,
+//! underflow_fraction_bad, underflow_fraction_fixed, underflow_fraction_fp32, mallocs_per_step_bad,
+//! mallocs_per_step_fixed, error, saving_bytes, saving_difference_bytes,
 //! saving_relative_difference}]}` where `saving_difference_bytes` is memlint's saving minus
 //! PyTorch's and `saving_relative_difference` is that over |PyTorch's saving| (null when PyTorch's
 //! saving is under 1 MiB, where a ratio says nothing).
@@ -222,6 +227,32 @@ pub struct Finding {
     pub code: String,
     /// Rule name, e.g. "eval-without-no-grad".
     pub name: String,
+    /// The linter's message: it says which form of the anti-pattern was found (a summed loss in a
+    /// training or an evaluation loop, a `.half()` model or fp16 autocast), and with it which
+    /// variant of the rule's scenario measures it. Empty: every variant.
+    pub message: String,
+}
+
+impl Finding {
+    /// The scenario variants that measure this finding (None: all of its rule's).
+    pub fn variants(&self) -> Option<&'static [&'static str]> {
+        if self.message.is_empty() {
+            return None;
+        }
+        match resolve_rule(&self.code).map(|r| r.0) {
+            // The linter says a summed loss outlives `backward()` only in a training loop.
+            Some("MEM002") if self.message.contains("after `backward()`") => Some(&["train", "train-model-dropped"]),
+            Some("MEM002") => Some(&["eval"]),
+            // Its autocast finding "runs the forward pass in float16"; the other is a conversion.
+            Some("MEM003") if self.message.contains("runs the forward pass in float16") => Some(&["autocast"]),
+            Some("MEM003") => Some(&["half"]),
+            _ => None,
+        }
+    }
+
+    fn measured_by(&self, code: &str, variant: &str) -> bool {
+        resolve_rule(&self.code).map(|r| r.0) == Some(code) && self.variants().is_none_or(|v| v.contains(&variant))
+    }
 }
 
 /// Runs the scenarios and prints the report on stdout (progress and errors on stderr).
@@ -254,7 +285,7 @@ fn workload(args: &VerifyArgs) -> Result<Workload, String> {
     if args.hidden > MAX_DIM || args.batch > MAX_DIM || args.layers > 4096 {
         return Err(format!("workload too large: --hidden and --batch at most {MAX_DIM}, --layers at most 4096"));
     }
-    if args.dtype == DType::I64 {
+    if !matches!(args.dtype, DType::Fp32 | DType::Fp16) {
         return Err("--dtype must be fp32 or fp16".into());
     }
     Ok(Workload { layers: args.layers, hidden: args.hidden, batch: args.batch, iters: args.iters, dtype: args.dtype, classes: scenarios::CLASSES })
@@ -329,6 +360,7 @@ pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], 
     }
     let base = Baseline { free: if dev.estimated() { None } else { dev.mem_info().ok().map(|m| m.0) }, reserved: rt.stats().reserved };
     let mut out = Vec::new();
+    let mut reference_fractions: Vec<(usize, Option<f64>)> = Vec::new();
     for def in defs {
         let mut one = |bad: bool| -> Result<scenarios::Measure, String> {
             tick(&format!("{} {} ({})", def.code, def.variant, if bad { "bad" } else { "fixed" }));
@@ -340,7 +372,25 @@ pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], 
         };
         let bad = one(true);
         let fixed = one(false);
-        out.push(report::scenario_report(def, bad, fixed, dev.estimated(), wl.iters));
+        let mut row = report::scenario_report(def, bad, fixed, dev.estimated(), wl.iters);
+        if let Some(reference) = def.reference {
+            // The same reference loop serves every row that names it: run it once.
+            let key = reference as usize;
+            let frac = match reference_fractions.iter().find(|(k, _)| *k == key) {
+                Some((_, f)) => *f,
+                None => {
+                    tick(&format!("{} {} (reference)", def.code, def.variant));
+                    rt.empty_cache().map_err(|e| e.to_string())?;
+                    let f = reference(&rt, wl, false, &base).ok().and_then(|m| m.underflow);
+                    rt.empty_cache().map_err(|e| e.to_string())?;
+                    reference_fractions.push((key, f));
+                    f
+                }
+            };
+            row.underflow_fraction_fp32 = frac;
+            row.saving_summary = report::underflow_summary(&row);
+        }
+        out.push(row);
     }
     Ok(out)
 }
@@ -350,8 +400,19 @@ pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], 
 /// runs first. Its memory is released before the baseline is taken. The PyTorch script warms up too.
 fn warm_up(rt: &autograd::Runtime, wl: &Workload, defs: &[ScenarioDef]) -> Result<(), backend::DeviceError> {
     let mut modes = vec![(wl.dtype, false)];
+    for d in defs {
+        if let Some(t) = d.dtype {
+            if !modes.contains(&(t, false)) {
+                modes.push((t, false));
+            }
+        }
+    }
     if defs.iter().any(|d| d.code == "MEM003") {
-        modes.push((DType::Fp32, true));
+        for m in [(DType::Fp32, true), (DType::Fp16, false), (DType::Fp32, false)] {
+            if !modes.contains(&m) {
+                modes.push(m);
+            }
+        }
     }
     for (dtype, autocast) in modes {
         let m = autograd::Sequential::mlp(rt, wl.hidden, wl.layers, Some(wl.classes), dtype, 1)?;
@@ -404,7 +465,12 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
             return 2;
         }
     };
-    let defs: Vec<ScenarioDef> = scenarios::all().into_iter().filter(|d| codes.contains(&d.code)).collect();
+    let defs: Vec<ScenarioDef> = scenarios::for_workload(&wl)
+        .into_iter()
+        .filter(|d| codes.contains(&d.code))
+        // With linted files, only the variants that measure what was found.
+        .filter(|d| findings.as_ref().is_none_or(|fs| fs.iter().any(|f| f.measured_by(d.code, d.variant))))
+        .collect();
 
     let bar = if progress { indicatif::ProgressBar::new((defs.len() * 2) as u64 + args.compare_torch as u64) } else { indicatif::ProgressBar::hidden() };
     bar.set_style(
@@ -426,7 +492,9 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
     };
     let torch = if args.compare_torch {
         bar.set_message("PyTorch comparison (python3)");
-        let mut t = torch::run_torch("python3", &wl, args.device, &defs.iter().map(|d| d.code).collect::<Vec<_>>());
+        let mut codes: Vec<&str> = defs.iter().map(|d| d.code).collect();
+        codes.dedup();
+        let mut t = torch::run_torch("python3", &wl, args.device, &codes);
         torch::attach(&mut t, &scenarios);
         bar.inc(1);
         Some(t)
@@ -445,7 +513,7 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
                     column: f.column,
                     code: code.clone(),
                     name: f.name.clone(),
-                    measured: scenarios.iter().filter(|s| s.code == code).map(|s| format!("{}: {}", s.variant, s.error.clone().map(|e| format!("error: {e}")).unwrap_or_else(|| s.saving_summary.clone()))).collect(),
+                    measured: scenarios.iter().filter(|s| f.measured_by(&s.code, &s.variant)).map(|s| format!("{}: {}", s.variant, s.error.clone().map(|e| format!("error: {e}")).unwrap_or_else(|| s.saving_summary.clone()))).collect(),
                 }
             })
             .collect()

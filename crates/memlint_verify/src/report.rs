@@ -55,12 +55,17 @@ pub struct ScenarioReport {
     /// MEM003 only (null elsewhere, and on the simulator).
     pub underflow_fraction_bad: Option<f64>,
     pub underflow_fraction_fixed: Option<f64>,
+    /// MEM003: the same fraction in an fp32 run of the loop (zeros that are not underflow).
+    pub underflow_fraction_fp32: Option<f64>,
     /// Live bytes by kind at each loop's peak.
     pub at_peak_bad: Option<KindBytes>,
     pub at_peak_fixed: Option<KindBytes>,
     /// Segments the allocator requested from the driver during each loop.
     pub driver_mallocs_bad: Option<u64>,
     pub driver_mallocs_fixed: Option<u64>,
+    /// MEM004: driver allocations per timed step.
+    pub mallocs_per_step_bad: Option<f64>,
+    pub mallocs_per_step_fixed: Option<f64>,
     /// Tracker cross-check (cuda only): bytes the allocator reserved vs bytes the driver reports in
     /// use, both since the start of the run, at the end of the fixed loop.
     pub tracker_reserved_delta_bytes: Option<i64>,
@@ -104,6 +109,12 @@ pub struct TorchScenario {
     pub step_ms_fixed: Option<f64>,
     pub underflow_fraction_bad: Option<f64>,
     pub underflow_fraction_fixed: Option<f64>,
+    #[serde(default)]
+    pub underflow_fraction_fp32: Option<f64>,
+    #[serde(default)]
+    pub mallocs_per_step_bad: Option<f64>,
+    #[serde(default)]
+    pub mallocs_per_step_fixed: Option<f64>,
     pub error: Option<String>,
     /// Filled in by memlint: PyTorch's saving on the scenario's metric and ours relative to it.
     #[serde(default)]
@@ -142,6 +153,21 @@ fn opt_ms(v: Option<f64>) -> String {
     v.map(|m| format!("{m:.2} ms")).unwrap_or_else(|| "-".into())
 }
 
+/// MEM003's sentence, once the fp32 reference fraction is known.
+pub fn underflow_summary(r: &ScenarioReport) -> String {
+    match (r.underflow_fraction_bad, r.underflow_fraction_fixed) {
+        (Some(ub), Some(uf)) => {
+            let what = if r.variant == "half" { "the .half() model" } else { "autocast without a GradScaler" };
+            let mut s = format!("gradient elements that are zero: {:.1}% with {what}, {:.1}% with autocast + GradScaler", ub * 100.0, uf * 100.0);
+            if let Some(z) = r.underflow_fraction_fp32 {
+                s.push_str(&format!(", {:.1}% in fp32 (zero anyway)", z * 100.0));
+            }
+            s
+        }
+        _ => r.saving_summary.clone(),
+    }
+}
+
 /// Builds one scenario's report from its two measurements.
 pub fn scenario_report(def: &ScenarioDef, bad: Result<Measure, String>, fixed: Result<Measure, String>, estimated: bool, iters: usize) -> ScenarioReport {
     let error = match (&bad, &fixed) {
@@ -178,16 +204,19 @@ pub fn scenario_report(def: &ScenarioDef, bad: Result<Measure, String>, fixed: R
                 fmt_bytes(s as f64 / iters.max(1) as f64),
                 saving_fraction.unwrap_or(0.0) * 100.0
             ),
-            Metric::StepTime => match (b.step_ms, f.step_ms) {
-                (Some(tb), Some(tf)) if tf > 0.0 => format!(
-                    "fix saves {:.2} ms per step ({:+.0}% step time with empty_cache; {} vs {} driver allocations)",
-                    tb - tf,
-                    (tb / tf - 1.0) * 100.0,
-                    b.driver_mallocs,
-                    f.driver_mallocs
-                ),
-                _ => format!("step time not measured on the simulator; {} vs {} driver allocations", b.driver_mallocs, f.driver_mallocs),
-            },
+            Metric::StepTime => {
+                let per_step = |m: &Measure| m.mallocs_per_step.map(|v| format!("{v:.1}")).unwrap_or_else(|| m.driver_mallocs.to_string());
+                match (b.step_ms, f.step_ms) {
+                    (Some(tb), Some(tf)) if tf > 0.0 => format!(
+                        "fix saves {:.2} ms per step ({:+.0}% step time with empty_cache; {} vs {} driver allocations per step)",
+                        tb - tf,
+                        (tb / tf - 1.0) * 100.0,
+                        per_step(b),
+                        per_step(f)
+                    ),
+                    _ => format!("step time not measured on the simulator; {} vs {} driver allocations per step", per_step(b), per_step(f)),
+                }
+            }
             Metric::Underflow => match (b.underflow, f.underflow) {
                 (Some(ub), Some(uf)) => format!(
                     "without loss scaling {:.1}% of gradient elements underflow to zero, with dynamic loss scaling {:.1}%",
@@ -216,10 +245,13 @@ pub fn scenario_report(def: &ScenarioDef, bad: Result<Measure, String>, fixed: R
         saving_summary,
         underflow_fraction_bad: b.as_ref().and_then(|m| m.underflow),
         underflow_fraction_fixed: f.as_ref().and_then(|m| m.underflow),
+        underflow_fraction_fp32: None,
         at_peak_bad: b.as_ref().map(|m| m.at_peak),
         at_peak_fixed: f.as_ref().map(|m| m.at_peak),
         driver_mallocs_bad: b.as_ref().map(|m| m.driver_mallocs),
         driver_mallocs_fixed: f.as_ref().map(|m| m.driver_mallocs),
+        mallocs_per_step_bad: b.as_ref().and_then(|m| m.mallocs_per_step),
+        mallocs_per_step_fixed: f.as_ref().and_then(|m| m.mallocs_per_step),
         tracker_reserved_delta_bytes: f.as_ref().map(|m| m.reserved_delta),
         driver_used_delta_bytes: f.as_ref().and_then(|m| m.driver_used_delta),
         error,
@@ -291,6 +323,10 @@ fn scenario_table(r: &Report) -> Table {
     Table { header, rows }
 }
 
+fn per_step(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into())
+}
+
 fn torch_table(r: &Report, t: &TorchComparison) -> Table {
     let header = ["rule", "scenario", "metric", "memlint saving", "torch saving", "rel. diff", "memlint bad/fixed", "torch bad/fixed"].map(String::from).to_vec();
     let mut rows = Vec::new();
@@ -326,24 +362,33 @@ fn torch_table(r: &Report, t: &TorchComparison) -> Table {
                 s.variant.clone(),
                 "step".into(),
                 match (s.step_ms_bad, s.step_ms_fixed) {
-                    (Some(b), Some(f)) => format!("{:+.0}% with empty_cache", (b / f - 1.0) * 100.0),
+                    (Some(b), Some(f)) => format!("{:+.1}% with empty_cache", (b / f - 1.0) * 100.0),
                     _ => "-".into(),
                 },
                 match (ts.step_ms_bad, ts.step_ms_fixed) {
-                    (Some(b), Some(f)) => format!("{:+.0}% with empty_cache", (b / f - 1.0) * 100.0),
+                    (Some(b), Some(f)) => format!("{:+.1}% with empty_cache", (b / f - 1.0) * 100.0),
                     _ => "-".into(),
                 },
-                "".into(),
-                format!("{} / {}", opt_ms(s.step_ms_bad), opt_ms(s.step_ms_fixed)),
-                format!("{} / {}", opt_ms(ts.step_ms_bad), opt_ms(ts.step_ms_fixed)),
+                match (s.step_ms_bad, s.step_ms_fixed, ts.step_ms_bad, ts.step_ms_fixed) {
+                    (Some(a), Some(b), Some(c), Some(d)) => format!("{:+.1} points", ((a / b) - (c / d)) * 100.0),
+                    _ => "-".into(),
+                },
+                format!("{} / {} ({} / {} mallocs/step)", opt_ms(s.step_ms_bad), opt_ms(s.step_ms_fixed), per_step(s.mallocs_per_step_bad), per_step(s.mallocs_per_step_fixed)),
+                format!("{} / {} ({} / {} mallocs/step)", opt_ms(ts.step_ms_bad), opt_ms(ts.step_ms_fixed), per_step(ts.mallocs_per_step_bad), per_step(ts.mallocs_per_step_fixed)),
             ]);
         }
         if s.metric == Metric::Underflow {
             let f = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into());
-            let diff = match (s.underflow_fraction_bad, ts.underflow_fraction_bad, s.underflow_fraction_fixed, ts.underflow_fraction_fixed) {
-                (Some(a), Some(b), Some(c), Some(d)) => format!("{:.3} / {:.3} abs", (a - b).abs(), (c - d).abs()),
+            let d = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) => format!("{:.3}", (a - b).abs()),
                 _ => "-".into(),
             };
+            let diff = format!(
+                "{} / {} / {} abs",
+                d(s.underflow_fraction_bad, ts.underflow_fraction_bad),
+                d(s.underflow_fraction_fixed, ts.underflow_fraction_fixed),
+                d(s.underflow_fraction_fp32, ts.underflow_fraction_fp32)
+            );
             rows.push(vec![
                 s.code.clone(),
                 s.variant.clone(),
@@ -351,8 +396,8 @@ fn torch_table(r: &Report, t: &TorchComparison) -> Table {
                 "".into(),
                 "".into(),
                 diff,
-                format!("{} / {}", f(s.underflow_fraction_bad), f(s.underflow_fraction_fixed)),
-                format!("{} / {}", f(ts.underflow_fraction_bad), f(ts.underflow_fraction_fixed)),
+                format!("{} / {} / fp32 {}", f(s.underflow_fraction_bad), f(s.underflow_fraction_fixed), f(s.underflow_fraction_fp32)),
+                format!("{} / {} / fp32 {}", f(ts.underflow_fraction_bad), f(ts.underflow_fraction_fixed), f(ts.underflow_fraction_fp32)),
             ]);
         }
     }
@@ -385,6 +430,15 @@ fn header_lines(r: &Report) -> Vec<String> {
 fn findings_lines(r: &Report) -> Vec<String> {
     let mut v = Vec::new();
     if let Some(fs) = &r.findings {
+        let w = &r.workload;
+        v.push(format!(
+            "The figures are for memlint's reference workload (an MLP of {} layers of width {}, batch {}, {} iterations, {}) running each rule's documentation example, not for your script; run with --layers/--hidden/--batch to resize it.",
+            w.layers,
+            w.hidden,
+            w.batch,
+            w.iters,
+            w.dtype.name()
+        ));
         for f in fs {
             let what = if f.measured.is_empty() { "no reference scenario for this rule".to_string() } else { f.measured.join("; ") };
             v.push(format!("{}:{}:{}: {} {}: {}", f.path, f.row, f.column, f.code, f.name, what));

@@ -301,3 +301,36 @@ fn scenarios_on_the_gpu_allocate_exactly_what_the_simulator_predicts() {
     assert!((0.0..=1.0).contains(&ub) && (0.0..=1.0).contains(&uf));
     assert!(ub > uf, "loss scaling keeps gradients from underflowing");
 }
+
+#[test]
+fn mse_loss_argmax_and_bool_sum_match_the_cpu() {
+    let Some(dev) = gpu("mse_loss_argmax_and_bool_sum_match_the_cpu") else { return };
+    let rt = Runtime::new(dev.clone()).expect("runtime");
+    let (rows, cols) = (64, 96);
+    let (av, bv) = (rand_vec(rows * cols, 21, 1.0), rand_vec(rows * cols, 22, 1.0));
+    // mse_loss forward and both input gradients, against the formula on the host.
+    let a = Tensor { data: upload(&rt, rows, cols, DType::Fp32, &av), grad_fn: None };
+    let b = Tensor { data: upload(&rt, rows, cols, DType::Fp32, &bv), grad_fn: None };
+    let loss = rt.mse_loss(&a, &b).expect("mse");
+    let want: f64 = av.iter().zip(&bv).map(|(x, y)| ((x - y) as f64).powi(2)).sum::<f64>() / (rows * cols) as f64;
+    let got = rt.item(&loss).expect("item") as f64;
+    println!("mse_loss: {got} vs {want}");
+    assert!((got - want).abs() / want < 1e-5);
+    let gout = rt.empty(rows, cols, DType::Fp32, Kind::Output).expect("alloc");
+    let one = upload(&rt, 1, 1, DType::Fp32, &[1.0]);
+    dev.mse_bwd(DType::Fp32, a.data.addr(), b.data.addr(), one.addr(), gout.addr(), rows * cols, 2.0 / (rows * cols) as f32).expect("bwd");
+    let g = rt.to_host(&gout).expect("download");
+    let want_g: Vec<f32> = av.iter().zip(&bv).map(|(x, y)| 2.0 * (x - y) / (rows * cols) as f32).collect();
+    assert!(rel_err(&g, &want_g) < 1e-6, "mse_loss_backward: {}", rel_err(&g, &want_g));
+    // (out.argmax(1) == y).sum()
+    let am = rt.argmax_rows(&a).expect("argmax");
+    let got_idx = dev.download(am.addr(), DType::I64, rows).expect("download");
+    let want_idx: Vec<f32> = av.chunks(cols).map(|r| r.iter().enumerate().fold((0, f32::MIN), |(bi, bv), (i, v)| if *v > bv { (i, *v) } else { (bi, bv) }).0 as f32).collect();
+    assert_eq!(got_idx, want_idx);
+    let targets: Vec<i64> = (0..rows as i64).map(|i| if i % 3 == 0 { want_idx[i as usize] as i64 } else { cols as i64 + 1 }).collect();
+    let y = rt.upload_targets(&targets).expect("targets");
+    let eq = rt.eq(&am, &y).expect("eq");
+    let s = rt.sum_bool(&eq).expect("sum");
+    let count = dev.download(s.addr(), DType::I64, 1).expect("download")[0];
+    assert_eq!(count as usize, rows.div_ceil(3), "one row in three matches");
+}

@@ -51,24 +51,43 @@ fn mem001_saving_equals_saved_activations_counted_by_hand() {
 
 #[test]
 fn mem001_with_more_iterations_also_keeps_the_previous_graph() {
-    // From the second iteration on, `loss` of the previous iteration still holds its whole graph
-    // while the new forward runs: L ReLU outputs, the log-softmax and the total weight.
-    let wl = small(3, 4);
+    // The documented evaluate() keeps `out`, and with it its graph, until the next forward has
+    // made the new `out`: its batch (x.cuda() of that step, saved by the first Linear) and its L
+    // ReLU outputs. The new forward peaks at its last ReLU with x, r1..rL and z_L alive (L + 2
+    // activations); under no_grad only x, a layer's input and its output live (3).
+    let layers = 3u64;
+    let wl = small(layers as usize, 4);
     let r = run(&wl, "MEM001", "eval");
-    let logsm = round_size(wl.batch * wl.classes * 4) as u64;
-    let graph = 3 * bh(&wl) + logsm + 512;
-    assert_eq!(r.saving_bytes, Some((2 * bh(&wl) + graph) as i64));
+    let graph = (layers + 1) * bh(&wl);
+    assert_eq!(r.saving_bytes, Some((graph + (layers + 2) * bh(&wl) - 3 * bh(&wl)) as i64));
 }
 
 #[test]
 fn mem002_eval_holds_one_graph_per_iteration() {
     let wl = small(2, 6);
     let r = run(&wl, "MEM002", "eval");
-    // Each summed loss keeps its graph (L ReLU outputs, log-softmax, total weight); the last one is
-    // alive in the fixed loop too (its `loss` variable), and the running total is one scalar block.
+    // Each summed loss keeps its graph: its batch x (saved by the first Linear), L ReLU outputs,
+    // the log-softmax, the total weight and the targets y. The last batch's x, y and loss are bound
+    // in both loops; the running total is one scalar block (then added to in place).
     let logsm = round_size(wl.batch * wl.classes * 4) as u64;
-    let graph = 2 * bh(&wl) + logsm + 512;
-    assert_eq!(r.saving_bytes, Some(((wl.iters as u64 - 1) * graph + 512) as i64));
+    let y = round_size(wl.batch * 8) as u64;
+    let graph = bh(&wl) + 2 * bh(&wl) + logsm + 512 + y;
+    assert_eq!(r.saving_bytes, Some((wl.iters as u64 * graph - bh(&wl) - y + 512) as i64));
+}
+
+#[test]
+fn mem002_train_with_the_model_dropped_keeps_parameters_and_gradients() {
+    // After `del model, optimizer`, the summed loss's graph still reaches every parameter (its
+    // AccumulateGrad edges) and so every gradient; the fixed loop's float keeps nothing.
+    let wl = small(2, 4);
+    let r = run(&wl, "MEM002", "train-model-dropped");
+    let w = round_size(wl.hidden * wl.hidden * 4) as u64;
+    let b = round_size(wl.hidden * 4) as u64;
+    let head = round_size(wl.classes * wl.hidden * 4) as u64 + round_size(wl.classes * 4) as u64;
+    let params = 2 * (w + b) + head;
+    assert_eq!(r.saving_bytes, Some((2 * params + 512) as i64));
+    // With the model alive the same loops differ by the total's scalar block only.
+    assert_eq!(run(&wl, "MEM002", "train").saving_bytes, Some(512));
 }
 
 #[test]
@@ -92,12 +111,64 @@ fn mem008_saving_is_one_copy_of_the_parameters() {
 fn mem012_bad_loop_allocates_gradients_of_the_frozen_network() {
     let wl = small(3, 3);
     let r = run(&wl, "MEM012", "frozen");
+    // Held after the loop: the frozen network's accumulated .grad is the whole difference (the
+    // generator's gradient, the batch, fake and loss are alive in both loops).
     let frozen_grads = 3 * (round_size(wl.hidden * wl.hidden * 4) + round_size(wl.hidden * 4)) as u64;
+    assert_eq!(r.held_bytes_bad.expect("figures") - r.held_bytes_fixed.expect("figures"), frozen_grads);
+    assert!(r.saving_bytes.expect("figures") as u64 > frozen_grads, "the peak adds the target branch's graph: {r:?}");
+    assert_eq!(r.at_peak_fixed.expect("figures").gradients as u64, round_size(wl.hidden * wl.hidden * 4) as u64 + round_size(wl.hidden * 4) as u64, "fixed: only the generator's gradients");
+}
+
+#[test]
+fn a_parameter_used_twice_gets_its_gradients_summed_once_both_arrived() {
+    // MEM012's bad loop runs the frozen network on fake and on target: each weight's two
+    // gradients are buffered until both exist, and (being views) summed out of place, so at the
+    // backward's peak the target branch's L weight gradients wait in buffers.
+    let wl = small(3, 1);
+    let r = run(&wl, "MEM012", "frozen");
+    let w = round_size(wl.hidden * wl.hidden * 4) as u64;
     let bad = r.at_peak_bad.expect("figures");
-    let fixed = r.at_peak_fixed.expect("figures");
-    assert!(bad.gradients as u64 >= frozen_grads, "{bad:?}");
-    assert!((fixed.gradients as u64) < frozen_grads / 10, "{fixed:?}");
-    assert!(r.saving_bytes.expect("figures") as u64 >= frozen_grads);
+    assert!(bad.outputs as u64 >= 3 * w, "pending weight gradients at the peak: {bad:?}");
+}
+
+#[test]
+fn sum0_staging_follows_atens_reduce_config() {
+    use memlint_verify::autograd::sum0_staging;
+    use memlint_verify::backend::DType;
+    let h100 = (132, 2048);
+    // The bias gradient of a 1024-wide layer at batch 1024: 16 blocks per output column group,
+    // 32 × 4 columns each, f32 partial sums; 8 groups of semaphores.
+    assert_eq!(sum0_staging(1024, 1024, DType::Fp32, h100), (8 << 20, 32));
+    // Fewer rows per thread: no global reduction.
+    assert_eq!(sum0_staging(512, 4096, DType::Fp32, h100), (0, 0));
+    assert_eq!(sum0_staging(256, 2048, DType::Fp32, h100), (0, 0));
+    assert_eq!(sum0_staging(1024, 10, DType::Fp32, h100), (0, 0));
+}
+
+#[test]
+fn mem003_has_both_variants_and_an_fp32_reference_that_needs_a_gpu() {
+    let wl = small(2, 2);
+    for variant in ["half", "autocast"] {
+        let r = run(&wl, "MEM003", variant);
+        assert!(r.underflow_fraction_bad.is_none() && r.underflow_fraction_fp32.is_none(), "the simulator computes nothing: {r:?}");
+    }
+    // The .half() model's training holds fp16 parameters and gradients: half the fixed loop's.
+    let r = run(&wl, "MEM003", "half");
+    assert!(r.held_bytes_bad.is_some());
+}
+
+#[test]
+fn mem004_rows_time_both_loop_shapes_and_fp16_unless_the_workload_is_fp16() {
+    let fp32: Vec<_> = scenarios::for_workload(&small(2, 2)).into_iter().filter(|d| d.code == "MEM004").map(|d| d.variant).collect();
+    assert_eq!(fp32, ["train", "del", "train-fp16", "del-fp16"]);
+    let fp16: Vec<_> = scenarios::for_workload(&Workload { dtype: DType::Fp16, ..small(2, 2) }).into_iter().filter(|d| d.code == "MEM004").map(|d| d.variant).collect();
+    assert_eq!(fp16, ["train", "del"]);
+    // The documented loop frees the gradients (zero_grad) before empty_cache: on the simulator the
+    // segments it returns are requested again every step; the fixed loop requests none. (Large
+    // blocks: with tiny tensors everything shares one small segment that stays in use.)
+    let r = run(&Workload { hidden: 2048, batch: 256, ..small(2, 3) }, "MEM004", "train");
+    assert!(r.mallocs_per_step_bad.expect("per step") >= 1.0, "{r:?}");
+    assert_eq!(r.mallocs_per_step_fixed, Some(0.0));
 }
 
 #[test]
@@ -171,11 +242,11 @@ fn json_report_has_the_documented_shape() {
     assert_eq!(v["workload"]["iters"], 3);
     assert_eq!(v["workload"]["dtype"], "fp32");
     let rows = v["scenarios"].as_array().expect("scenarios array");
-    assert_eq!(rows.len(), 12);
+    assert_eq!(rows.len(), 17, "every scenario, MEM004's fp16 rows included on an fp32 workload");
     let keys = [
         "code", "name", "variant", "scenario", "metric", "peak_bytes_bad", "peak_bytes_fixed", "held_bytes_bad", "held_bytes_fixed",
         "step_ms_bad", "step_ms_fixed", "saving_bytes", "saving_fraction", "saving_summary", "underflow_fraction_bad",
-        "underflow_fraction_fixed", "at_peak_bad", "at_peak_fixed", "error",
+        "underflow_fraction_fixed", "underflow_fraction_fp32", "at_peak_bad", "at_peak_fixed", "mallocs_per_step_bad", "mallocs_per_step_fixed", "error",
     ];
     for r in rows {
         for k in keys {
@@ -214,8 +285,8 @@ fn text_and_markdown_tables_mark_estimates() {
 #[test]
 fn findings_select_the_scenarios_and_are_printed_per_line() {
     let findings = vec![
-        Finding { path: "train.py".into(), row: 12, column: 5, code: "MEM001".into(), name: "eval-without-no-grad".into() },
-        Finding { path: "train.py".into(), row: 30, column: 1, code: "MEM007".into(), name: "data-parallel".into() },
+        Finding { path: "train.py".into(), row: 12, column: 5, code: "MEM001".into(), name: "eval-without-no-grad".into(), message: String::new() },
+        Finding { path: "train.py".into(), row: 30, column: 1, code: "MEM007".into(), name: "data-parallel".into(), message: String::new() },
     ];
     let (code, out, err) = run_capture(&args_sim(), Some(findings));
     assert_eq!(code, 0, "{err}");
@@ -223,6 +294,34 @@ fn findings_select_the_scenarios_and_are_printed_per_line() {
     assert!(out.contains("train.py:30:1: MEM007 data-parallel: no reference scenario"), "{out}");
     assert!(out.contains("no reference scenario for: MEM007"));
     assert!(!out.contains("MEM009"), "rules that did not fire do not run");
+}
+
+#[test]
+fn each_finding_runs_the_variant_that_matches_it() {
+    let f = |row, code: &str, name: &str, message: &str| Finding { path: "t.py".into(), row, column: 1, code: code.into(), name: name.into(), message: message.into() };
+    let findings = vec![
+        f(10, "MEM002", "accumulated-loss-tensor", "`total += loss` keeps each step's graph nodes and loss tensor alive after `backward()`: ..."),
+        f(20, "MEM003", "half-without-grad-scaler", "`model.half()` trains in float16 without loss scaling: ..."),
+    ];
+    let (code, out, err) = run_capture(&args_sim(), Some(findings));
+    assert_eq!(code, 0, "{err}");
+    let line = |row: usize| out.lines().find(|l| l.starts_with(&format!("t.py:{row}:"))).unwrap_or_default().to_string();
+    assert!(line(10).contains("train:") && line(10).contains("train-model-dropped:") && !line(10).contains("eval:"), "{out}");
+    assert!(line(20).contains("half:") && !line(20).contains("autocast:"), "{out}");
+    assert!(!out.contains(" eval "), "the evaluation variant did not run: {out}");
+    assert!(out.contains("reference workload (an MLP of 2 layers of width 256, batch 64, 3 iterations, fp32)"), "{out}");
+    let eval = vec![
+        f(5, "MEM002", "accumulated-loss-tensor", "`total += loss` keeps every batch's activations on the GPU: ... in a loop with no `backward()` and no `torch.no_grad()`"),
+        f(6, "MEM003", "half-without-grad-scaler", "`torch.autocast(\"cuda\")` runs the forward pass in float16 and this code calls `backward()` without a `GradScaler`"),
+    ];
+    let (code, out, _) = run_capture(&args_sim(), Some(eval));
+    assert_eq!(code, 0);
+    assert!(line_of(&out, 5).contains("eval:") && !line_of(&out, 5).contains("train:"), "{out}");
+    assert!(line_of(&out, 6).contains("autocast:") && !line_of(&out, 6).contains("half:"), "{out}");
+}
+
+fn line_of(out: &str, row: usize) -> String {
+    out.lines().find(|l| l.starts_with(&format!("t.py:{row}:"))).unwrap_or_default().to_string()
 }
 
 #[test]

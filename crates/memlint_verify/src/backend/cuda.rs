@@ -101,11 +101,11 @@ impl CudaBackend {
         let mut functions = HashMap::new();
         let mut names: Vec<String> = Vec::new();
         for s in ["f32", "f16"] {
-            for k in ["fill", "relu_fwd", "relu_bwd", "bias_add", "axpy", "add", "col_sum", "count_zeros", "ce_fwd", "ce_bwd", "init_uniform", "init_normal"] {
+            for k in ["fill", "relu_fwd", "relu_bwd", "bias_add", "axpy", "add", "col_sum", "count_zeros", "ce_fwd", "ce_bwd", "init_uniform", "init_normal", "argmax_rows", "sq_diff", "mean_all", "mse_bwd"] {
                 names.push(format!("{k}_{s}"));
             }
         }
-        names.extend(["cast_f32_f16", "cast_f16_f32", "cast_f32_f32", "cast_f16_f16", "unscale_check_f32"].map(String::from));
+        names.extend(["cast_f32_f16", "cast_f16_f32", "cast_f32_f32", "cast_f16_f16", "unscale_check_f32", "eq_i64", "sum_bool"].map(String::from));
         for n in names {
             let f = module.load_function(&n).map_err(|e| format!("kernel {n} missing from the compiled module: {e}"))?;
             functions.insert(n, f);
@@ -124,7 +124,7 @@ impl CudaBackend {
         match dtype {
             DType::Fp32 => Ok("f32"),
             DType::Fp16 => Ok("f16"),
-            DType::I64 => Err(DeviceError::Unsupported("int64 arithmetic".into())),
+            DType::I64 | DType::Bool => Err(DeviceError::Unsupported(format!("{} arithmetic", dtype.name()))),
         }
     }
 
@@ -168,6 +168,11 @@ impl Backend for CudaBackend {
     }
     fn device_name(&self) -> String {
         self.name.clone()
+    }
+    fn sm_info(&self) -> (usize, usize) {
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        let get = |a| self.ctx.attribute(a).ok().filter(|v| *v > 0).map(|v| v as usize);
+        (get(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).unwrap_or(132), get(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR).unwrap_or(2048))
     }
     fn mem_info(&self) -> Result<(usize, usize), DeviceError> {
         self.ctx.mem_get_info().map_err(drv_err("cuMemGetInfo"))
@@ -231,6 +236,11 @@ impl Backend for CudaBackend {
                     drv::memcpy_dtoh_sync(&mut v, src).map_err(drv_err("download"))?;
                     Ok(v.into_iter().map(|x| x as f32).collect())
                 }
+                DType::Bool => {
+                    let mut v = vec![0u8; n];
+                    drv::memcpy_dtoh_sync(&mut v, src).map_err(drv_err("download"))?;
+                    Ok(v.into_iter().map(f32::from).collect())
+                }
             }
         }
     }
@@ -246,7 +256,7 @@ impl Backend for CudaBackend {
         let ty = match dtype {
             DType::Fp32 => cublas_sys::cudaDataType::CUDA_R_32F,
             DType::Fp16 => cublas_sys::cudaDataType::CUDA_R_16F,
-            DType::I64 => return Err(DeviceError::Unsupported("int64 GEMM".into())),
+            DType::I64 | DType::Bool => return Err(DeviceError::Unsupported(format!("{} GEMM", dtype.name()))),
         };
         let op = |t: bool| if t { cublas_sys::cublasOperation_t::CUBLAS_OP_T } else { cublas_sys::cublasOperation_t::CUBLAS_OP_N };
         let (alpha, beta) = (1.0f32, 0.0f32);
@@ -336,5 +346,31 @@ impl Backend for CudaBackend {
     fn init_normal(&self, dtype: DType, dst: u64, n: usize, seed: u64) -> Result<(), DeviceError> {
         let n64 = n as u64;
         launch!(self, format!("init_normal_{}", Self::sfx(dtype)?), Self::grid(n), &dst, &n64, &seed)
+    }
+    fn argmax_rows(&self, dtype: DType, x: u64, out: u64, rows: usize, cols: usize) -> Result<(), DeviceError> {
+        let (r, c) = (rows as u64, cols as u64);
+        launch!(self, format!("argmax_rows_{}", Self::sfx(dtype)?), Self::grid(rows), &x, &out, &r, &c)
+    }
+    fn eq_i64(&self, a: u64, b: u64, y: u64, n: usize) -> Result<(), DeviceError> {
+        let n64 = n as u64;
+        launch!(self, "eq_i64", Self::grid(n), &a, &b, &y, &n64)
+    }
+    fn sum_bool(&self, x: u64, n: usize, out: u64) -> Result<(), DeviceError> {
+        let n64 = n as u64;
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        launch!(self, "sum_bool", cfg, &x, &n64, &out)
+    }
+    fn sq_diff(&self, dtype: DType, a: u64, b: u64, y: u64, n: usize) -> Result<(), DeviceError> {
+        let n64 = n as u64;
+        launch!(self, format!("sq_diff_{}", Self::sfx(dtype)?), Self::grid(n), &a, &b, &y, &n64)
+    }
+    fn mean_all(&self, dtype: DType, x: u64, n: usize, out: u64) -> Result<(), DeviceError> {
+        let n64 = n as u64;
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        launch!(self, format!("mean_all_{}", Self::sfx(dtype)?), cfg, &x, &n64, &out)
+    }
+    fn mse_bwd(&self, dtype: DType, a: u64, b: u64, g: u64, y: u64, n: usize, norm: f32) -> Result<(), DeviceError> {
+        let n64 = n as u64;
+        launch!(self, format!("mse_bwd_{}", Self::sfx(dtype)?), Self::grid(n), &a, &b, &g, &y, &n64, &norm)
     }
 }

@@ -71,7 +71,47 @@ extern "C" __global__ void ce_bwd_##S(const T* logsm, const long long* targets, 
         u64_t r = i / classes, c = i % classes;                                                      \
         float p = expf(ld_##S(logsm, i));                                                             \
         st_##S(dlogits, i, (p - (targets[r] == (long long)c ? 1.f : 0.f)) * g);                       \
-    } }
+    } }                                                                                               \
+extern "C" __global__ void argmax_rows_##S(const T* x, long long* out, u64_t rows, u64_t cols) {    \
+    GRID_STRIDE(rows) {                                                                               \
+        u64_t best = 0; float bv = ld_##S(x, i * cols);                                               \
+        for (u64_t c = 1; c < cols; ++c) { float v = ld_##S(x, i * cols + c); if (v > bv) { bv = v; best = c; } } \
+        out[i] = (long long)best; } }                                                                 \
+extern "C" __global__ void sq_diff_##S(const T* a, const T* b, T* y, u64_t n) {                      \
+    GRID_STRIDE(n) { float d = ld_##S(a, i) - ld_##S(b, i); st_##S(y, i, d * d); } }                  \
+/* One block: the mean of all elements, reduced in shared memory. */                                  \
+extern "C" __global__ void mean_all_##S(const T* x, u64_t n, T* out) {                               \
+    __shared__ float partial[256];                                                                    \
+    float acc = 0.f;                                                                                  \
+    for (u64_t i = threadIdx.x; i < n; i += blockDim.x) acc += ld_##S(x, i);                          \
+    partial[threadIdx.x] = acc;                                                                       \
+    __syncthreads();                                                                                  \
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {                                               \
+        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];                        \
+        __syncthreads();                                                                              \
+    }                                                                                                 \
+    if (threadIdx.x == 0) st_##S(out, 0, partial[0] / (float)n); }                                   \
+extern "C" __global__ void mse_bwd_##S(const T* a, const T* b, const T* g, T* y, u64_t n, float norm) { \
+    float gv = ld_##S(g, 0);                                                                          \
+    GRID_STRIDE(n) st_##S(y, i, norm * (ld_##S(a, i) - ld_##S(b, i)) * gv); }
+
+// `a == b` for int64 tensors, into a bool (byte) tensor.
+extern "C" __global__ void eq_i64(const long long* a, const long long* b, unsigned char* y, u64_t n) {
+    GRID_STRIDE(n) y[i] = a[i] == b[i];
+}
+// `x.sum()` of a bool tensor into an int64 scalar (one block).
+extern "C" __global__ void sum_bool(const unsigned char* x, u64_t n, long long* out) {
+    __shared__ long long partial[256];
+    long long acc = 0;
+    for (u64_t i = threadIdx.x; i < n; i += blockDim.x) acc += x[i];
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = partial[0];
+}
 
 // Deterministic initialisation from a counter-based hash (splitmix64), so that a model of any size
 // is initialised on the device without a host copy.

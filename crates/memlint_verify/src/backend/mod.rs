@@ -21,6 +21,9 @@ pub enum DType {
     /// Class targets, as PyTorch's `int64`.
     #[value(skip)]
     I64,
+    /// Comparison results, as PyTorch's `bool` (one byte).
+    #[value(skip)]
+    Bool,
 }
 
 impl DType {
@@ -29,6 +32,7 @@ impl DType {
             DType::Fp32 => 4,
             DType::Fp16 => 2,
             DType::I64 => 8,
+            DType::Bool => 1,
         }
     }
     pub fn name(self) -> &'static str {
@@ -36,6 +40,7 @@ impl DType {
             DType::Fp32 => "fp32",
             DType::Fp16 => "fp16",
             DType::I64 => "int64",
+            DType::Bool => "bool",
         }
     }
 }
@@ -84,6 +89,9 @@ pub trait Backend {
     /// Whether figures are estimates (no real device work happens).
     fn estimated(&self) -> bool;
     fn device_name(&self) -> String;
+    /// (multiprocessors, most resident threads per multiprocessor): ATen's reduction kernels size
+    /// their launch, and with it a global-memory staging buffer, from these.
+    fn sm_info(&self) -> (usize, usize);
     /// (free, total) bytes of device memory as the driver reports them.
     fn mem_info(&self) -> Result<(usize, usize), DeviceError>;
     fn raw_alloc(&self, bytes: usize) -> Result<u64, DeviceError>;
@@ -128,6 +136,19 @@ pub trait Backend {
     /// Fills with values uniform in [-bound, bound] from a counter-based hash of `seed` (PyTorch's
     /// default `nn.Linear` initialisation draws from such a range).
     fn init_uniform(&self, dtype: DType, dst: u64, n: usize, seed: u64, bound: f32) -> Result<(), DeviceError>;
+    /// `out[r] = argmax_c x[r, c]` (int64; the first maximum).
+    fn argmax_rows(&self, dtype: DType, x: u64, out: u64, rows: usize, cols: usize) -> Result<(), DeviceError>;
+    /// `y = a == b` for int64 `a`, `b` into a bool tensor.
+    fn eq_i64(&self, a: u64, b: u64, y: u64, n: usize) -> Result<(), DeviceError>;
+    /// `out = x.sum()` of a bool tensor into an int64 scalar.
+    fn sum_bool(&self, x: u64, n: usize, out: u64) -> Result<(), DeviceError>;
+    /// `y = (a - b) ** 2` elementwise.
+    fn sq_diff(&self, dtype: DType, a: u64, b: u64, y: u64, n: usize) -> Result<(), DeviceError>;
+    /// `out = x.mean()` (a scalar of `dtype`).
+    fn mean_all(&self, dtype: DType, x: u64, n: usize, out: u64) -> Result<(), DeviceError>;
+    /// `y = norm * (a - b) * g` with `g` read from the device scalar (`mse_loss_backward`).
+    #[allow(clippy::too_many_arguments)]
+    fn mse_bwd(&self, dtype: DType, a: u64, b: u64, g: u64, y: u64, n: usize, norm: f32) -> Result<(), DeviceError>;
     /// Fills with standard normal values (as `torch.randn`).
     fn init_normal(&self, dtype: DType, dst: u64, n: usize, seed: u64) -> Result<(), DeviceError>;
 }

@@ -44,6 +44,10 @@ impl Backend for SimBackend {
     fn device_name(&self) -> String {
         format!("simulated device ({} GiB, allocations only)", self.capacity >> 30)
     }
+    fn sm_info(&self) -> (usize, usize) {
+        // An H100 SXM, as the capacity.
+        (132, 2048)
+    }
     fn mem_info(&self) -> Result<(usize, usize), DeviceError> {
         let s = self.state.borrow();
         Ok((self.capacity - s.used, self.capacity))
@@ -132,6 +136,24 @@ impl Backend for SimBackend {
         Ok(())
     }
     fn init_normal(&self, _: DType, _: u64, _: usize, _: u64) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn argmax_rows(&self, _: DType, _: u64, _: u64, _: usize, _: usize) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn eq_i64(&self, _: u64, _: u64, _: u64, _: usize) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn sum_bool(&self, _: u64, _: usize, _: u64) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn sq_diff(&self, _: DType, _: u64, _: u64, _: u64, _: usize) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn mean_all(&self, _: DType, _: u64, _: usize, _: u64) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn mse_bwd(&self, _: DType, _: u64, _: u64, _: u64, _: u64, _: usize, _: f32) -> Result<(), DeviceError> {
         Ok(())
     }
 }
