@@ -123,21 +123,19 @@ use backend::{Backend, DType};
 use report::{DeviceInfo, FindingReport, Report, ScenarioReport};
 use scenarios::{Baseline, ScenarioDef, Workload};
 
-/// Every rule: (code, kebab name, has a scenario). Public contract: never renumbered.
-pub const RULES: [(&str, &str, bool); 12] = [
-    ("MEM001", "eval-without-no-grad", true),
-    ("MEM002", "accumulated-loss-tensor", true),
-    ("MEM003", "half-without-grad-scaler", true),
-    ("MEM004", "empty-cache-in-loop", true),
-    ("MEM005", "retain-graph-in-loop", true),
-    ("MEM006", "gpu-tensors-collected", true),
-    ("MEM007", "data-parallel", false),
-    ("MEM008", "torch-load-without-map-location", true),
-    ("MEM009", "zero-grad-keeps-memory", true),
-    ("MEM010", "deprecated-cuda-amp", false),
-    ("MEM011", "accumulation-without-loss-division", false),
-    ("MEM012", "frozen-network-tracks-grad", true),
-];
+/// Every rule: (code, kebab name, has a scenario), in the linter registry's order. The
+/// codes and names come from the registry (one list for the whole project); whether a
+/// rule has a scenario, from [`scenarios::all`].
+pub fn rules() -> &'static [(&'static str, &'static str, bool)] {
+    static RULES: std::sync::OnceLock<Vec<(&'static str, &'static str, bool)>> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| {
+        let scenarios = scenarios::all();
+        memlint_linter::Rule::ALL
+            .iter()
+            .map(|r| (r.code(), r.name(), scenarios.iter().any(|s| s.code == r.code())))
+            .collect()
+    })
+}
 
 /// Output format of the report on stdout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -270,7 +268,7 @@ pub fn run(args: &VerifyArgs, findings: Option<Vec<Finding>>) -> i32 {
 /// Resolves a rule given as a code or a kebab name.
 pub fn resolve_rule(s: &str) -> Option<(&'static str, &'static str, bool)> {
     let t = s.trim();
-    RULES.iter().copied().find(|(c, n, _)| c.eq_ignore_ascii_case(t) || n.eq_ignore_ascii_case(t))
+    rules().iter().copied().find(|(c, n, _)| c.eq_ignore_ascii_case(t) || n.eq_ignore_ascii_case(t))
 }
 
 /// Largest width/batch accepted: cuBLAS takes 32-bit dimensions and such sizes exceed any GPU anyway.
@@ -301,13 +299,13 @@ fn selected_rules(args: &VerifyArgs, findings: &Option<Vec<Finding>>) -> Result<
         match resolve_rule(r) {
             Some((c, _, _)) => asked.push(c),
             None => {
-                let known: Vec<String> = RULES.iter().map(|(c, n, _)| format!("{c} ({n})")).collect();
+                let known: Vec<String> = rules().iter().map(|(c, n, _)| format!("{c} ({n})")).collect();
                 return Err(format!("unknown rule '{r}'; known rules: {}", known.join(", ")));
             }
         }
     }
     let fired: Option<Vec<&'static str>> = findings.as_ref().map(|fs| fs.iter().filter_map(|f| resolve_rule(&f.code).map(|r| r.0)).collect());
-    let chosen: Vec<&'static str> = RULES
+    let chosen: Vec<&'static str> = rules()
         .iter()
         .map(|r| r.0)
         .filter(|c| match (&fired, asked.is_empty()) {
@@ -319,7 +317,7 @@ fn selected_rules(args: &VerifyArgs, findings: &Option<Vec<Finding>>) -> Result<
         .collect();
     let explicit = fired.is_some() || !asked.is_empty();
     let without: Vec<String> = if explicit {
-        chosen.iter().filter(|c| RULES.iter().any(|r| r.0 == **c && !r.2)).map(|c| c.to_string()).collect()
+        chosen.iter().filter(|c| rules().iter().any(|r| r.0 == **c && !r.2)).map(|c| c.to_string()).collect()
     } else {
         Vec::new()
     };
@@ -560,5 +558,21 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
         1
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod rule_table_tests {
+    /// Each scenario names its rule as the registry does (the scenario list spells code
+    /// and name; the registry is the one list that decides them).
+    #[test]
+    fn scenarios_name_their_rules_as_the_registry_does() {
+        for s in crate::scenarios::all() {
+            let rule = memlint_linter::Rule::from_code_or_name(s.code).expect("a scenario's code is a rule's");
+            assert_eq!(rule.name(), s.name, "scenario {} {}", s.code, s.variant);
+        }
+        let table = crate::rules();
+        assert_eq!(table.len(), memlint_linter::Rule::ALL.len());
+        assert!(table.iter().any(|r| r.2) && table.iter().any(|r| !r.2));
     }
 }
