@@ -96,3 +96,23 @@ fn published_rule_pages_match_the_rule_files() {
         assert_eq!(std::fs::read_to_string(&index_path).unwrap_or_default(), index, "docs/rules/README.md is stale");
     }
 }
+
+/// The project README's rule table lists the registry's rules, in order, each linking to
+/// its page (the table's other columns are prose; the codes and names are the registry's).
+#[test]
+fn readme_rule_table_follows_the_registry() {
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap();
+    let rows: Vec<(String, String)> = readme
+        .lines()
+        .filter(|l| l.starts_with("| MEM"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells[1].to_owned(), cells[2].to_owned())
+        })
+        .collect();
+    let expected: Vec<(String, String)> = Rule::ALL
+        .iter()
+        .map(|r| (r.code().to_owned(), format!("[`{}`](docs/rules/{}.md)", r.name(), r.name())))
+        .collect();
+    assert_eq!(rows, expected, "README.md's rule table differs from the registry");
+}
