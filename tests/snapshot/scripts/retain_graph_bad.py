@@ -1,0 +1,22 @@
+"""backward(retain_graph=True) while the losses are kept: every step's saved tensors survive."""
+import torch
+import torch.nn.functional as F
+from _model import setup, batch
+from _record import record
+
+
+def init():
+    model, opt = setup()
+    return {"model": model, "opt": opt, "losses": []}
+
+
+def step(i, s):
+    x, y = batch()
+    loss = F.cross_entropy(s["model"](x), y)  # snapshot: forward
+    s["opt"].zero_grad(set_to_none=True)
+    loss.backward(retain_graph=True)
+    s["opt"].step()
+    s["losses"].append(loss)  # snapshot: keep
+
+
+record("retain_graph_bad", init, step, iters=6)
