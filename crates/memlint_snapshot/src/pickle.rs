@@ -126,6 +126,10 @@ pub enum PickleError {
     Malformed { what: String, at: u64 },
     #[error("{0}")]
     Fold(String),
+    /// The stream does not start with a pickle header (protocol 2 and later) and fails as
+    /// a protocol 0/1 pickle.
+    #[error("{0}")]
+    NoHeader(Box<PickleError>),
     #[error("cannot read the file: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -222,8 +226,13 @@ enum Slot {
 /// Runs the pickle in `input` to its STOP and returns the top value (with folded lists
 /// left empty).
 pub fn read<R: Read, F: Fold>(input: R, fold: &mut F) -> Result<Value, PickleError> {
-    Machine { input: Input::new(input), stack: Vec::with_capacity(256), marks: Vec::new(), memo: Vec::new(), scratch: Vec::new() }
-        .run(fold)
+    let mut m = Machine { input: Input::new(input), stack: Vec::with_capacity(256), marks: Vec::new(), memo: Vec::new(), scratch: Vec::new(), header: false };
+    match m.run(fold) {
+        Err(e @ PickleError::Io(_)) => Err(e),
+        Err(PickleError::Truncated(0)) => Err(PickleError::NoHeader(Box::new(PickleError::Malformed { what: "the file is empty".into(), at: 0 }))),
+        Err(e) if !m.header => Err(PickleError::NoHeader(Box::new(e))),
+        other => other,
+    }
 }
 
 struct Machine<R> {
@@ -232,6 +241,8 @@ struct Machine<R> {
     marks: Vec<usize>,
     memo: Vec<Option<Slot>>,
     scratch: Vec<u8>,
+    /// Whether the stream started with a PROTO opcode.
+    header: bool,
 }
 
 impl<R: Read> Machine<R> {
@@ -405,12 +416,13 @@ impl<R: Read> Machine<R> {
         Ok(t)
     }
 
-    fn run(mut self, fold: &mut impl Fold) -> Result<Value, PickleError> {
+    fn run(&mut self, fold: &mut impl Fold) -> Result<Value, PickleError> {
         loop {
             let at = self.input.at();
             let op = self.input.byte()?;
             match op {
                 0x80 => {
+                    self.header |= at == 0;
                     let p = self.input.byte()?;
                     if p > 5 {
                         return Err(self.malformed(format!("pickle protocol {p} (this reader knows 0 to 5)")));

@@ -279,7 +279,7 @@ pub fn read_snapshot_from(input: impl std::io::Read, path: &Path) -> Result<Snap
     let top = match pickle::read(input, &mut r) {
         Ok(v) => v,
         Err(PickleError::Io(e)) => return Err(SnapshotError::io(path, e)),
-        Err(e @ (PickleError::UnknownOpcode { .. } | PickleError::Unsupported { .. })) if !r.saw_segments && !r.saw_traces => {
+        Err(PickleError::NoHeader(e)) if !r.saw_segments && !r.saw_traces => {
             return Err(SnapshotError::NotPickle { path: path.to_path_buf(), detail: e.to_string() })
         }
         Err(e) => return Err(SnapshotError::Malformed { path: path.to_path_buf(), detail: e.to_string() }),
