@@ -106,6 +106,9 @@ pub fn write_text(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<
         if let Some(source) = &file.source {
             for d in &file.diagnostics {
                 writeln!(out, "{}", render_diagnostic(&handler, file, source, d))?;
+                if let Some(m) = crate::snapshot::measured(file, Some(source), d) {
+                    writeln!(out, "  measured: {}\n", m.describe())?;
+                }
             }
         }
     }
@@ -130,6 +133,9 @@ pub fn write_concise(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resu
         for d in &file.diagnostics {
             let fixable = if d.fix.is_some() { " [*]" } else { "" };
             writeln!(out, "{}: {}{fixable} {}", display_location(&path, location(source, d.range.start)), d.rule.code(), d.message)?;
+            if let Some(m) = crate::snapshot::measured(file, source, d) {
+                writeln!(out, "  measured: {}", m.describe())?;
+            }
         }
     }
     Ok(())
@@ -178,6 +184,9 @@ struct JsonDiagnostic {
     help: Option<String>,
     noqa_row: Option<usize>,
     cell: Option<usize>,
+    /// With `check --snapshot`: what the user's own run measured on this line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    snapshot: Option<crate::snapshot::Measured>,
 }
 
 fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
@@ -200,6 +209,7 @@ fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
                 help: None,
                 noqa_row: None,
                 cell: loc.cell,
+                snapshot: None,
             }
         };
         for p in &file.problems {
@@ -238,6 +248,7 @@ fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
                 help: d.help.clone(),
                 noqa_row: Some(start.row),
                 cell: start.cell,
+                snapshot: crate::snapshot::measured(file, source, d),
             });
         }
     }
@@ -351,7 +362,15 @@ pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resul
                 start.column,
                 end.row,
                 end.column,
-                github_escape(&format!("{cell}{}: {}", d.rule.code(), d.message), false)
+                github_escape(
+                    &format!(
+                        "{cell}{}: {}{}",
+                        d.rule.code(),
+                        d.message,
+                        crate::snapshot::measured(file, source, d).map(|m| format!(" (measured: {})", m.describe())).unwrap_or_default()
+                    ),
+                    false
+                )
             )?;
         }
     }
@@ -381,7 +400,10 @@ pub fn junit_suites(files: &[FileReport]) -> Vec<quick_junit::TestSuite> {
         for d in &file.diagnostics {
             let loc = location(source, d.range.start);
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            status.set_message(d.message.clone());
+            match crate::snapshot::measured(file, source, d) {
+                Some(m) => status.set_message(format!("{} (measured: {})", d.message, m.describe())),
+                None => status.set_message(d.message.clone()),
+            };
             status.set_type(d.rule.code());
             status.set_description(format!("{}: {} {}: {}", display_location(&path, loc), d.rule.code(), d.rule.name(), d.message));
             let mut case = TestCase::new(format!("{}: {} {}", display_location(&path, loc), d.rule.code(), d.rule.name()), status);
@@ -475,7 +497,12 @@ pub fn sarif_results(files: &[FileReport]) -> Vec<serde_sarif::sarif::Result> {
                 .level(level)
                 .message(Message::builder().text(d.message.clone()).build())
                 .locations(vec![SarifLocation::builder().physical_location(physical).build()]);
-            let result = if fixes.is_empty() { result.build() } else { result.fixes(fixes).build() };
+            let mut result = if fixes.is_empty() { result.build() } else { result.fixes(fixes).build() };
+            if let Some(m) = crate::snapshot::measured(file, source, d) {
+                let mut props = std::collections::BTreeMap::new();
+                props.insert("snapshot".to_string(), serde_json::to_value(&m).expect("serializes"));
+                result.properties = Some(serde_sarif::sarif::PropertyBag::builder().additional_properties(props).build());
+            }
             results.push(result);
         }
     }

@@ -95,6 +95,10 @@ pub struct Device {
     pub ooms: Vec<Oom>,
     #[serde(skip)]
     pub series: Vec<Sample>,
+    /// With [`analyse_with_series`]: at each sample of `series`, the bytes of the first
+    /// `at_peak` lines (as many as were asked for).
+    #[serde(skip)]
+    pub line_series: Vec<Vec<u64>>,
     /// Per user frame anywhere on the stack (not only the innermost): what the CLI and the
     /// server attach to a finding on that line.
     #[serde(skip)]
@@ -197,7 +201,55 @@ impl State {
 
 /// Analyses every device of a snapshot. `top` limits the `at_peak`/`at_oom` lists (0: all).
 pub fn analyse(snap: &Snapshot, top: usize) -> Vec<Device> {
-    (0..snap.traces.len()).filter(|&d| !snap.traces[d].is_empty() || snap.segments.iter().any(|s| s.device == d)).map(|d| analyse_device(snap, d, top)).collect()
+    analyse_with_series(snap, top, 0)
+}
+
+/// [`analyse`], plus the bytes over time of the first `series_lines` lines at the peak.
+pub fn analyse_with_series(snap: &Snapshot, top: usize, series_lines: usize) -> Vec<Device> {
+    (0..snap.traces.len())
+        .filter(|&d| !snap.traces[d].is_empty() || snap.segments.iter().any(|s| s.device == d))
+        .map(|d| analyse_device(snap, d, top, series_lines))
+        .collect()
+}
+
+/// Replays events on `st` (allocations and frees of blocks, segments), calling `after`
+/// with each event's index and, for an allocation or a free, the block's stack and the
+/// change of allocated bytes.
+fn replay(events: &[Event], st: &mut State, expandable: bool, mut after: impl FnMut(usize, Option<(u32, i64)>)) {
+    for (i, e) in events.iter().enumerate() {
+        let mut change = None;
+        match e.action {
+            Action::Alloc => {
+                let size = st.take(e.addr, e.size, expandable);
+                st.live.insert(e.addr, Live { size, stack: e.stack, round: 0, in_trace: true });
+                st.allocated += size;
+                change = Some((e.stack, size as i64));
+            }
+            Action::FreeCompleted => {
+                if let Some(b) = st.live.remove(&e.addr) {
+                    st.allocated -= b.size;
+                    if st.seg_of(e.addr).is_some() {
+                        st.release(e.addr, b.size, expandable);
+                    }
+                    change = Some((b.stack, -(b.size as i64)));
+                }
+            }
+            Action::SegmentAlloc | Action::SegmentMap => {
+                if e.action == Action::SegmentAlloc || !expandable || st.seg_of(e.addr).is_none() {
+                    st.segs.insert(e.addr, e.size);
+                }
+                st.release(e.addr, e.size, expandable);
+            }
+            Action::SegmentFree | Action::SegmentUnmap => {
+                st.remove_range(e.addr, e.size);
+                if e.action == Action::SegmentFree {
+                    st.segs.remove(&e.addr);
+                }
+            }
+            _ => {}
+        }
+        after(i, change);
+    }
 }
 
 fn group(snap: &Snapshot, blocks: impl Iterator<Item = (u64, u32)>, top: usize) -> Vec<Line> {
@@ -227,7 +279,7 @@ fn line(snap: &Snapshot, frame: u32, bytes: u64, blocks: u64) -> Line {
     }
 }
 
-fn analyse_device(snap: &Snapshot, device: usize, top: usize) -> Device {
+fn analyse_device(snap: &Snapshot, device: usize, top: usize, series_lines: usize) -> Device {
     let events: &[Event] = snap.traces.get(device).map(|v| &v[..]).unwrap_or(&[]);
     let segments: Vec<_> = snap.segments.iter().filter(|s| s.device == device).collect();
     let expandable = snap.expandable_segments || segments.iter().any(|s| s.is_expandable);
@@ -373,34 +425,7 @@ fn analyse_device(snap: &Snapshot, device: usize, top: usize) -> Device {
     // Pass 2: what is alive at the peak of allocated memory.
     let mut st2 = State::default();
     fresh(&mut st2);
-    for e in &events[..peak_alloc.1] {
-        match e.action {
-            Action::Alloc => {
-                let size = st2.take(e.addr, e.size, expandable);
-                st2.live.insert(e.addr, Live { size, stack: e.stack, round: 0, in_trace: true });
-            }
-            Action::FreeCompleted => {
-                if let Some(b) = st2.live.remove(&e.addr) {
-                    if st2.seg_of(e.addr).is_some() {
-                        st2.release(e.addr, b.size, expandable);
-                    }
-                }
-            }
-            Action::SegmentAlloc | Action::SegmentMap => {
-                if e.action == Action::SegmentAlloc || !expandable || st2.seg_of(e.addr).is_none() {
-                    st2.segs.insert(e.addr, e.size);
-                }
-                st2.release(e.addr, e.size, expandable);
-            }
-            Action::SegmentFree | Action::SegmentUnmap => {
-                st2.remove_range(e.addr, e.size);
-                if e.action == Action::SegmentFree {
-                    st2.segs.remove(&e.addr);
-                }
-            }
-            _ => {}
-        }
-    }
+    replay(&events[..peak_alloc.1], &mut st2, expandable, |_, _| {});
     let at_peak = group(snap, st2.live.values().map(|b| (b.size, b.stack)), top);
 
     let mut incl: HashMap<u32, LineFigures> = HashMap::new();
@@ -425,6 +450,34 @@ fn analyse_device(snap: &Snapshot, device: usize, top: usize) -> Device {
                 e.retained_count = e.retained_count.max(count);
             }
         }
+    }
+    // Pass 3 (for the page): the top lines' bytes over time, at the series' samples.
+    let mut line_series = Vec::new();
+    if series_lines > 0 {
+        let tops: Vec<u32> = at_peak.iter().map(|l| l.frame).filter(|f| *f != u32::MAX).take(series_lines).collect();
+        let mut cur = vec![0u64; tops.len()];
+        let mut rows = Vec::new();
+        let mut st3 = State::default();
+        fresh(&mut st3);
+        for b in st3.live.values() {
+            if let Some(i) = (b.stack != NO_STACK).then(|| snap.stacks[b.stack as usize][0]).and_then(|f| tops.iter().position(|t| *t == f)) {
+                cur[i] += b.size;
+            }
+        }
+        let n = events.len();
+        replay(events, &mut st3, expandable, |i, change| {
+            if let Some((stack, delta)) = change {
+                if stack != NO_STACK {
+                    if let Some(k) = tops.iter().position(|t| *t == snap.stacks[stack as usize][0]) {
+                        cur[k] = cur[k].wrapping_add_signed(delta);
+                    }
+                }
+            }
+            if i % stride == 0 || i + 1 == n {
+                rows.push(cur.clone());
+            }
+        });
+        line_series = rows;
     }
     let mut inclusive: Vec<LineFigures> = incl
         .into_iter()
@@ -471,6 +524,7 @@ fn analyse_device(snap: &Snapshot, device: usize, top: usize) -> Device {
         fragmentation: FragmentationReport { at_peak_reserved: frag_at_peak_res, at_end, expandable_segments_saving_bytes: saving.filter(|s| *s > 0) },
         ooms,
         series,
+        line_series,
         inclusive,
     }
 }

@@ -6,6 +6,7 @@
 //! to findings by file and line.
 
 pub mod analysis;
+pub mod html;
 pub mod pickle;
 pub mod read;
 pub mod report;
@@ -43,8 +44,14 @@ impl SnapshotError {
 
 /// Reads and analyses a snapshot file: the whole of `memlint snapshot FILE`.
 pub fn load(path: &Path, source: Option<&SourceMap>, top: usize) -> Result<Report, SnapshotError> {
+    load_with_series(path, source, top, 0)
+}
+
+/// [`load`], with the bytes over time of the first `series_lines` lines at the peak (for
+/// the HTML page).
+pub fn load_with_series(path: &Path, source: Option<&SourceMap>, top: usize, series_lines: usize) -> Result<Report, SnapshotError> {
     let snap = read_snapshot(path)?;
-    let mut devices = analyse(&snap, top);
+    let mut devices = analysis::analyse_with_series(&snap, top, series_lines);
     if let Some(map) = source {
         for d in &mut devices {
             map.apply(d);

@@ -56,6 +56,27 @@ def finish(name, per_iter, extra=None, also_protocols=()):
     print(name, "max_memory_allocated", report["max_memory_allocated"], "file", os.path.getsize(path))
 
 
+class Recorder:
+    """For scripts written as a plain loop: starts recording when made, `tick()` after
+    each iteration, `finish()` at the end."""
+
+    def __init__(self, name, also_protocols=()):
+        self.name, self.also_protocols, self.per_iter = name, also_protocols, []
+        start()
+
+    def tick(self):
+        torch.cuda.synchronize()
+        self.per_iter.append({
+            "iteration": len(self.per_iter),
+            "memory_allocated": torch.cuda.memory_allocated(),
+            "memory_reserved": torch.cuda.memory_reserved(),
+            "max_memory_allocated": torch.cuda.max_memory_allocated(),
+        })
+
+    def finish(self):
+        finish(self.name, self.per_iter, also_protocols=self.also_protocols)
+
+
 def record(name, setup, step, iters, also_protocols=()):
     """Runs state = setup(), then step(i, state) for i in range(iters), with allocation history on."""
     start()

@@ -1,18 +1,14 @@
 """The fix of collect_outputs_bad.py: keep detached outputs only."""
 import torch
 from _model import setup, batch
-from _record import record
+from _record import Recorder
 
-
-def init():
-    model, _ = setup()
-    return {"model": model, "outputs": []}
-
-
-def step(i, s):
-    x, _ = batch()
-    out = s["model"](x)  # snapshot: forward
-    s["outputs"].append(out.detach())  # snapshot: collect
-
-
-record("collect_outputs_fixed", init, step, iters=6)
+rec = Recorder("collect_outputs_fixed")
+model, _ = setup()
+loader = (batch() for _ in range(6))
+outputs = []
+for x, _ in loader:
+    out = model(x)  # snapshot: forward
+    outputs.append(out.detach())  # snapshot: collect
+    rec.tick()
+rec.finish()

@@ -2,21 +2,17 @@
 import torch
 import torch.nn.functional as F
 from _model import setup, batch
-from _record import record
+from _record import Recorder
 
-
-def init():
-    model, opt = setup()
-    return {"model": model, "opt": opt, "losses": []}
-
-
-def step(i, s):
-    x, y = batch()
-    loss = F.cross_entropy(s["model"](x), y)  # snapshot: forward
-    s["opt"].zero_grad(set_to_none=True)
-    loss.backward(retain_graph=True)
-    s["opt"].step()
-    s["losses"].append(loss)  # snapshot: keep
-
-
-record("retain_graph_bad", init, step, iters=6)
+rec = Recorder("retain_graph_bad")
+model, optimizer = setup()
+loader = (batch() for _ in range(6))
+losses = []
+for x, y in loader:
+    loss = F.cross_entropy(model(x), y)  # snapshot: forward
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward(retain_graph=True)  # snapshot: backward
+    optimizer.step()
+    losses.append(loss)  # snapshot: keep
+    rec.tick()
+rec.finish()

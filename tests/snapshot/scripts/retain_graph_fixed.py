@@ -2,21 +2,17 @@
 import torch
 import torch.nn.functional as F
 from _model import setup, batch
-from _record import record
+from _record import Recorder
 
-
-def init():
-    model, opt = setup()
-    return {"model": model, "opt": opt, "losses": []}
-
-
-def step(i, s):
-    x, y = batch()
-    loss = F.cross_entropy(s["model"](x), y)  # snapshot: forward
-    s["opt"].zero_grad(set_to_none=True)
-    loss.backward()
-    s["opt"].step()
-    s["losses"].append(loss.item())  # snapshot: keep
-
-
-record("retain_graph_fixed", init, step, iters=6)
+rec = Recorder("retain_graph_fixed")
+model, optimizer = setup()
+loader = (batch() for _ in range(6))
+losses = []
+for x, y in loader:
+    loss = F.cross_entropy(model(x), y)  # snapshot: forward
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()  # snapshot: backward
+    optimizer.step()
+    losses.append(loss.item())  # snapshot: keep
+    rec.tick()
+rec.finish()

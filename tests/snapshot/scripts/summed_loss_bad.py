@@ -3,18 +3,14 @@ activations) stays alive through the running total."""
 import torch
 import torch.nn.functional as F
 from _model import setup, batch
-from _record import record
+from _record import Recorder
 
-
-def init():
-    model, _ = setup()
-    return {"model": model, "total": 0}
-
-
-def step(i, s):
-    x, y = batch()
-    loss = F.cross_entropy(s["model"](x), y)  # snapshot: forward
-    s["total"] = s["total"] + loss  # snapshot: accumulate
-
-
-record("summed_loss_bad", init, step, iters=6)
+rec = Recorder("summed_loss_bad")
+model, _ = setup()
+loader = (batch() for _ in range(6))
+total = 0
+for x, y in loader:
+    loss = F.cross_entropy(model(x), y)  # snapshot: forward
+    total += loss  # snapshot: accumulate
+    rec.tick()
+rec.finish()

@@ -2,18 +2,14 @@
 import torch
 import torch.nn.functional as F
 from _model import setup, batch
-from _record import record
+from _record import Recorder
 
-
-def init():
-    model, _ = setup()
-    return {"model": model, "total": 0.0}
-
-
-def step(i, s):
-    x, y = batch()
-    loss = F.cross_entropy(s["model"](x), y)  # snapshot: forward
-    s["total"] = s["total"] + loss.item()  # snapshot: accumulate
-
-
-record("summed_loss_fixed", init, step, iters=6)
+rec = Recorder("summed_loss_fixed")
+model, _ = setup()
+loader = (batch() for _ in range(6))
+total = 0.0
+for x, y in loader:
+    loss = F.cross_entropy(model(x), y)  # snapshot: forward
+    total += loss.item()  # snapshot: accumulate
+    rec.tick()
+rec.finish()
