@@ -21,7 +21,8 @@ for script in \
     tests/editors/emacs/run.sh \
     editors/vscode/scripts/test.sh \
     tests/editors/code-server/run.sh \
-    tests/packaging/run.sh; do
+    tests/packaging/run.sh \
+    tests/snapshot/run.sh; do
     if [[ -f "$script" ]]; then
         step "$script"
         bash "$script"
