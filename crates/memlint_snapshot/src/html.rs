@@ -89,7 +89,7 @@ fn chart(o: &mut String, d: &Device) {
     let pi = d.series.iter().enumerate().min_by_key(|(_, s)| (s.time_us - d.peak_time_us).unsigned_abs()).map(|(i, _)| i).unwrap_or(0);
     let _ = write!(
         o,
-        "<line class=\"peak\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1:.1}\" y2=\"{2:.1}\"/><text x=\"{0:.1}\" y=\"{3:.1}\" class=\"label\">peak {4}</text>",
+        "<line class=\"peak\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1:.1}\" y2=\"{2:.1}\"/><text x=\"{0:.1}\" y=\"{3:.1}\" class=\"label\" text-anchor=\"end\">peak {4}</text>",
         x(pi),
         pad / 2.0,
         h - pad,

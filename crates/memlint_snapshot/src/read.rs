@@ -87,7 +87,7 @@ pub struct Snapshot {
 /// Whether a recorded frame is in the user's code: a `.py` file that is not in
 /// site-packages/dist-packages, the standard library or PyTorch itself.
 pub fn is_user_file(file: &str) -> bool {
-    let f = file.replace('\\', "/");
+    let f: std::borrow::Cow<str> = if file.contains('\\') { file.replace('\\', "/").into() } else { file.into() };
     if !(f.ends_with(".py") || f.ends_with(".ipynb")) || f.starts_with('<') {
         return false;
     }
@@ -117,6 +117,7 @@ struct Reader {
     shared_stacks: HashMap<usize, (Rc<List>, u32)>,
     saw_traces: bool,
     saw_segments: bool,
+    strings: std::collections::HashSet<Rc<str>>,
 }
 
 fn int(v: &Option<Value>) -> Option<i64> {
@@ -124,6 +125,15 @@ fn int(v: &Option<Value>) -> Option<i64> {
 }
 
 impl Reader {
+    fn intern(&mut self, s: &str) -> Rc<str> {
+        if let Some(r) = self.strings.get(s) {
+            return r.clone();
+        }
+        let r: Rc<str> = Rc::from(s);
+        self.strings.insert(r.clone());
+        r
+    }
+
     fn frame_id(&mut self, f: &Value) -> Option<u32> {
         let file = f.get("filename")?;
         let file = file.as_str()?;
@@ -133,10 +143,10 @@ impl Reader {
         let line = f.get("line").and_then(|l| l.as_i64()).unwrap_or(0).clamp(0, u32::MAX as i64) as u32;
         let name = f.get("name");
         let function: Rc<str> = match &name {
-            Some(Value::Str(s)) => s.clone(),
-            _ => Rc::from(""),
+            Some(Value::Str(s)) => self.intern(s),
+            _ => self.intern(""),
         };
-        let frame = Frame { file: Rc::from(file), line, function };
+        let frame = Frame { file: self.intern(file), line, function };
         if let Some(&id) = self.frame_ids.get(&frame) {
             return Some(id);
         }
@@ -149,7 +159,10 @@ impl Reader {
     fn stack_id(&mut self, frames: Option<Value>) -> u32 {
         let Some(Value::List(list)) = frames else { return NO_STACK };
         let key = Rc::as_ptr(&list) as usize;
-        let shared = Rc::strong_count(&list) > 1;
+        // held by the event and by this call: a third holder is the pickle's memo, which
+        // may hand the same list to later events (an unshared list is never cached, so
+        // nothing of a streamed event outlives it)
+        let shared = Rc::strong_count(&list) > 2;
         if shared {
             if let Some((_, id)) = self.shared_stacks.get(&key) {
                 return *id;
