@@ -516,12 +516,12 @@ async fn notebook_cells_are_linted_as_one_program() {
     assert_eq!(cleared["params"]["diagnostics"], json!([]));
 }
 
-/// A document named like a recorded script, with a finding (MEM004) on line 15, the line of
+/// A document named like a recorded script, with a finding (MEM004) on line 12, the line of
 /// `tests/snapshot/data/eval_no_grad_bad.pickle` whose forward call held memory at the peak.
 const RECORDED_NAME: &str = "eval_no_grad_bad.py";
-fn with_finding_on_line_15() -> String {
+fn with_finding_on_line_12() -> String {
     let mut text = String::from("import torch\n");
-    text.push_str(&"\n".repeat(12));
+    text.push_str(&"\n".repeat(8));
     text.push_str("def evaluate(loader):\n    for x in loader:\n        torch.cuda.empty_cache()\n");
     text
 }
@@ -540,11 +540,11 @@ async fn hover_shows_bytes_measured_in_the_users_snapshot() {
     let uri = format!("{root_uri}/{RECORDED_NAME}");
     let mut client = TestClient::start();
     client.initialize(push_client(), Value::Null, Some(&root_uri)).await;
-    let text = with_finding_on_line_15();
+    let text = with_finding_on_line_12();
     client.open(&uri, &text).await;
     assert_eq!(codes(&client.diagnostics_for(&uri).await), ["MEM004"]);
     let hover = client
-        .request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 14, "character": 12}}))
+        .request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 11, "character": 12}}))
         .await;
     let value = hover["result"]["contents"]["value"].as_str().unwrap();
     assert!(value.starts_with("**Measured in your run** (`.memlint/snapshot.pickle`): "), "{value}");
@@ -561,12 +561,12 @@ async fn the_snapshot_setting_names_the_file_and_a_broken_one_is_reported() {
     std::fs::write(root.join("runs/broken.pickle"), b"\x80\x04}(").unwrap();
     let root_uri = format!("file://{}", root.display());
     let uri = format!("{root_uri}/{RECORDED_NAME}");
-    let text = with_finding_on_line_15();
+    let text = with_finding_on_line_12();
     let mut client = TestClient::start();
     client.initialize(push_client(), json!({"snapshot": "runs/eval.pickle"}), Some(&root_uri)).await;
     client.open(&uri, &text).await;
     client.diagnostics_for(&uri).await;
-    let at = json!({"textDocument": {"uri": uri}, "position": {"line": 14, "character": 12}});
+    let at = json!({"textDocument": {"uri": uri}, "position": {"line": 11, "character": 12}});
     let value = client.request("textDocument/hover", at.clone()).await["result"]["contents"]["value"].as_str().unwrap().to_string();
     assert!(value.starts_with("**Measured in your run** (`eval.pickle`)"), "{value}");
     // a snapshot that cannot be read is said so, and the finding is still shown
