@@ -69,8 +69,8 @@ fn chart(o: &mut String, d: &Device) {
     for j in 0..k {
         let top: Vec<u64> = (0..n).map(|i| base[i] + d.line_series.get(i).map(|r| r[j]).unwrap_or(0)).collect();
         let mut pts = String::new();
-        for i in 0..n {
-            let _ = write!(pts, "{:.1},{:.1} ", x(i), y(top[i]));
+        for (i, t) in top.iter().enumerate() {
+            let _ = write!(pts, "{:.1},{:.1} ", x(i), y(*t));
         }
         for i in (0..n).rev() {
             let _ = write!(pts, "{:.1},{:.1} ", x(i), y(base[i]));

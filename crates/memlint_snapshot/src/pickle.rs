@@ -353,7 +353,7 @@ impl<R: Read> Machine<R> {
         Ok(())
     }
     fn set_items(&mut self, dict_at: usize, items: Vec<Value>) -> Result<(), PickleError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(self.malformed("SETITEMS with an odd number of items"));
         }
         let Some(Value::Dict(d)) = self.stack.get(dict_at) else {
