@@ -23,7 +23,8 @@ for script in \
     tests/editors/code-server/run.sh \
     tests/packaging/run.sh \
     tests/corpus/run.sh \
-    tests/bench/run.sh; do
+    tests/bench/run.sh \
+    tests/snapshot/run.sh; do
     if [[ -f "$script" ]]; then
         step "$script"
         bash "$script"

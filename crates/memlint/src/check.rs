@@ -109,6 +109,16 @@ pub struct CheckArgs {
     #[arg(long, value_name = "DIR", env = "MEMLINT_CACHE_DIR", default_value = ".memlint_cache")]
     pub cache_dir: PathBuf,
 
+    /// A PyTorch memory snapshot of a run of this code (`torch.cuda.memory._dump_snapshot`):
+    /// findings on lines that held memory at the peak or retained it get the measured bytes.
+    #[arg(long, value_name = "FILE.pickle")]
+    pub snapshot: Option<PathBuf>,
+
+    /// With --snapshot: the folder the snapshot's recorded paths are mapped onto (by longest
+    /// matching path suffix).
+    #[arg(long, value_name = "ROOT", requires = "snapshot")]
+    pub snapshot_source: Option<PathBuf>,
+
     /// Print only the findings, no summary.
     #[arg(long, short)]
     pub quiet: bool,
@@ -198,6 +208,11 @@ pub fn run(args: CheckArgs) -> u8 {
 
 /// One `memlint check` over `args` (with `--watch`, once per change).
 pub fn run_once(args: &CheckArgs) -> u8 {
+    if let Some(path) = &args.snapshot {
+        if let Err(status) = crate::snapshot::load_for_findings(path, args.snapshot_source.as_deref()) {
+            return status;
+        }
+    }
     let overrides = match build_overrides(args) {
         Ok(o) => o,
         Err(e) => {

@@ -6,6 +6,7 @@ mod add_noqa;
 mod cache;
 mod check;
 mod report;
+mod snapshot;
 mod source;
 mod walk;
 mod watch;
@@ -50,6 +51,9 @@ enum Command {
     Server(ServerArgs),
     /// Measure on the GPU what each rule's fix saves (reference training loops, cudarc).
     Verify(memlint_verify::VerifyArgs),
+    /// Read a PyTorch memory snapshot: the peak and the lines holding it, lines whose
+    /// memory piles up, fragmentation, out-of-memory events; or compare two (`snapshot diff`).
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
         Command::Rule(args) => rule(args),
         Command::Server(_) => memlint_server::run_stdio(),
         Command::Verify(args) => verify(args),
+        Command::Snapshot(args) => snapshot::run(args),
     };
     ExitCode::from(status)
 }
@@ -91,6 +96,11 @@ fn verify(args: memlint_verify::VerifyArgs) -> u8 {
             Err(status) => return status,
         }
     };
+    if let (Some(path), Some(found)) = (&args.snapshot, &findings) {
+        if let Err(status) = snapshot::print_measured_for_verify(path, found) {
+            return status;
+        }
+    }
     memlint_verify::run(&args, findings).clamp(0, 255) as u8
 }
 

@@ -187,6 +187,9 @@ pub fn write_text(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<
         if let Some(source) = &file.source {
             for d in &file.diagnostics {
                 writeln!(out, "{}", render_diagnostic(&handler, file, source, d))?;
+                if let Some(m) = crate::snapshot::measured(file, Some(source), d) {
+                    writeln!(out, "  measured: {}\n", m.describe())?;
+                }
             }
         }
     }
@@ -211,6 +214,9 @@ pub fn write_concise(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resu
         for d in &file.diagnostics {
             let fixable = if file.fix_applies(d) { " [*]" } else { "" };
             writeln!(out, "{}: {}{fixable} {}", display_location(&path, location(source, d.range.start)), d.rule.code(), d.message)?;
+            if let Some(m) = crate::snapshot::measured(file, source, d) {
+                writeln!(out, "  measured: {}", m.describe())?;
+            }
         }
     }
     Ok(())
@@ -259,6 +265,9 @@ struct JsonDiagnostic {
     help: Option<String>,
     noqa_row: Option<usize>,
     cell: Option<usize>,
+    /// With `check --snapshot`: what the user's own run measured on this line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    snapshot: Option<crate::snapshot::Measured>,
 }
 
 fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
@@ -281,6 +290,7 @@ fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
                 help: None,
                 noqa_row: None,
                 cell: loc.cell,
+                snapshot: None,
             }
         };
         for p in &file.problems {
@@ -319,6 +329,7 @@ fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
                 help: d.help.clone(),
                 noqa_row: Some(start.row),
                 cell: start.cell,
+                snapshot: crate::snapshot::measured(file, source, d),
             });
         }
     }
@@ -433,6 +444,7 @@ pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resul
                 Severity::Info => "notice",
             };
             let title = format!("memlint ({} {})", d.rule.code(), d.rule.name());
+            let measured = crate::snapshot::measured(file, source, d).map(|m| format!(" (measured: {})", m.describe())).unwrap_or_default();
             match start.cell {
                 // GitHub shows a notebook as its JSON, where no line is the cell's: the
                 // annotation is the file's (no line), with the cell and line in its
@@ -441,7 +453,7 @@ pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resul
                     out,
                     "::{level} title={},file={path}::{}",
                     github_escape(&format!("{title} at cell {cell}, line {}", start.row), true),
-                    github_escape(&format!("{}: {} {}", display_location(&file.path.display().to_string(), start), d.rule.code(), d.message), false)
+                    github_escape(&format!("{}: {} {}{measured}", display_location(&file.path.display().to_string(), start), d.rule.code(), d.message), false)
                 )?,
                 None => writeln!(
                     out,
@@ -451,7 +463,7 @@ pub fn write_github(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resul
                     start.column,
                     end.row,
                     end.column,
-                    github_escape(&format!("{}: {}", d.rule.code(), d.message), false)
+                    github_escape(&format!("{}: {}{measured}", d.rule.code(), d.message), false)
                 )?,
             }
         }
@@ -482,7 +494,10 @@ pub fn junit_suites(files: &[FileReport]) -> Vec<quick_junit::TestSuite> {
         for d in &file.diagnostics {
             let loc = location(source, d.range.start);
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            status.set_message(d.message.clone());
+            match crate::snapshot::measured(file, source, d) {
+                Some(m) => status.set_message(format!("{} (measured: {})", d.message, m.describe())),
+                None => status.set_message(d.message.clone()),
+            };
             status.set_type(d.rule.code());
             status.set_description(format!("{}: {} {}: {}", display_location(&path, loc), d.rule.code(), d.rule.name(), d.message));
             let mut case = TestCase::new(format!("{}: {} {}", display_location(&path, loc), d.rule.code(), d.rule.name()), status);
@@ -576,7 +591,12 @@ pub fn sarif_results(files: &[FileReport]) -> Vec<serde_sarif::sarif::Result> {
                 .level(level)
                 .message(Message::builder().text(d.message.clone()).build())
                 .locations(vec![SarifLocation::builder().physical_location(physical).build()]);
-            let result = if fixes.is_empty() { result.build() } else { result.fixes(fixes).build() };
+            let mut result = if fixes.is_empty() { result.build() } else { result.fixes(fixes).build() };
+            if let Some(m) = crate::snapshot::measured(file, source, d) {
+                let mut props = std::collections::BTreeMap::new();
+                props.insert("snapshot".to_string(), serde_json::to_value(&m).expect("serializes"));
+                result.properties = Some(serde_sarif::sarif::PropertyBag::builder().additional_properties(props).build());
+            }
             results.push(result);
         }
     }

@@ -123,6 +123,61 @@ fn docs_link(rule: Rule) -> String {
     }
 }
 
+/// The snapshot looked for in each candidate folder when the `snapshot` setting is unset.
+pub const SNAPSHOT_FILE: &str = ".memlint/snapshot.pickle";
+
+/// The snapshot to read: the `snapshot` setting (relative to the first workspace folder),
+/// else the first `.memlint/snapshot.pickle` in `dirs`.
+pub fn find_snapshot(setting: Option<&str>, dirs: &[PathBuf], roots: &[PathBuf]) -> Option<PathBuf> {
+    if let Some(s) = setting.filter(|s| !s.is_empty()) {
+        let p = PathBuf::from(s);
+        return Some(if p.is_absolute() { p } else { roots.first().map(|r| r.join(&p)).unwrap_or(p) });
+    }
+    dirs.iter().map(|d| d.join(SNAPSHOT_FILE)).find(|p| p.is_file())
+}
+
+type Loaded = (Option<std::time::SystemTime>, Result<std::sync::Arc<memlint_snapshot::Report>, String>);
+
+/// Reads a snapshot once per modification time (hover asks again and again).
+pub fn load_snapshot(path: &Path) -> Result<std::sync::Arc<memlint_snapshot::Report>, String> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Loaded>>> = OnceLock::new();
+    let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some((t, r)) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(path) {
+        if *t == mtime && mtime.is_some() {
+            return r.clone();
+        }
+    }
+    let r = memlint_snapshot::load(path, None, 0).map(Arc::new).map_err(|e| e.to_string());
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_owned(), (mtime, r.clone()));
+    r
+}
+
+/// The hover section for a finding at `line` (1-based) of `document`: the bytes the
+/// snapshot measured there; None when the snapshot has nothing on that line.
+pub fn snapshot_markdown(snapshot: &Path, report: &Result<std::sync::Arc<memlint_snapshot::Report>, String>, document: &Path, line: u32) -> Option<String> {
+    use memlint_snapshot::report::mib;
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => return Some(format!("*The memory snapshot `{}` could not be read: {e}*", display_name(snapshot))),
+    };
+    let f = report.figures_for(document, line)?;
+    let mut parts = Vec::new();
+    if f.bytes_at_peak > 0 {
+        parts.push(format!("{} alive at the peak", mib(f.bytes_at_peak)));
+    }
+    if f.retained_bytes > 0 {
+        parts.push(format!("{} retained at the end, piled up {} times", mib(f.retained_bytes), f.retained_count));
+    }
+    let mut text = format!("**Measured in your run** (`{}`): {}", display_name(snapshot), parts.join("; "));
+    if f.bytes_at_peak > 0 && f.bytes_at_peak >= report.max_line_bytes() {
+        text.push_str("\n\nThis line holds the most memory at the peak of that run.");
+    }
+    Some(text)
+}
+
 fn display_name(path: &Path) -> String {
     let parent = path.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

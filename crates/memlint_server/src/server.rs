@@ -746,6 +746,7 @@ impl LanguageServer for Server {
                 ignore: new.ignore.or_else(|| old.ignore.clone()),
                 unsafe_fixes: new.unsafe_fixes.or(old.unsafe_fixes),
                 config_path: new.config_path.or_else(|| old.config_path.clone()),
+                snapshot: new.snapshot.or_else(|| old.snapshot.clone()),
             };
             if merged == old {
                 return;
@@ -883,7 +884,7 @@ impl LanguageServer for Server {
         let uri = params.text_document_position_params.text_document.uri;
         let position = params.text_document_position_params.position;
         let findings = self.current(&uri).await?;
-        let (range, roots, path, under) = {
+        let (range, roots, path, under, rows, snapshot_setting) = {
             let state = self.state();
             let doc = state.docs.get(&uri).ok_or_else(|| unknown_document(&uri))?;
             let offset = doc.offset(position, state.encoding);
@@ -896,14 +897,29 @@ impl LanguageServer for Server {
             let Some(first) = under.first() else { return Ok(None) };
             let range = doc.range(findings[*first].range.clone(), state.encoding);
             let path = file_path(doc.notebook.as_ref().unwrap_or(&uri));
-            (range, state.roots.clone(), path, under)
+            // 1-based rows of the findings (none in notebooks, whose rows count by cell)
+            let rows: Vec<Option<u32>> = under
+                .iter()
+                .map(|i| doc.notebook.is_none().then(|| doc.range(findings[*i].range.clone(), state.encoding).start.line + 1))
+                .collect();
+            (range, state.roots.clone(), path, under, rows, state.store.client().snapshot.clone())
         };
-        let report = hover::find_report(&hover::report_dirs(path.as_deref(), &roots));
-        let under: Vec<&memlint_linter::Diagnostic> = under.iter().map(|i| &findings[*i]).collect();
-        Ok(Some(Hover {
-            contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: hover::markdown(&under, report.as_ref()) }),
-            range: Some(range),
-        }))
+        let dirs = hover::report_dirs(path.as_deref(), &roots);
+        let report = hover::find_report(&dirs);
+        let mut value = {
+            let under: Vec<&memlint_linter::Diagnostic> = under.iter().map(|i| &findings[*i]).collect();
+            hover::markdown(&under, report.as_ref())
+        };
+        if let (Some(doc_path), Some(snapshot)) = (path.as_deref(), hover::find_snapshot(snapshot_setting.as_deref(), &dirs, &roots)) {
+            let loaded = hover::load_snapshot(&snapshot);
+            let mut lines: Vec<u32> = rows.iter().flatten().copied().collect();
+            lines.dedup();
+            let measured: Vec<String> = lines.into_iter().filter_map(|l| hover::snapshot_markdown(&snapshot, &loaded, doc_path, l)).collect();
+            if !measured.is_empty() {
+                value = format!("{}\n\n---\n\n{value}", measured.join("\n\n"));
+            }
+        }
+        Ok(Some(Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value }), range: Some(range) }))
     }
 
     async fn notebook_did_open(&self, params: DidOpenNotebookDocumentParams) {

@@ -24,6 +24,11 @@ pub struct ClientSettings {
     pub unsafe_fixes: Option<bool>,
     #[serde(default, alias = "config", alias = "config-path", deserialize_with = "lenient")]
     pub config_path: Option<String>,
+    /// A PyTorch memory snapshot (`torch.cuda.memory._dump_snapshot`) whose measured bytes
+    /// hover shows on findings; relative to the first workspace folder. Without it,
+    /// `.memlint/snapshot.pickle` is looked for next to the document and in the workspace.
+    #[serde(default, deserialize_with = "lenient")]
+    pub snapshot: Option<String>,
 }
 
 /// A field of the wrong type counts as unset rather than rejecting every other setting.

@@ -554,3 +554,65 @@ async fn notebook_cells_are_linted_as_one_program() {
     let cleared = client.diagnostics_for(&cell(2)).await;
     assert_eq!(cleared["params"]["diagnostics"], json!([]));
 }
+
+/// A document named like a recorded script, with a finding (MEM004) on line 12, the line of
+/// `tests/snapshot/data/eval_no_grad_bad.pickle` whose forward call held memory at the peak.
+const RECORDED_NAME: &str = "eval_no_grad_bad.py";
+fn with_finding_on_line_12() -> String {
+    let mut text = String::from("import torch\n");
+    text.push_str(&"\n".repeat(8));
+    text.push_str("def evaluate(loader):\n    for x in loader:\n        torch.cuda.empty_cache()\n");
+    text
+}
+
+fn recorded_snapshot() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/snapshot/data/eval_no_grad_bad.pickle")
+}
+
+#[tokio::test]
+async fn hover_shows_bytes_measured_in_the_users_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".memlint")).unwrap();
+    std::fs::copy(recorded_snapshot(), root.join(".memlint/snapshot.pickle")).unwrap();
+    let root_uri = format!("file://{}", root.display());
+    let uri = format!("{root_uri}/{RECORDED_NAME}");
+    let mut client = TestClient::start();
+    client.initialize(push_client(), Value::Null, Some(&root_uri)).await;
+    let text = with_finding_on_line_12();
+    client.open(&uri, &text).await;
+    assert_eq!(codes(&client.diagnostics_for(&uri).await), ["MEM004"]);
+    let hover = client
+        .request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 11, "character": 12}}))
+        .await;
+    let value = hover["result"]["contents"]["value"].as_str().unwrap();
+    assert!(value.starts_with("**Measured in your run** (`.memlint/snapshot.pickle`): "), "{value}");
+    assert!(value.contains("MiB alive at the peak"), "{value}");
+    assert!(value.contains("**memlint MEM004**"), "{value}");
+}
+
+#[tokio::test]
+async fn the_snapshot_setting_names_the_file_and_a_broken_one_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("runs")).unwrap();
+    std::fs::copy(recorded_snapshot(), root.join("runs/eval.pickle")).unwrap();
+    std::fs::write(root.join("runs/broken.pickle"), b"\x80\x04}(").unwrap();
+    let root_uri = format!("file://{}", root.display());
+    let uri = format!("{root_uri}/{RECORDED_NAME}");
+    let text = with_finding_on_line_12();
+    let mut client = TestClient::start();
+    client.initialize(push_client(), json!({"snapshot": "runs/eval.pickle"}), Some(&root_uri)).await;
+    client.open(&uri, &text).await;
+    client.diagnostics_for(&uri).await;
+    let at = json!({"textDocument": {"uri": uri}, "position": {"line": 11, "character": 12}});
+    let value = client.request("textDocument/hover", at.clone()).await["result"]["contents"]["value"].as_str().unwrap().to_string();
+    assert!(value.starts_with("**Measured in your run** (`eval.pickle`)"), "{value}");
+    // a snapshot that cannot be read is said so, and the finding is still shown
+    let mut client = TestClient::start();
+    client.initialize(push_client(), json!({"snapshot": "runs/broken.pickle"}), Some(&root_uri)).await;
+    client.open(&uri, &text).await;
+    client.diagnostics_for(&uri).await;
+    let value = client.request("textDocument/hover", at).await["result"]["contents"]["value"].as_str().unwrap().to_string();
+    assert!(value.contains("could not be read") && value.contains("truncated"), "{value}");
+}

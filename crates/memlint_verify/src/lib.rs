@@ -160,6 +160,11 @@ pub struct VerifyArgs {
     /// Python files: linted first, then the scenarios of the rules that fired run.
     #[arg(value_name = "FILES")]
     pub files: Vec<PathBuf>,
+
+    /// A PyTorch memory snapshot of your own run of FILES (`torch.cuda.memory._dump_snapshot`):
+    /// each finding's measured bytes from that run are printed first, the reference loop's second.
+    #[arg(long, value_name = "FILE.pickle", requires = "files")]
+    pub snapshot: Option<PathBuf>,
     /// Rules to verify, as codes (MEM001) or names (eval-without-no-grad); comma-separated, repeatable.
     #[arg(long = "rule", value_name = "RULE", value_delimiter = ',')]
     pub rules: Vec<String>,
@@ -200,6 +205,7 @@ impl Default for VerifyArgs {
         let w = Workload::default();
         VerifyArgs {
             files: Vec::new(),
+            snapshot: None,
             rules: Vec::new(),
             device: 0,
             format: Format::Text,

@@ -1,0 +1,250 @@
+//! `memlint snapshot`: reads a PyTorch memory snapshot (crate `memlint_snapshot`), and
+//! `check --snapshot`: joins its measured lines to findings by file and line.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use memlint_linter::Diagnostic;
+use memlint_snapshot::report::mib;
+use memlint_snapshot::{Report, SourceMap};
+use serde::Serialize;
+
+use crate::check::FileReport;
+use crate::exit;
+use crate::source::SourceFile;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Record a snapshot in your training script:\n  \
+torch.cuda.memory._record_memory_history(max_entries=100000)\n  \
+... run some iterations ...\n  \
+torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")\n\n\
+Exit status: 0 read and analysed, 2 the file could not be read."
+)]
+pub struct SnapshotArgs {
+    #[command(subcommand)]
+    command: Option<SnapshotCommand>,
+    /// The snapshot (`torch.cuda.memory._dump_snapshot(path)`, any pickle protocol).
+    #[arg(value_name = "FILE.pickle")]
+    file: Option<PathBuf>,
+    /// Map the recorded paths (from the machine that ran the program) onto files under ROOT,
+    /// by longest matching path suffix.
+    #[arg(long, value_name = "ROOT")]
+    source: Option<PathBuf>,
+    /// text (for people), json (field names are a public contract) or html (one
+    /// self-contained page: memory over time, the tables, links to memlint's findings on
+    /// each line; the files are linted where they are found, see --source).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write the report to this file instead of standard output (atomically).
+    #[arg(long, short = 'o', value_name = "OUT")]
+    output: Option<PathBuf>,
+    /// How many lines to list at the peak and at each out-of-memory error (0: all).
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum SnapshotCommand {
+    /// The peak and retained bytes per line before and after a change: what a fix saves,
+    /// measured on your own program.
+    Diff {
+        #[arg(value_name = "BEFORE.pickle")]
+        before: PathBuf,
+        #[arg(value_name = "AFTER.pickle")]
+        after: PathBuf,
+        #[arg(long, value_name = "ROOT")]
+        source: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        #[arg(long, short = 'o', value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+    Html,
+}
+
+fn source_map(root: Option<&Path>) -> Result<Option<SourceMap>, u8> {
+    match root {
+        None => Ok(None),
+        Some(r) => SourceMap::new(r).map(Some).map_err(|e| {
+            eprintln!("error: --source {}: {e}", r.display());
+            exit::ERROR
+        }),
+    }
+}
+
+fn load(path: &Path, map: Option<&SourceMap>, top: usize) -> Result<Report, u8> {
+    memlint_snapshot::load(path, map, top).map_err(|e| {
+        eprint!("{}", crate::report::render_error(&e));
+        exit::ERROR
+    })
+}
+
+fn write_out(output: Option<&Path>, text: &str) -> u8 {
+    let result = match output {
+        None => std::io::stdout().lock().write_all(text.as_bytes()),
+        Some(path) => {
+            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            tempfile::NamedTempFile::new_in(dir).and_then(|mut f| {
+                f.write_all(text.as_bytes())?;
+                f.persist(path).map(|_| ()).map_err(|e| e.error)
+            })
+        }
+    };
+    match result {
+        Ok(()) => exit::CLEAN,
+        Err(e) => {
+            eprintln!("error: cannot write {}: {e}", output.map(|p| p.display().to_string()).unwrap_or("standard output".into()));
+            exit::ERROR
+        }
+    }
+}
+
+pub fn run(args: SnapshotArgs) -> u8 {
+    match args.command {
+        Some(SnapshotCommand::Diff { before, after, source, format, output }) => {
+            let map = match source_map(source.as_deref()) {
+                Ok(m) => m,
+                Err(s) => return s,
+            };
+            let (b, a) = match (load(&before, map.as_ref(), 0), load(&after, map.as_ref(), 0)) {
+                (Ok(b), Ok(a)) => (b, a),
+                (Err(s), _) | (_, Err(s)) => return s,
+            };
+            let d = memlint_snapshot::diff(&b, &a);
+            let text = match format {
+                Format::Text => d.to_text(),
+                Format::Json => serde_json::to_string_pretty(&d).expect("serializes") + "\n",
+                Format::Html => {
+                    eprintln!("error: `snapshot diff` prints text or json");
+                    return exit::ERROR;
+                }
+            };
+            write_out(output.as_deref(), &text)
+        }
+        None => {
+            let Some(file) = args.file else {
+                eprintln!("error: memlint snapshot needs a FILE.pickle (or `memlint snapshot diff BEFORE AFTER`); see --help");
+                return exit::ERROR;
+            };
+            let map = match source_map(args.source.as_deref()) {
+                Ok(m) => m,
+                Err(s) => return s,
+            };
+            let series = if args.format == Format::Html { memlint_snapshot::html::STACKED_LINES } else { 0 };
+            let r = match memlint_snapshot::load_with_series(&file, map.as_ref(), args.top, series) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprint!("{}", crate::report::render_error(&e));
+                    return exit::ERROR;
+                }
+            };
+            let text = match args.format {
+                Format::Text => r.to_text(),
+                Format::Json => r.to_json() + "\n",
+                Format::Html => match page_findings(&r) {
+                    Ok(f) => memlint_snapshot::html::render(&r, &f),
+                    Err(s) => return s,
+                },
+            };
+            write_out(args.output.as_deref(), &text)
+        }
+    }
+}
+
+/// memlint's findings on the lines the report names, in the files found on this machine.
+fn page_findings(r: &Report) -> Result<Vec<memlint_snapshot::html::PageFinding>, u8> {
+    let mut lines: Vec<(&str, u32)> = Vec::new();
+    for d in &r.devices {
+        lines.extend(d.at_peak.iter().chain(&d.retained).chain(d.ooms.iter().flat_map(|o| &o.at_oom)).map(|l| (l.file.as_str(), l.line)));
+    }
+    let mut files: Vec<PathBuf> = lines.iter().map(|(f, _)| PathBuf::from(f)).filter(|p| p.is_file()).collect();
+    files.sort();
+    files.dedup();
+    if files.is_empty() {
+        return Ok(Vec::new());
+    }
+    let found = crate::check::findings_for_verify(&files)?;
+    Ok(found
+        .into_iter()
+        .filter(|f| lines.iter().any(|(file, line)| *line as usize == f.row && Path::new(file) == f.path))
+        .map(|f| memlint_snapshot::html::PageFinding {
+            file: f.path.display().to_string(),
+            line: f.row as u32,
+            url: memlint_linter::Rule::from_code_or_name(&f.code).map(|r| r.url()).unwrap_or_default(),
+            code: f.code,
+            name: f.name,
+        })
+        .collect())
+}
+
+// ----- check --snapshot ----------------------------------------------------------------
+
+static LOADED: OnceLock<Report> = OnceLock::new();
+
+/// Reads the snapshot `check --snapshot` names, once, before linting.
+pub fn load_for_findings(path: &Path, source: Option<&Path>) -> Result<(), u8> {
+    let map = source_map(source)?;
+    let r = load(path, map.as_ref(), 0)?;
+    let _ = LOADED.set(r);
+    Ok(())
+}
+
+/// What the user's run measured on a finding's line (the `snapshot` object of a JSON
+/// finding: a public contract).
+#[derive(Clone, Debug, Serialize)]
+pub struct Measured {
+    pub bytes_at_peak: u64,
+    pub retained_bytes: u64,
+    pub retained_count: u64,
+}
+
+impl Measured {
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.bytes_at_peak > 0 {
+            parts.push(format!("{} alive at the peak", mib(self.bytes_at_peak)));
+        }
+        if self.retained_bytes > 0 {
+            parts.push(format!("{} retained, piled up {} times", mib(self.retained_bytes), self.retained_count));
+        }
+        format!("{} (your run's memory snapshot)", parts.join(", "))
+    }
+}
+
+pub fn measured(file: &FileReport, source: Option<&SourceFile>, d: &Diagnostic) -> Option<Measured> {
+    let report = LOADED.get()?;
+    let loc = source?.location(d.range.start);
+    if loc.cell.is_some() {
+        return None; // notebook rows count within cells; recorded lines do not
+    }
+    let path = std::path::absolute(&file.path).unwrap_or_else(|_| file.path.clone());
+    let f = report.figures_for(&path, loc.row as u32)?;
+    Some(Measured { bytes_at_peak: f.bytes_at_peak, retained_bytes: f.retained_bytes, retained_count: f.retained_count })
+}
+
+/// `verify --snapshot`: each finding's figures from the user's own run, on standard error
+/// (standard output carries verify's report, which may be JSON), before the reference loop
+/// runs.
+pub fn print_measured_for_verify(path: &Path, findings: &[memlint_verify::Finding]) -> Result<(), u8> {
+    let r = load(path, None, 0)?;
+    eprintln!("measured in your run ({}):", path.display());
+    for f in findings {
+        let abs = std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone());
+        let what = match r.figures_for(&abs, f.row as u32) {
+            Some(x) => Measured { bytes_at_peak: x.bytes_at_peak, retained_bytes: x.retained_bytes, retained_count: x.retained_count }.describe(),
+            None => "no memory recorded on this line".to_string(),
+        };
+        eprintln!("  {}:{}: {} {}: {what}", f.path.display(), f.row, f.code, f.name);
+    }
+    eprintln!("then the reference loop (memlint's built-in model, not your program):");
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! memlint_snapshot: reads the memory snapshots PyTorch writes
+//! (`torch.cuda.memory._record_memory_history()` then `torch.cuda.memory._dump_snapshot(path)`)
+//! and says where the memory went: the peak and the lines alive then, the lines whose
+//! allocations pile up, fragmentation, out-of-memory events, and the difference between
+//! two runs. It knows nothing of memlint's rules: the CLI and the server join its lines
+//! to findings by file and line.
+
+pub mod analysis;
+pub mod html;
+pub mod pickle;
+pub mod read;
+pub mod report;
+pub mod source;
+
+use std::path::{Path, PathBuf};
+
+pub use analysis::{analyse, Device, Line};
+pub use read::{read_snapshot, read_snapshot_from, Snapshot};
+pub use report::{diff, Diff, Report};
+pub use source::SourceMap;
+
+/// Why a snapshot could not be read. Every variant names the file.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum SnapshotError {
+    #[error("cannot read {}: {source}", path.display())]
+    #[diagnostic(code(memlint::snapshot::io))]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{} is not a pickle: {detail}", path.display())]
+    #[diagnostic(code(memlint::snapshot::not_pickle), help("memlint snapshot reads the file torch.cuda.memory._dump_snapshot(path) writes"))]
+    NotPickle { path: PathBuf, detail: String },
+    #[error("{} is not a PyTorch memory snapshot: {detail}", path.display())]
+    #[diagnostic(code(memlint::snapshot::not_snapshot), help("record one with torch.cuda.memory._record_memory_history(), run, then torch.cuda.memory._dump_snapshot(path)"))]
+    NotSnapshot { path: PathBuf, detail: String },
+    #[error("{} is damaged or truncated: {detail}", path.display())]
+    #[diagnostic(code(memlint::snapshot::malformed))]
+    Malformed { path: PathBuf, detail: String },
+}
+
+impl SnapshotError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        SnapshotError::Io { path: path.to_path_buf(), source }
+    }
+}
+
+/// Reads and analyses a snapshot file: the whole of `memlint snapshot FILE`.
+pub fn load(path: &Path, source: Option<&SourceMap>, top: usize) -> Result<Report, SnapshotError> {
+    load_with_series(path, source, top, 0)
+}
+
+/// [`load`], with the bytes over time of the first `series_lines` lines at the peak (for
+/// the HTML page).
+pub fn load_with_series(path: &Path, source: Option<&SourceMap>, top: usize, series_lines: usize) -> Result<Report, SnapshotError> {
+    let snap = read_snapshot(path)?;
+    let mut devices = analysis::analyse_with_series(&snap, top, series_lines);
+    if let Some(map) = source {
+        for d in &mut devices {
+            map.apply(d);
+        }
+    }
+    Ok(Report { file: path.display().to_string(), devices })
+}
