@@ -844,7 +844,7 @@ mod tests {
                 if file.path.ends_with("boom.py") {
                     panic!("begin > end");
                 }
-                FileReport { path: file.path.clone(), source: None, diagnostics: Vec::new(), problems: Vec::new(), fixed: 0, diff: None }
+                FileReport { path: file.path.clone(), source: None, diagnostics: Vec::new(), problems: Vec::new(), fixed: 0, diff: None, unsafe_fixes: false }
             },
             |reports| {
                 seen.extend(reports.iter().map(|r| (r.path.clone(), r.problems.clone())));
