@@ -65,7 +65,7 @@ use crate::noqa::{is_name_shaped, Directive, DirectiveKind, ListedCode};
 use crate::prefilter::Words;
 use crate::{Diagnostic, Edit, Fix, Rule, Severity};
 
-pub const SUMMARY: &str = "a `# noqa` / `# memlint: ignore` directive that suppresses nothing, or an unknown code";
+pub const SUMMARY: &str = "Suppression comment (`# noqa: MEM…`, `# memlint: ignore`) that suppresses nothing, or an unknown code";
 pub const CAPTURES: &[&str] = &["comment"];
 pub const FIXABLE: bool = true;
 
