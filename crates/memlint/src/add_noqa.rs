@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use memlint_linter::{lint, LineIndex, Rule};
+use memlint_linter::{lint, DirectiveKind, Directives, LineIndex, Rule};
 use memlint_python::tree_sitter::Tree;
 
 use crate::check::{read_text, write_atomically};
@@ -22,6 +22,8 @@ pub struct Added {
     pub not_suppressed: Vec<String>,
     /// Why the file could not be changed at all.
     pub error: Option<String>,
+    /// Findings about suppression comments that suppress nothing (left for `--fix`).
+    pub unused_directives: usize,
 }
 
 /// Adds the comments to one file.
@@ -44,14 +46,20 @@ pub fn add_to_file(file: &FileToLint) -> Added {
     }
     let index = LineIndex::new(program);
     let mut by_line: BTreeMap<usize, (usize, Vec<Rule>)> = BTreeMap::new();
-    for d in &result.diagnostics {
+    // As ruff does: a finding about a suppression comment itself (`unused-noqa`) is not
+    // suppressed with another comment; `memlint check --fix` removes the unused one.
+    let (about_comments, findings): (Vec<_>, Vec<_>) = result.diagnostics.iter().partition(|d| d.rule.observes_suppressions());
+    let mut added = Added { unused_directives: about_comments.len(), ..Added::default() };
+    if findings.is_empty() {
+        return added;
+    }
+    for d in findings {
         let entry = by_line.entry(index.line_of(d.range.start)).or_insert((d.range.start, Vec::new()));
         if !entry.1.contains(&d.rule) {
             entry.1.push(d.rule);
         }
     }
     let tree = memlint_python::parse_with(program, None);
-    let mut added = Added::default();
     let mut edits = Vec::new();
     for (line, (offset, mut rules)) in by_line {
         rules.sort();
@@ -100,19 +108,17 @@ fn noqa_insertion(text: &str, tree: &Tree, index: &LineIndex, line: usize, rules
     let root = tree.root_node();
     let node = root.descendant_for_byte_range(content_end - 1, content_end).ok_or("the line is not in the parsed module")?;
     if let Some(comment) = std::iter::successors(Some(node), |n| n.parent()).find(|n| n.kind() == "comment") {
-        let comment_text = &text[comment.byte_range()];
-        // Each `#` part is one directive (`# type: ignore  # noqa: MEM001`).
-        let mut part_start = 0;
-        for part in comment_text.split('#') {
-            let trimmed = part.trim_start().to_ascii_lowercase();
-            if let Some(rest) = trimmed.strip_prefix("noqa") {
-                if let Some(listed) = rest.trim_start().strip_prefix(':') {
-                    let at = comment.start_byte() + part_start + part.trim_end().len();
-                    let separator = if listed.trim().is_empty() { " " } else { ", " };
-                    return Ok((at, format!("{separator}{codes}")));
-                }
-            }
-            part_start += part.len() + 1;
+        // A `# noqa: ...` list on the line gets the codes right after its last code (text
+        // after the list is not part of it: `# noqa: E501 long URL`), read as the linter
+        // reads it.
+        let directives = Directives::from_tree(tree, text);
+        let listed = directives.on_line(line).find_map(|(_, d)| match (&d.kind, &d.codes) {
+            (DirectiveKind::Noqa, Some((listed, range))) => Some((listed.is_empty(), range.end)),
+            _ => None,
+        });
+        if let Some((empty, at)) = listed {
+            let separator = if empty { " " } else { ", " };
+            return Ok((at, format!("{separator}{codes}")));
         }
         return Ok((comment.end_byte(), format!("  # noqa: {codes}")));
     }
@@ -149,6 +155,16 @@ pub fn run(files: &[FileToLint], walk_errors: Vec<(std::path::PathBuf, String)>)
         }
         failed += added.not_suppressed.len() + usize::from(added.error.is_some());
     }
+    let unused: usize = results.iter().map(|a| a.unused_directives).sum();
+    if unused > 0 {
+        let _ = writeln!(
+            err,
+            "note: {unused} unused suppression comment{} left as {}: `memlint check --fix` removes {}.",
+            if unused == 1 { "" } else { "s" },
+            if unused == 1 { "it is" } else { "they are" },
+            if unused == 1 { "it" } else { "them" },
+        );
+    }
     let _ = writeln!(err, "Added {total} noqa directive{}.", if total == 1 { "" } else { "s" });
     if failed > 0 { crate::exit::FINDINGS } else { crate::exit::CLEAN }
 }
@@ -173,6 +189,9 @@ mod tests {
         assert_eq!(insertion("x = f()  # noqa: MEM002\n", 0, &both[1..]).unwrap(), "x = f()  # noqa: MEM002, MEM004\n");
         assert_eq!(insertion("x = f()  # NOQA:\n", 0, &both[1..]).unwrap(), "x = f()  # NOQA: MEM004\n");
         assert_eq!(insertion("x = f()  # type: ignore  # noqa: E501\n", 0, &both[..1]).unwrap(), "x = f()  # type: ignore  # noqa: E501, MEM001\n");
+        // Text after the list is not part of it: the codes go right after the last code.
+        assert_eq!(insertion("x = f()  # noqa: E501 long URL\n", 0, &both[..1]).unwrap(), "x = f()  # noqa: E501, MEM001 long URL\n");
+        assert_eq!(insertion("x = f()  # memlint: ignore[MEM002]\n", 0, &both[..1]).unwrap(), "x = f()  # memlint: ignore[MEM002]  # noqa: MEM001\n");
         assert_eq!(insertion("x = f()\r\ny = 2\r\n", 0, &both[..1]).unwrap(), "x = f()  # noqa: MEM001\r\ny = 2\r\n");
         assert_eq!(insertion("x = f(\"\"\"a\nb\"\"\")\n", 0, &both[..1]), Err("the line ends inside a string"));
         assert_eq!(insertion("x = f() + \\\n    g()\n", 0, &both[..1]), Err("the line ends with a backslash continuation"));

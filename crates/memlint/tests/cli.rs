@@ -341,3 +341,88 @@ fn verify_without_a_gpu_driver_exits_two_with_a_message() {
     assert!(err.contains("no CUDA driver found"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+// ----- unused-noqa (MEM013) ----------------------------------------------------------
+
+fn concise_lines(dir: &Path, extra: &[&str]) -> (Vec<String>, i32) {
+    let (out, code) = stdout(memlint().current_dir(dir).args(["check", "--output-format", "concise", "-q", "--no-cache"]).args(extra));
+    (out.lines().map(str::to_owned).collect(), code)
+}
+
+/// A directive that suppresses nothing and an unknown code are reported, with which
+/// codes are unused; other tools' codes and a bare `# noqa` are not.
+#[test]
+fn unused_noqa_and_unknown_codes_are_reported() {
+    let source = "import torch\nx = 1  # noqa: MEM004, E501\nstate = torch.load(\"a.pt\")  # noqa: MEM1\ny = 2  # noqa: E501\nz = 3  # noqa\n";
+    let dir = tree(&[("a.py", source.as_bytes())]);
+    let (lines, code) = concise_lines(dir.path(), &[]);
+    assert_eq!(code, 1);
+    assert!(lines.iter().any(|l| l == "a.py:2:8: MEM013 [*] Unused `noqa` directive (unused: `MEM004`)"), "{lines:#?}");
+    assert!(lines.iter().any(|l| l == "a.py:3:29: MEM013 [*] Unused `noqa` directive (unknown: `MEM1`)"), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.starts_with("a.py:3:9: MEM008")), "the misspelled code suppresses nothing: {lines:#?}");
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    // Named by code or name in --select / --ignore like any rule.
+    let (lines, code) = concise_lines(dir.path(), &["--ignore", "unused-noqa"]);
+    assert_eq!((lines.len(), code), (1, 1), "{lines:#?}");
+    // With MEM004 not selected, its code is reported as not enabled (ruff's wording).
+    let (lines, _) = concise_lines(dir.path(), &["--select", "MEM013"]);
+    assert!(lines.contains(&"a.py:2:8: MEM013 [*] Unused `noqa` directive (non-enabled: `MEM004`)".to_owned()), "{lines:#?}");
+    // `memlint rule` documents it.
+    let (doc, code) = stdout(memlint().args(["rule", "unused-noqa"]));
+    assert_eq!(code, 0);
+    assert!(doc.contains("# unused-noqa (MEM013)") && doc.contains("## Fix safety"), "{doc}");
+}
+
+/// `--fix` removes the unused codes (keeping other tools' codes) or the whole directive,
+/// atomically; what is left is only the finding the misspelled code never suppressed.
+#[test]
+fn fix_removes_unused_noqa() {
+    let source = "import torch\nx = 1  # noqa: MEM004, E501\nstate = torch.load(\"a.pt\")  # type: ignore  # noqa: MEM1\nz = 3  # memlint: ignore\n";
+    let dir = tree(&[("a.py", source.as_bytes())]);
+    let path = dir.path().join("a.py");
+    let (out, code) = stdout(memlint().args(["check", "--fix", "--no-cache"]).arg(&path));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Fixed 3 findings, 1 remaining."), "{out}");
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        "import torch\nx = 1  # noqa: E501\nstate = torch.load(\"a.pt\")  # type: ignore\nz = 3\n"
+    );
+    let (lines, _) = concise_lines(dir.path(), &[]);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains("MEM008"), "{lines:#?}");
+}
+
+/// `--add-noqa` adds only directives MEM013 accepts: checking afterwards is clean. An
+/// unused directive already there is not kept with another comment (as ruff does): it
+/// is left for `--fix`, and the summary says so.
+#[test]
+fn add_noqa_then_check_is_clean() {
+    let source = "import torch\n\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()  # noqa: E501 long line\n    state = torch.load(\"a.pt\")  # memlint: ignore[MEM002]\n";
+    let dir = tree(&[("a.py", source.as_bytes())]);
+    let (before, code) = concise_lines(dir.path(), &[]);
+    assert_eq!(code, 1);
+    assert_eq!(before.len(), 3, "{before:#?}");
+    let output = memlint().current_dir(dir.path()).args(["check", "--add-noqa", "--no-cache"]).output().unwrap();
+    let err = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(err.contains("note: 1 unused suppression comment left as it is: `memlint check --fix` removes it."), "{err}");
+    assert!(err.ends_with("Added 2 noqa directives.\n"), "{err}");
+    let added = fs::read_to_string(dir.path().join("a.py")).unwrap();
+    assert!(added.contains("torch.cuda.empty_cache()  # noqa: E501, MEM004 long line\n"), "{added}");
+    assert!(added.contains("# memlint: ignore[MEM002]  # noqa: MEM008\n"), "{added}");
+    let (after, _) = concise_lines(dir.path(), &[]);
+    assert_eq!(after.len(), 1, "only the unused directive that was there before: {after:#?}");
+    assert!(after[0].contains("MEM013") && after[0].contains("unused: `MEM002`"), "{after:#?}");
+    memlint().current_dir(dir.path()).args(["check", "--fix", "--no-cache", "-q"]).assert().code(0);
+    let (after, code) = concise_lines(dir.path(), &[]);
+    assert_eq!((after.len(), code), (0, 0), "{after:#?}");
+    assert!(fs::read_to_string(dir.path().join("a.py")).unwrap().contains("torch.load(\"a.pt\")  # noqa: MEM008\n"));
+}
+
+/// verify's rule table lists every rule of the registry, in order.
+#[test]
+fn verify_rule_table_lists_every_rule() {
+    let registry: Vec<(&str, &str)> = memlint_linter::Rule::ALL.iter().map(|r| (r.code(), r.name())).collect();
+    let verify: Vec<(&str, &str)> = memlint_verify::rules().iter().map(|(c, n, _)| (*c, *n)).collect();
+    assert_eq!(registry, verify);
+}

@@ -9,7 +9,8 @@ use memlint_python::tree_sitter::{Node, Query, QueryCursor, Tree};
 use memlint_python::SemanticModel;
 use streaming_iterator::StreamingIterator;
 
-use crate::{Diagnostic, LinterSettings, Rule};
+use crate::noqa::Directives;
+use crate::{Diagnostic, LinterSettings, Rule, RuleSelection};
 
 /// The compiled query of a rule: compiled once per process, when a rule first needs it
 /// (compiling all of them up front kept one thread busy while the others waited).
@@ -117,6 +118,34 @@ pub(crate) fn run_rules(model: &SemanticModel<'_>, settings: &LinterSettings) ->
     for rule in settings.rules.iter() {
         let mut checker = Checker { model, rule, diagnostics: Vec::new() };
         rule.check(&mut checker);
+        diagnostics.append(&mut checker.diagnostics);
+    }
+    diagnostics
+}
+
+/// What suppression did in one module: what rules that check suppression comments
+/// receive, after every other rule's findings were suppressed.
+pub struct Suppressions<'a> {
+    /// The module's suppression comments.
+    pub directives: &'a Directives,
+    /// For each directive (same index), the rules whose findings it suppressed.
+    pub used: &'a [Vec<Rule>],
+    /// The rules the settings enable, before the pre-filter narrowed them: a rule that is
+    /// enabled but whose trigger does not hold ran and found nothing.
+    pub enabled: &'a RuleSelection,
+}
+
+/// Runs the enabled rules that check suppression comments (see
+/// [`Rule::observes_suppressions`]).
+pub(crate) fn run_rules_after_suppression(
+    model: &SemanticModel<'_>,
+    settings: &LinterSettings,
+    suppressions: &Suppressions<'_>,
+) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    for rule in settings.rules.iter().filter(|r| r.observes_suppressions()) {
+        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
+        rule.check_after_suppression(&mut checker, suppressions);
         diagnostics.append(&mut checker.diagnostics);
     }
     diagnostics

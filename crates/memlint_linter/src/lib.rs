@@ -17,7 +17,8 @@ mod settings;
 pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, Severity};
 pub use fix::{apply_fixes, FixMode, FixOutcome};
 pub use memlint_python::{LineIndex, SourcePosition, SyntaxError};
-pub use noqa::Directives;
+pub use checker::Suppressions;
+pub use noqa::{Directive, DirectiveKind, Directives, ListedCode};
 pub use registry::{Rule, RuleDoc, UnknownRule, RULE_DOCS_URL};
 pub use settings::{LinterSettings, RuleSelection};
 
@@ -45,7 +46,7 @@ pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
         return LintResult::default();
     }
     let tree = memlint_python::parse_with(source, None);
-    lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() })
+    lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules)
 }
 
 /// [`lint`] without the pre-filter: every enabled rule runs on the parsed file (tests
@@ -55,7 +56,7 @@ pub fn lint_unfiltered(source: &str, settings: &LinterSettings) -> LintResult {
         return LintResult::default();
     }
     let tree = memlint_python::parse_with(source, None);
-    lint_possible(source, &tree, settings)
+    lint_possible(source, &tree, settings, &settings.rules)
 }
 
 /// Lint `source` whose tree is already parsed (the language server keeps trees).
@@ -65,11 +66,17 @@ pub fn lint_tree(source: &str, tree: &Tree, settings: &LinterSettings) -> LintRe
     if !possible.any_enabled() {
         return LintResult::default();
     }
-    lint_possible(source, tree, &LinterSettings { rules: possible, severity: settings.severity.clone() })
+    lint_possible(source, tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules)
 }
 
-/// Runs the rules of `settings` (already narrowed by the pre-filter, or not) on `tree`.
-fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings) -> LintResult {
+/// Runs the rules of `settings` (already narrowed by the pre-filter, or not) on `tree`;
+/// `enabled` is what the settings enabled before narrowing.
+///
+/// Order: every rule's check; findings in code a syntax error mangled are dropped;
+/// suppression comments drop theirs, recording which directive suppressed what; then
+/// the rules that check suppression comments run on that record (their findings are
+/// not suppressed again: a directive that lists such a rule exempts itself).
+fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: &RuleSelection) -> LintResult {
     let directives = Directives::from_tree(tree, source);
     if directives.skip_file {
         return LintResult { skipped: true, ..LintResult::default() };
@@ -81,7 +88,27 @@ fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings) -> LintRe
         diagnostics.retain(|d| !checker::in_error_region(tree, d.range.clone()));
     }
     let line_index = LineIndex::new(source);
-    diagnostics.retain(|d| !directives.suppresses(d.rule, line_index.line_of(d.range.start)));
+    let mut used: Vec<Vec<Rule>> = vec![Vec::new(); directives.directives.len()];
+    diagnostics.retain(|d| {
+        let mut suppressed = false;
+        for (i, directive) in directives.on_line(line_index.line_of(d.range.start)) {
+            if directive.suppresses(d.rule) {
+                suppressed = true;
+                if !used[i].contains(&d.rule) {
+                    used[i].push(d.rule);
+                }
+            }
+        }
+        !suppressed
+    });
+    if settings.rules.iter().any(Rule::observes_suppressions) {
+        let suppressions = Suppressions { directives: &directives, used: &used, enabled };
+        let mut more = checker::run_rules_after_suppression(&model, settings, &suppressions);
+        if !syntax_errors.is_empty() {
+            more.retain(|d| !checker::in_error_region(tree, d.range.clone()));
+        }
+        diagnostics.append(&mut more);
+    }
     for d in &mut diagnostics {
         if let Some(severity) = settings.severity.get(&d.rule) {
             d.severity = *severity;

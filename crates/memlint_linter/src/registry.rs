@@ -13,8 +13,21 @@ use serde::Serialize;
 /// rule files; `memlint rule <name>` prints the same text).
 pub const RULE_DOCS_URL: &str = "docs/rules";
 
+/// A rule's `check` for the phase that runs before suppression: every rule's, except a
+/// rule marked `after_suppression`, which checks the suppression comments instead.
+macro_rules! check_phase {
+    (before, $module:ident, $checker:expr) => { crate::rules::$module::check($checker) };
+    (before, $module:ident after_suppression, $checker:expr) => { { let _ = $checker; } };
+    (after, $module:ident, $checker:expr, $suppressions:expr) => { { let _ = ($checker, $suppressions); } };
+    (after, $module:ident after_suppression, $checker:expr, $suppressions:expr) => {
+        crate::rules::$module::check_after_suppression($checker, $suppressions)
+    };
+    (observes, $module:ident) => { false };
+    (observes, $module:ident after_suppression) => { true };
+}
+
 macro_rules! rules {
-    ($( $variant:ident => $code:literal, $name:literal, $module:ident, $file:literal; )*) => {
+    ($( $variant:ident => $code:literal, $name:literal, $module:ident, $file:literal $(, $phase:ident)?; )*) => {
         /// A memlint rule.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Rule {
@@ -49,10 +62,29 @@ macro_rules! rules {
                 }
             }
 
+            /// Runs the rule's check over the module (before suppression comments apply).
             pub(crate) fn check(self, checker: &mut crate::checker::Checker<'_, '_>) {
                 match self {
-                    $( Rule::$variant => crate::rules::$module::check(checker), )*
+                    $( Rule::$variant => check_phase!(before, $module $($phase)?, checker), )*
                 }
+            }
+
+            /// Runs the check of a rule that reads the suppression comments (after every
+            /// other rule's findings were suppressed); nothing for the other rules.
+            pub(crate) fn check_after_suppression(
+                self,
+                checker: &mut crate::checker::Checker<'_, '_>,
+                suppressions: &crate::checker::Suppressions<'_>,
+            ) {
+                match self {
+                    $( Rule::$variant => check_phase!(after, $module $($phase)?, checker, suppressions), )*
+                }
+            }
+
+            /// Does the rule check suppression comments, after suppression? Its findings
+            /// depend on the other enabled rules' findings (`unused-noqa`).
+            pub fn observes_suppressions(self) -> bool {
+                match self { $( Rule::$variant => check_phase!(observes, $module $($phase)?), )* }
             }
 
             /// One line saying what the rule finds.
@@ -92,6 +124,7 @@ rules! {
     DeprecatedCudaAmp => "MEM010", "deprecated-cuda-amp", deprecated_cuda_amp, "deprecated_cuda_amp.rs";
     AccumulationWithoutLossDivision => "MEM011", "accumulation-without-loss-division", accumulation_without_loss_division, "accumulation_without_loss_division.rs";
     FrozenNetworkTracksGrad => "MEM012", "frozen-network-tracks-grad", frozen_network_tracks_grad, "frozen_network_tracks_grad.rs";
+    UnusedNoqa => "MEM013", "unused-noqa", unused_noqa, "unused_noqa.rs", after_suppression;
 }
 
 impl Rule {

@@ -531,7 +531,9 @@ fn noqa_variants() {
             torch.cuda.empty_cache()  # noqa: E501
         "#,
         expect![[r#"
+            6:31 MEM013 Unused `noqa` directive (unused: `MEM001`)
             9:5 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+            9:31 MEM013 Unused `noqa` directive (unused: `MEM001`)
             10:5 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
         "#]],
     );

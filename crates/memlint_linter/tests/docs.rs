@@ -59,6 +59,7 @@ fn codes_are_never_renumbered() {
         ("MEM010", "deprecated-cuda-amp"),
         ("MEM011", "accumulation-without-loss-division"),
         ("MEM012", "frozen-network-tracks-grad"),
+        ("MEM013", "unused-noqa"),
     ];
     for (code, name) in expected {
         let rule = Rule::from_code_or_name(code).unwrap();

@@ -39,6 +39,11 @@ fn each_rule_alone_finds_what_it_finds_among_all() {
     for (name, source) in corpus() {
         let everything = lint(&source, &all).diagnostics;
         for rule in Rule::ALL {
+            if rule.observes_suppressions() {
+                // `unused-noqa` judges directives by the other enabled rules' findings:
+                // alone, every other rule is not enabled (its own tests below).
+                continue;
+            }
             let alone = LinterSettings { rules: RuleSelection::from_select_ignore(&[*rule], &[]), ..LinterSettings::default() };
             let expected: Vec<_> = everything.iter().filter(|d| d.rule == *rule).cloned().collect();
             compared += expected.len();
@@ -70,4 +75,49 @@ fn a_function_only_called_under_an_aliased_no_grad_is_not_reported() {
     let settings = LinterSettings::default();
     assert_eq!(lint(source, &settings).diagnostics, Vec::new());
     assert_eq!(lint_unfiltered(source, &settings).diagnostics, Vec::new());
+}
+
+fn messages(source: &str, settings: &LinterSettings) -> Vec<String> {
+    let filtered = lint(source, settings).diagnostics;
+    assert_eq!(filtered, lint_unfiltered(source, settings).diagnostics, "pre-filter changed findings of {source:?}");
+    filtered.iter().map(|d| format!("{} {}", d.rule.code(), d.message)).collect()
+}
+
+/// The suppression hook: MEM013 sees which directive suppressed what, which rules the
+/// settings enable (not which the pre-filter kept), and exempts directives listing it.
+#[test]
+fn unused_noqa_judges_directives_by_what_was_enabled_and_suppressed() {
+    let all = LinterSettings::default();
+    let alone = LinterSettings { rules: RuleSelection::from_select_ignore(&[Rule::UnusedNoqa], &[]), ..LinterSettings::default() };
+    // Enabled, but its trigger does not hold (no `empty_cache`): it ran and found nothing.
+    assert_eq!(messages("x = 1  # noqa: MEM004\n", &all), ["MEM013 Unused `noqa` directive (unused: `MEM004`)"]);
+    // Not enabled: ruff's "non-enabled".
+    assert_eq!(messages("x = 1  # noqa: MEM004\n", &alone), ["MEM013 Unused `noqa` directive (non-enabled: `MEM004`)"]);
+    // Used: a finding was suppressed by it.
+    let used = "import torch\nstate = torch.load('a.pt')  # noqa: MEM008\n";
+    assert_eq!(messages(used, &all), Vec::<String>::new());
+    assert_eq!(messages(used, &alone), ["MEM013 Unused `noqa` directive (non-enabled: `MEM008`)"]);
+    // Exempt: a directive on the line lists MEM013; a blanket `# noqa` does not exempt.
+    assert_eq!(messages("x = 1  # noqa: MEM004, MEM013\n", &all), Vec::<String>::new());
+    assert_eq!(
+        messages("x = 1  # noqa  # memlint: ignore[MEM004]\n", &all),
+        ["MEM013 Unused `memlint: ignore` directive (unused: `MEM004`)"]
+    );
+    // Other tools' codes and a bare `# noqa` are never reported; MEM013 disabled reports nothing.
+    assert_eq!(messages("x = 1  # noqa: E501, F401\ny = 2  # noqa\n", &all), Vec::<String>::new());
+    let without = LinterSettings { rules: RuleSelection::from_select_ignore(&[], &[Rule::UnusedNoqa]), ..LinterSettings::default() };
+    assert_eq!(messages("x = 1  # noqa: MEM1\n", &without), Vec::<String>::new());
+    // In code a syntax error mangled, no finding.
+    assert_eq!(messages("def f(:\n    x = 1  # noqa: MEM004\n", &all), Vec::<String>::new());
+}
+
+/// With `--fix`, unused codes go and what is used stays; fixing again changes nothing.
+#[test]
+fn fixing_unused_noqa_keeps_what_suppresses() {
+    use memlint_linter::{apply_fixes, FixMode};
+    let source = "import torch\nstate = torch.load('a.pt')  # noqa: MEM008, MEM1, E501\nx = 1  # noqa: MEM004\n";
+    let outcome = apply_fixes(source, &LinterSettings::default(), FixMode::Safe);
+    assert_eq!(outcome.source, "import torch\nstate = torch.load('a.pt')  # noqa: MEM008, E501\nx = 1\n");
+    assert!(outcome.remaining.is_empty(), "{:?}", outcome.remaining);
+    assert_eq!(apply_fixes(&outcome.source, &LinterSettings::default(), FixMode::Safe).source, outcome.source);
 }

@@ -26,6 +26,7 @@
 //! (the fp16 rows only on an fp32 workload), MEM005/peak, MEM005/growth, MEM006/graphs,
 //! MEM006/detached, MEM008/restore, MEM009/train, MEM012/frozen. Rules MEM007, MEM010 and MEM011
 //! have no scenario (they do not change device memory on one GPU) and are listed as such.
+//! MEM013 has none either (it checks suppression comments).
 //!
 //! # The JSON report (`--format json`, `-o FILE`)
 //! Stable shape, read by the language server to show measured savings in hovers (it parses the

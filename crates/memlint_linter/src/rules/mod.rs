@@ -1,6 +1,8 @@
 //! One module per rule. Each module's doc comment is the rule's documentation
-//! (`memlint rule <name>` prints it); each exports `SUMMARY`, `CAPTURES`, `FIXABLE` and
-//! `check`.
+//! (`memlint rule <name>` prints it); each exports `SUMMARY`, `CAPTURES`, `FIXABLE`,
+//! `trigger` and `check` — or, for a rule marked `after_suppression` in the registry,
+//! `check_after_suppression`, which runs once the other rules' findings were suppressed
+//! and reads which suppression comments were used (`unused-noqa`).
 
 pub mod accumulated_loss_tensor;
 pub mod accumulation_without_loss_division;
@@ -13,6 +15,7 @@ pub mod gpu_tensors_collected;
 pub mod half_without_grad_scaler;
 pub mod retain_graph_in_loop;
 pub mod torch_load_without_map_location;
+pub mod unused_noqa;
 pub mod zero_grad_keeps_memory;
 
 use memlint_python::NodeExt;
