@@ -285,10 +285,12 @@ pub fn run(devices: usize, wl: &Workload, make: &dyn Fn(usize) -> Result<Runtime
             report.imbalance_ddp = imbalance(&dd);
             let worst_ddp = dd.iter().map(|d| d.peak_bytes).max().unwrap_or(0);
             report.saving_bytes = dp[0].peak_bytes as i64 - worst_ddp as i64;
+            let (amount, side) = if report.saving_bytes >= 0 { (report.saving_bytes, "below") } else { (-report.saving_bytes, "above") };
             report.saving_summary = format!(
-                "DDP's highest per-device peak is {} below DataParallel's device-0 peak ({}); DataParallel's device 0 peaks at {:.2}x the other devices",
-                crate::report::fmt_bytes(report.saving_bytes as f64),
+                "DDP's highest per-device peak is {} {side} DataParallel's device-0 peak ({}){}; DataParallel's device 0 peaks at {:.2}x the other devices",
+                crate::report::fmt_bytes(amount as f64),
                 crate::report::fmt_bytes(dp[0].peak_bytes as f64),
+                if side == "above" { " (DDP's gradient buckets, gradient_as_bucket_view=False by default, hold a second copy of the gradients on every device)" } else { "" },
                 report.imbalance_data_parallel
             );
             report.data_parallel = dp;

@@ -468,3 +468,36 @@ fn mem007_batch_that_cannot_feed_every_device_is_a_clear_exit_2() {
     assert_eq!(code, 2);
     assert!(err.contains("--devices must be at least 1"), "{err}");
 }
+
+#[test]
+fn mem007_on_the_cuda_backend_without_gpus_is_exit_2_not_a_panic() {
+    // No GPU in CI: either no driver (the generic error) or fewer GPUs than --devices; both exit 2.
+    let args = VerifyArgs { backend: BackendKind::Cuda, rules: vec!["MEM007".into()], devices: 2, ..args_sim() };
+    let (code, out, err) = run_capture(&args, None);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.starts_with("error: "), "{err}");
+}
+
+#[test]
+fn mem007_torch_script_splits_the_batch_as_memlint_does() {
+    // The PyTorch half runs only on GPUs; here its argument checks and JSON shape run without torch.
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/torch/verify_torch_parallel.py");
+    for (batch, n) in [(512usize, 2usize), (10, 4), (5, 4)] {
+        let out = match std::process::Command::new("python3").args([script, "--batch", &batch.to_string(), "--devices", &n.to_string()]).output() {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("SKIPPED: python3 cannot be run ({e}); chunk_rows is tested on its own above");
+                return;
+            }
+        };
+        assert!(out.status.success(), "the script exits 0 and reports in JSON: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        for k in ["python", "torch_version", "devices", "chunk_rows", "data_parallel", "ddp", "error"] {
+            assert!(v.get(k).is_some(), "{k} missing: {v}");
+        }
+        match parallel::chunk_rows(batch, n) {
+            Ok(rows) => assert_eq!(v["chunk_rows"], serde_json::json!(rows)),
+            Err(_) => assert!(v["error"].as_str().unwrap_or("").contains("does not split"), "{v}"),
+        }
+    }
+}
