@@ -442,6 +442,13 @@ impl Runtime {
         // The gradient of the root, as `torch.ones_like(loss)`.
         let g0 = self.empty(1, 1, root.dtype(), Kind::Output)?;
         self.dev.fill(root.dtype(), g0.addr(), 1, 1.0)?;
+        self.backward_from(root_fn, g0, retain)
+    }
+
+    /// `torch.autograd.backward(output, grad)`: runs the graph below `root_fn` from the given
+    /// gradient of its output (the multi-device scenario hands each device the gradient that the
+    /// loss on device 0 scattered back to it).
+    pub fn backward_from(&self, root_fn: Rc<Node>, g0: Rc<Storage>, retain: bool) -> Result<(), DeviceError> {
 
         type Key = *const Node;
         let mut deps: HashMap<Key, usize> = HashMap::new();

@@ -24,8 +24,11 @@
 //! Rows (`code`/`variant`): MEM001/eval, MEM002/train, MEM002/train-model-dropped, MEM002/eval,
 //! MEM003/half, MEM003/autocast, MEM004/train, MEM004/del, MEM004/train-fp16, MEM004/del-fp16
 //! (the fp16 rows only on an fp32 workload), MEM005/peak, MEM005/growth, MEM006/graphs,
-//! MEM006/detached, MEM008/restore, MEM009/train, MEM012/frozen. Rules MEM007, MEM010 and MEM011
-//! have no scenario (they do not change device memory on one GPU) and are listed as such.
+//! MEM006/detached, MEM008/restore, MEM009/train, MEM012/frozen. Rules MEM010 and MEM011 have no
+//! scenario (they do not change device memory) and are listed as such. MEM007 (`data-parallel`)
+//! compares `nn.DataParallel` with DDP on `--devices N` devices (default 2), per device
+//! ([`parallel`]); so far only `--backend sim` runs it (the CUDA backend refuses it with status 2
+//! when it is asked for explicitly, after checking that N GPUs can be opened).
 //! MEM013 has none either (it checks suppression comments).
 //!
 //! # The JSON report (`--format json`, `-o FILE`)
@@ -46,6 +49,7 @@
 //! | `rules_without_scenario` | codes asked for that have no scenario |
 //! | `findings` | `null`, or per linted finding `{path, row, column, code, name, measured: [summary…]}` |
 //! | `torch` | `null`, or the `--compare-torch` figures (below) |
+//! | `parallel` | `null`, or MEM007's `{code, name, devices, chunk_rows, data_parallel: [{index, peak_bytes, held_bytes, at_peak}], ddp: [same], imbalance_data_parallel, imbalance_ddp, saving_bytes, saving_summary, error}` (imbalance: device 0's peak over the highest of the others) |
 //! | `elapsed_s` | wall time of the whole run |
 //!
 //! Each `scenarios[]` entry: `code` (`"MEM001"`), `name` (`"eval-without-no-grad"`), `variant`,
@@ -111,6 +115,7 @@
 pub mod alloc;
 pub mod autograd;
 pub mod backend;
+pub mod parallel;
 pub mod report;
 pub mod scenarios;
 pub mod torch;
@@ -199,6 +204,10 @@ pub struct VerifyArgs {
     /// Run the same loops through PyTorch (python3 with torch and CUDA) and show its figures beside ours.
     #[arg(long)]
     pub compare_torch: bool,
+    /// Devices of MEM007 (data-parallel): nn.DataParallel against DDP on N devices, per-device peaks.
+    /// Only `--backend sim` runs it so far; the CUDA backend checks that N GPUs are visible.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub devices: usize,
 }
 
 impl Default for VerifyArgs {
@@ -218,6 +227,7 @@ impl Default for VerifyArgs {
             iters: w.iters,
             dtype: w.dtype,
             compare_torch: false,
+            devices: 2,
         }
     }
 }
@@ -463,6 +473,47 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
             return 2;
         }
     };
+    // MEM007 runs on its own runtimes, one per device.
+    let mut without = without;
+    let mut parallel_report = None;
+    let mut failed_parallel = false;
+    if codes.contains(&"MEM007") {
+        if let Err(e) = parallel::chunk_rows(wl.batch, args.devices) {
+            let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
+            return 2;
+        }
+        match args.backend {
+            BackendKind::Sim => {
+                let make = |_i: usize| -> Result<autograd::Runtime, String> {
+                    let b: Rc<dyn Backend> = Rc::new(backend::sim::SimBackend::new(backend::sim::DEFAULT_CAPACITY));
+                    autograd::Runtime::new(b).map_err(|e| format!("could not set up the runtime: {e}"))
+                };
+                match parallel::run(args.devices, &wl, &make) {
+                    Ok(p) => {
+                        failed_parallel = p.error.is_some();
+                        parallel_report = Some(p);
+                        without.retain(|c| c != "MEM007");
+                    }
+                    Err(e) => {
+                        let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
+                        return 2;
+                    }
+                }
+            }
+            BackendKind::Cuda if without.iter().any(|c| c == "MEM007") => {
+                // Asked for explicitly: it needs N GPUs, and the CUDA run itself is not built yet.
+                for i in 0..args.devices {
+                    if let Err(e) = make_backend(BackendKind::Cuda, i) {
+                        let _ = writeln!(err, "error: MEM007 (data-parallel) compares DataParallel and DDP on --devices {} GPUs, but GPU {i} could not be opened: {e}", args.devices);
+                        return 2;
+                    }
+                }
+                let _ = writeln!(err, "error: MEM007 (data-parallel) on the CUDA backend is not implemented yet (cross-device copies and the NCCL all-reduce are missing); `--backend sim` runs its memory accounting");
+                return 2;
+            }
+            BackendKind::Cuda => {}
+        }
+    }
     let (free, total) = match dev.mem_info() {
         Ok(m) => m,
         Err(e) => {
@@ -518,12 +569,19 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
                     column: f.column,
                     code: code.clone(),
                     name: f.name.clone(),
-                    measured: scenarios.iter().filter(|s| f.measured_by(&s.code, &s.variant)).map(|s| format!("{}: {}", s.variant, s.error.clone().map(|e| format!("error: {e}")).unwrap_or_else(|| s.saving_summary.clone()))).collect(),
+                    measured: scenarios
+                        .iter()
+                        .filter(|s| f.measured_by(&s.code, &s.variant))
+                        .map(|s| format!("{}: {}", s.variant, s.error.clone().map(|e| format!("error: {e}")).unwrap_or_else(|| s.saving_summary.clone())))
+                        .chain(parallel_report.as_ref().filter(|_| code == "MEM007").map(|p| {
+                            format!("{} devices: {}", p.devices, p.error.clone().map(|e| format!("error: {e}")).unwrap_or_else(|| p.saving_summary.clone()))
+                        }))
+                        .collect(),
                 }
             })
             .collect()
     });
-    let failed = scenarios.iter().any(|s| s.error.is_some());
+    let failed = failed_parallel || scenarios.iter().any(|s| s.error.is_some());
     let report = Report {
         tool: "memlint verify",
         version: env!("CARGO_PKG_VERSION"),
@@ -536,6 +594,7 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
         rules_without_scenario: without,
         findings: findings_report,
         torch,
+        parallel: parallel_report,
         elapsed_s: started.elapsed().as_secs_f64(),
     };
     let json = match serde_json::to_string_pretty(&report) {

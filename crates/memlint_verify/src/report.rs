@@ -22,6 +22,8 @@ pub struct Report {
     pub rules_without_scenario: Vec<String>,
     pub findings: Option<Vec<FindingReport>>,
     pub torch: Option<TorchComparison>,
+    /// MEM007's per-device comparison of DataParallel and DDP (null when it did not run).
+    pub parallel: Option<crate::parallel::ParallelReport>,
     pub elapsed_s: f64,
 }
 
@@ -472,6 +474,10 @@ pub fn render_text(r: &Report) -> String {
                 s.push_str(&torch_table(r, t).text());
             }
         }
+    }
+    if let Some(p) = &r.parallel {
+        s.push('\n');
+        s.push_str(&crate::parallel::render_text(p));
     }
     s.push_str(&format!("\nfinished in {:.1} s\n", r.elapsed_s));
     s
