@@ -58,9 +58,12 @@ else
     FAILED+=("(a)")
 fi
 
-# (b) every rule alone.
-CODES=$("$MEMLINT" rule --all | sed -n 's/^# .* (\(MEM[0-9]*\))$/\1/p')
+# (b) every rule alone. `unused-noqa` (MEM013) is left out: it judges suppression comments
+# by the findings of the other enabled rules, so alone it reports every other code as
+# non-enabled, by design (crates/memlint_linter/tests/engine.rs tests it on its own).
+CODES=$("$MEMLINT" rule --all | sed -n 's/^# .* (\(MEM[0-9]*\))$/\1/p' | grep -v '^MEM013$')
 [[ -n "$CODES" ]] || { echo "error: \`memlint rule --all\` listed no rule codes" >&2; exit 2; }
+echo "part (b) leaves out MEM013 (unused-noqa): alone, it reports the other rules' codes as non-enabled, by design"
 for code in $CODES; do
     if ! check "$WORK/alone-$code.json" --select "$code"; then
         echo "part (b) NOT COMPARED for $code: memlint check --select $code failed:"
