@@ -97,13 +97,6 @@ impl<'a, 't> Checker<'a, 't> {
         self.matches_in(&ranges)
     }
 
-    /// Does the source contain any of these words? Rules use it to skip files in which
-    /// they cannot fire before running their query.
-    pub fn source_mentions(&self, words: &[&str]) -> bool {
-        let source = self.model.source();
-        words.iter().any(|w| memchr::memmem::find(source.as_bytes(), w.as_bytes()).is_some())
-    }
-
     pub fn text(&self, node: Node<'_>) -> &'t str {
         self.model.text(node)
     }
