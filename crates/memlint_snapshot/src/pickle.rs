@@ -118,7 +118,7 @@ pub trait Fold {
 pub enum PickleError {
     #[error("the file ends in the middle of the pickle (truncated?) at byte {0}")]
     Truncated(u64),
-    #[error("not a pickle: unknown opcode 0x{op:02x} at byte {at}")]
+    #[error("unknown opcode 0x{op:02x} at byte {at}")]
     UnknownOpcode { op: u8, at: u64 },
     #[error("unsupported pickle opcode {name} at byte {at}: a memory snapshot holds only plain data")]
     Unsupported { name: &'static str, at: u64 },
