@@ -31,9 +31,12 @@ trap 'rm -rf "$work"' EXIT
 page="$artifacts/snapshot-page.html"
 "$MEMLINT_BIN" snapshot "$here/data/retain_graph_bad.pickle" --source "$here/scripts" --format html -o "$page"
 
-# self-contained: nothing to fetch (links to rule docs are anchors, not loads)
-if grep -Eo '(src|href)="[^"#]*"' "$page" | grep -Ev 'href="https://' | grep -q .; then
-    echo "the page loads something: $(grep -Eo '(src|href)="[^"#]*"' "$page" | grep -Ev 'href="https://' | head -3)" >&2
+# self-contained: nothing to fetch. Elements that load (script, img, link, iframe, …) must
+# not point anywhere, and CSS must not pull urls; `<a href>` links to rule docs load nothing.
+loads=$(grep -Eo '<(script|img|link|iframe|source|video|audio|embed|object)[^>]*(src|href|data)="[^"#][^"]*"' "$page" | grep -v '="data:' || true)
+loads+=$(grep -Eo 'url\((["'"'"']?)[a-z]+:' "$page" | grep -v 'url(["'"'"']\?data:' || true)
+if [[ -n "$loads" ]]; then
+    echo "the page loads something: $(echo "$loads" | head -3)" >&2
     exit 1
 fi
 if grep -Eq '<(script|link|img|iframe)' "$page"; then
