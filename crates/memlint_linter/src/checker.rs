@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::cell::OnceCell;
 use std::sync::OnceLock;
 
 use memlint_python::tree_sitter::{Node, Query, QueryCursor, Tree};
@@ -23,6 +24,81 @@ pub fn query(rule: Rule) -> &'static Query {
             panic!("query for {} does not compile: {e}", rule.name())
         })
     })
+}
+
+/// The node kinds (by kind id) at which the patterns of a rule's query start, when every
+/// pattern starts with a named node kind: `(call ...)`, `(assignment ...)`. `None` when one
+/// starts otherwise (an alternation, a wildcard), and the query must walk its regions.
+///
+/// Read from the query's own text, so the checker knows no rule: with it, a query runs
+/// only at the nodes where one of its patterns can start (see [`Checker::matches_in`]).
+fn root_kinds(rule: Rule) -> Option<&'static [bool]> {
+    static ROOTS: [OnceLock<Option<Vec<bool>>>; Rule::ALL.len()] = [const { OnceLock::new() }; Rule::ALL.len()];
+    let index = Rule::ALL.iter().position(|r| *r == rule).expect("rule in ALL");
+    ROOTS[index]
+        .get_or_init(|| {
+            let query = query(rule);
+            let source = rule.query_source();
+            let language = memlint_python::language();
+            let mut kinds = vec![false; language.node_kind_count()];
+            for pattern in 0..query.pattern_count() {
+                let name = pattern_root_kind(&source[query.start_byte_for_pattern(pattern)..])?;
+                let mut found = false;
+                // Every id with that name: aliased symbols share a name.
+                for id in 0..language.node_kind_count() as u16 {
+                    if language.node_kind_is_named(id) && language.node_kind_for_id(id) == Some(name) {
+                        kinds[id as usize] = true;
+                        found = true;
+                    }
+                }
+                if !found {
+                    return None;
+                }
+            }
+            Some(kinds)
+        })
+        .as_deref()
+}
+
+/// The node kind a pattern (its text from its first byte) starts with: `(call ...)` →
+/// `call`; `None` for an alternation, a wildcard or an anonymous node.
+fn pattern_root_kind(pattern: &str) -> Option<&str> {
+    let name = pattern.trim_start().strip_prefix('(')?.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next()?;
+    (!name.is_empty() && name != "_").then_some(name)
+}
+
+/// The nodes of a module where some enabled rule's query pattern can start, in source
+/// order: found in one walk of the tree, shared by every rule of one lint.
+#[derive(Default)]
+pub(crate) struct Candidates<'t> {
+    nodes: OnceCell<Vec<Node<'t>>>,
+}
+
+impl<'t> Candidates<'t> {
+    fn nodes(&self, model: &SemanticModel<'t>, rules: &RuleSelection) -> &[Node<'t>] {
+        self.nodes.get_or_init(|| {
+            let kinds: Vec<&[bool]> = rules.iter().filter_map(root_kinds).collect();
+            let wanted = |id: u16| kinds.iter().any(|k| k.get(id as usize).copied().unwrap_or(false));
+            let mut nodes = Vec::new();
+            let mut cursor = model.root().walk();
+            // Pre-order: nodes come out sorted by start byte.
+            'walk: loop {
+                let node = cursor.node();
+                if node.is_named() && wanted(node.kind_id()) {
+                    nodes.push(node);
+                }
+                if cursor.goto_first_child() {
+                    continue;
+                }
+                while !cursor.goto_next_sibling() {
+                    if !cursor.goto_parent() {
+                        break 'walk;
+                    }
+                }
+            }
+            nodes
+        })
+    }
 }
 
 /// `ranges` sorted, with overlapping or touching ones merged and empty ones dropped.
@@ -54,6 +130,9 @@ impl<'t> QueryMatch<'t> {
 pub struct Checker<'a, 't> {
     pub model: &'a SemanticModel<'t>,
     pub rule: Rule,
+    candidates: &'a Candidates<'t>,
+    /// The rules of this lint (what `candidates` is built for).
+    rules: &'a RuleSelection,
     diagnostics: Vec<Diagnostic>,
 }
 
@@ -64,12 +143,59 @@ impl<'a, 't> Checker<'a, 't> {
     }
 
     /// The matches of the current rule's query that start within `ranges` (byte ranges;
-    /// overlapping ranges are merged). Running a query costs about twice a parse, so
-    /// rules that can only fire in some regions (loops, evaluation code) ask for those.
+    /// overlapping ranges are merged), in source order. Rules that can only fire in some
+    /// regions (loops, evaluation code) ask for those.
+    ///
+    /// The query runs only at the nodes where one of its patterns can start (one shared
+    /// walk found them), matching there and nowhere below: no rule walks a subtree per
+    /// candidate. A query whose patterns' starts are not all node kinds walks its regions.
     pub fn matches_in(&self, ranges: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
+        let merged = merge_ranges(ranges.iter().cloned());
+        match root_kinds(self.rule) {
+            Some(kinds) => self.matches_at_roots(&merged, kinds),
+            None => self.matches_walking(&merged),
+        }
+    }
+
+    /// The matches of the current rule's query that start within one of `nodes` (the
+    /// candidates the semantic model already knows, such as the calls of a name).
+    pub fn matches_at(&self, nodes: &[Node<'t>]) -> Vec<QueryMatch<'t>> {
+        let ranges: Vec<Range<usize>> = nodes.iter().map(|n| n.byte_range()).collect();
+        self.matches_in(&ranges)
+    }
+
+    fn matches_at_roots(&self, merged: &[Range<usize>], kinds: &[bool]) -> Vec<QueryMatch<'t>> {
         let query = query(self.rule);
         let names = query.capture_names();
-        let merged = merge_ranges(ranges.iter().cloned());
+        let source = self.model.source().as_bytes();
+        let candidates = self.candidates.nodes(self.model, self.rules);
+        let mut found = Vec::new();
+        let mut cursor = QueryCursor::new();
+        // A match starts at its pattern's first node: this one, not a descendant.
+        cursor.set_max_start_depth(Some(0));
+        for range in merged {
+            let first = candidates.partition_point(|n| n.start_byte() < range.start);
+            for node in candidates[first..].iter().take_while(|n| n.start_byte() < range.end) {
+                if !kinds.get(node.kind_id() as usize).copied().unwrap_or(false) {
+                    continue;
+                }
+                let mut matches = cursor.matches(query, *node, source);
+                while let Some(m) = matches.next() {
+                    let starts_inside = m.captures.iter().map(|c| c.node.start_byte()).min().map(|s| s >= range.start && s < range.end).unwrap_or(false);
+                    if !starts_inside {
+                        continue;
+                    }
+                    let captures = m.captures.iter().map(|c| (names[c.index as usize], c.node)).collect();
+                    found.push(QueryMatch { captures });
+                }
+            }
+        }
+        found
+    }
+
+    fn matches_walking(&self, merged: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
+        let query = query(self.rule);
+        let names = query.capture_names();
         let source = self.model.source().as_bytes();
         let mut found = Vec::new();
         let mut cursor = QueryCursor::new();
@@ -89,14 +215,6 @@ impl<'a, 't> Checker<'a, 't> {
         found
     }
 
-    /// The matches of the current rule's query that start within one of `nodes` (the
-    /// candidates the semantic model already knows, such as the calls of a name): the
-    /// query runs there only, not over the whole module.
-    pub fn matches_at(&self, nodes: &[Node<'t>]) -> Vec<QueryMatch<'t>> {
-        let ranges: Vec<Range<usize>> = nodes.iter().map(|n| n.byte_range()).collect();
-        self.matches_in(&ranges)
-    }
-
     pub fn text(&self, node: Node<'_>) -> &'t str {
         self.model.text(node)
     }
@@ -106,10 +224,10 @@ impl<'a, 't> Checker<'a, 't> {
     }
 }
 
-pub(crate) fn run_rules(model: &SemanticModel<'_>, settings: &LinterSettings) -> Vec<Diagnostic> {
+pub(crate) fn run_rules<'t>(model: &SemanticModel<'t>, settings: &LinterSettings, candidates: &Candidates<'t>) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
     for rule in settings.rules.iter() {
-        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
+        let mut checker = Checker { model, rule, candidates, rules: &settings.rules, diagnostics: Vec::new() };
         rule.check(&mut checker);
         diagnostics.append(&mut checker.diagnostics);
     }
@@ -130,14 +248,15 @@ pub struct Suppressions<'a> {
 
 /// Runs the enabled rules that check suppression comments (see
 /// [`Rule::observes_suppressions`]).
-pub(crate) fn run_rules_after_suppression(
-    model: &SemanticModel<'_>,
+pub(crate) fn run_rules_after_suppression<'t>(
+    model: &SemanticModel<'t>,
     settings: &LinterSettings,
     suppressions: &Suppressions<'_>,
+    candidates: &Candidates<'t>,
 ) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
     for rule in settings.rules.iter().filter(|r| r.observes_suppressions()) {
-        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
+        let mut checker = Checker { model, rule, candidates, rules: &settings.rules, diagnostics: Vec::new() };
         rule.check_after_suppression(&mut checker, suppressions);
         diagnostics.append(&mut checker.diagnostics);
     }
@@ -166,5 +285,73 @@ pub(crate) fn in_error_region(tree: &Tree, range: Range<usize>) -> bool {
             return node.prev_sibling().map(|p| p.has_error()).unwrap_or(false);
         }
         node = parent;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The captures of `matches`, as comparable text.
+    fn shown(matches: &[QueryMatch<'_>]) -> Vec<String> {
+        let mut out: Vec<String> = matches
+            .iter()
+            .map(|m| {
+                let mut captures: Vec<String> = m.captures.iter().map(|(name, node)| format!("{name}@{:?}", node.byte_range())).collect();
+                captures.sort();
+                captures.join(" ")
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Matching only at the nodes where a pattern can start finds exactly what walking the
+    /// regions finds, for every rule's query, on every fixture and example, over the whole
+    /// module and over each function.
+    #[test]
+    fn matching_at_roots_equals_walking() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let mut files: Vec<std::path::PathBuf> = Vec::new();
+        for dir in ["crates/memlint_linter/tests/fixtures", "tests/examples"] {
+            for entry in std::fs::read_dir(format!("{root}/{dir}")).expect("fixture directory") {
+                let path = entry.expect("entry").path();
+                if path.extension().is_some_and(|e| e == "py") {
+                    files.push(path);
+                }
+            }
+        }
+        assert!(files.len() > 10, "fixtures found: {}", files.len());
+        let all = RuleSelection::all();
+        let mut compared = 0;
+        for path in files {
+            let source = std::fs::read_to_string(&path).expect("fixture text");
+            let tree = memlint_python::parse_with(&source, None);
+            let model = SemanticModel::new(&tree, &source);
+            let candidates = Candidates::default();
+            for rule in Rule::ALL.iter().copied() {
+                let kinds = root_kinds(rule).unwrap_or_else(|| panic!("{}: every pattern starts with a node kind", rule.name()));
+                let checker = Checker { model: &model, rule, candidates: &candidates, rules: &all, diagnostics: Vec::new() };
+                let mut regions = vec![0..source.len()];
+                regions.extend(model.functions().map(|f| f.node.byte_range()));
+                for region in regions {
+                    let merged = merge_ranges([region]);
+                    let at_roots = shown(&checker.matches_at_roots(&merged, kinds));
+                    let walking = shown(&checker.matches_walking(&merged));
+                    assert_eq!(at_roots, walking, "{} on {}", rule.name(), path.display());
+                    compared += at_roots.len();
+                }
+            }
+        }
+        assert!(compared > 100, "matches compared: {compared}");
+    }
+
+    #[test]
+    fn pattern_roots() {
+        assert_eq!(pattern_root_kind("(call\n  function: (identifier)) @c"), Some("call"));
+        assert_eq!(pattern_root_kind("  (augmented_assignment left: (_) @a)"), Some("augmented_assignment"));
+        assert_eq!(pattern_root_kind("[(call) (assignment)] @x"), None);
+        assert_eq!(pattern_root_kind("(_) @any"), None);
+        assert_eq!(pattern_root_kind("\"+=\" @op"), None);
     }
 }

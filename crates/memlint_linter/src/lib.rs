@@ -83,7 +83,8 @@ fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: 
     }
     let syntax_errors = memlint_python::syntax_errors(tree, source);
     let model = memlint_python::SemanticModel::new(tree, source);
-    let mut diagnostics = checker::run_rules(&model, settings);
+    let candidates = checker::Candidates::default();
+    let mut diagnostics = checker::run_rules(&model, settings, &candidates);
     if !syntax_errors.is_empty() {
         diagnostics.retain(|d| !checker::in_error_region(tree, d.range.clone()));
     }
@@ -103,7 +104,7 @@ fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: 
     });
     if settings.rules.iter().any(Rule::observes_suppressions) {
         let suppressions = Suppressions { directives: &directives, used: &used, enabled };
-        let mut more = checker::run_rules_after_suppression(&model, settings, &suppressions);
+        let mut more = checker::run_rules_after_suppression(&model, settings, &suppressions, &candidates);
         if !syntax_errors.is_empty() {
             more.retain(|d| !checker::in_error_region(tree, d.range.clone()));
         }

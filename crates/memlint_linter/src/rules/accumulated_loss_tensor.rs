@@ -71,7 +71,7 @@ pub fn trigger(words: &Words<'_>) -> bool {
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     // Only code in a loop can accumulate across iterations.
-    for m in checker.matches_in(&model.outermost_loop_ranges()) {
+    for m in checker.matches_at(model.loops()) {
         let (Some(statement), Some(accumulator), Some(term)) = (m.get("accumulation"), m.get("accumulator"), m.get("term")) else {
             continue;
         };

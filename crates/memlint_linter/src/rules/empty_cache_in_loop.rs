@@ -68,7 +68,7 @@ const MEMORY_PROBES: &[&str] = &[
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    for m in checker.matches_in(&model.outermost_loop_ranges()) {
+    for m in checker.matches_at(model.loops()) {
         let Some(call) = m.get("call") else { continue };
         let Some(name) = model.call_resolves_to(call, EMPTY_CACHE) else { continue };
         let loops = model.enclosing_loops(call);

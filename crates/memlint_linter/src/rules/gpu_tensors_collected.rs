@@ -90,8 +90,8 @@ enum Container {
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     // Only loops over batches can keep per-batch results: the query runs there.
-    let regions: Vec<_> = model.loops().iter().filter(|l| model.loop_info(**l).over_batches).map(|l| l.byte_range()).collect();
-    for m in checker.matches_in(&regions) {
+    let regions: Vec<_> = model.loops().iter().filter(|l| model.loop_info(**l).over_batches).copied().collect();
+    for m in checker.matches_at(&regions) {
         let (Some(statement), Some(container), Some(term)) = (m.get("collection"), m.get("container"), m.get("term")) else {
             continue;
         };

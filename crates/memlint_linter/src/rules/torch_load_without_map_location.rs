@@ -65,8 +65,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     for qualified in TORCH_LOAD {
         names.extend(model.names_imported_as(qualified));
     }
-    let candidates: Vec<_> = names.iter().flat_map(|n| model.calls_named(n)).map(|c| c.byte_range()).collect();
-    for m in checker.matches_in(&candidates) {
+    let candidates: Vec<_> = names.iter().flat_map(|n| model.calls_named(n)).copied().collect();
+    for m in checker.matches_at(&candidates) {
         let Some(call) = m.get("call") else { continue };
         if model.call_resolves_to(call, TORCH_LOAD).is_none() || !has_argument_list(call) {
             continue;
