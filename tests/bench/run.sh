@@ -3,7 +3,8 @@
 # the stdio LSP client (latency and dump modes), scripts/compare-engine.sh (that it finds
 # no difference on the fixtures and the bundled examples, and that it does find one when
 # an entry point drops a finding), the scaling example, scripts/fetch-engine-tree.sh on
-# local git snapshots, and the single-file figure of scripts/bench-check.sh.
+# local git snapshots, the single-file figure of scripts/bench-check.sh, and
+# scripts/bench-output.sh.
 # Debug builds: these check behaviour and output, not speed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -131,5 +132,11 @@ step "bench-check.sh: the single peft file"
 MEMLINT="$MEMLINT" scripts/bench-check.sh "$TMP/tree" 1 | tee "$TMP/bench.txt"
 grep -q "^memlint check huggingface+peft/tests/test_gpu_examples.py alone (6 lines): [0-9.]* s (median of 1 runs)$" "$TMP/bench.txt" ||
     fail "bench-check.sh did not time the peft file alone"
+
+step "bench-output.sh: the output formats timed on a small dense file"
+MEMLINT="$MEMLINT" STDIO_CLIENT="$CLIENT" scripts/bench-output.sh 300 1 | tee "$TMP/output.txt"
+grep -qE "^dense file: [0-9]+ lines, [1-9][0-9]* findings; median of 1 runs" "$TMP/output.txt" || fail "bench-output.sh: no file line"
+[[ $(grep -cE "^(concise|text|json) +[0-9.]+ s$" "$TMP/output.txt") -eq 3 ]] || fail "bench-output.sh: not 3 formats"
+grep -qE "^text / concise: [0-9.]+$" "$TMP/output.txt" || fail "bench-output.sh: no ratio"
 
 echo "benchmark tools: all tests passed"

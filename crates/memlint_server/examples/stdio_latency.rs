@@ -49,6 +49,7 @@ const USAGE: &str = "\
 usage: stdio_latency [--memlint PATH] [--rounds N] [--warmup N] [--sizes L,L,..] [--dense-lines L]
                      [--no-generated] [FILE...]
        stdio_latency [--memlint PATH] --dump PATH...
+       stdio_latency --write-dense LINES PATH
 
 Latency mode: one character typed in the middle of each file, time until publishDiagnostics
 for that version (median and p95 of --rounds rounds after --warmup rounds; defaults 30 and 3).
@@ -57,7 +58,10 @@ Generated inputs: copies of tests/examples/train_classifier.py at --sizes lines 
 (default 5000; 0 leaves it out). --no-generated measures only the FILEs given.
 
 Dump mode: every .py file under each PATH opened in the server, one JSON line per diagnostic
-(1-based line/col as `memlint check --output-format json` gives them).";
+(1-based line/col as `memlint check --output-format json` gives them).
+
+--write-dense: write the dense file of about LINES lines to PATH and exit (for
+scripts/bench-output.sh, which times the output formats on it).";
 
 /// A message of the server and when it was read.
 type Received = (Instant, Value);
@@ -556,6 +560,7 @@ struct Options {
     dense_lines: usize,
     generated: bool,
     dump: bool,
+    write_dense: Option<(usize, PathBuf)>,
     paths: Vec<PathBuf>,
 }
 
@@ -569,6 +574,7 @@ fn parse_args() -> Result<Options, String> {
         dense_lines: 5000,
         generated: true,
         dump: false,
+        write_dense: None,
         paths: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
@@ -596,9 +602,17 @@ fn parse_args() -> Result<Options, String> {
             }
             "--no-generated" => options.generated = false,
             "--dump" => options.dump = true,
+            "--write-dense" => {
+                let lines = number("--write-dense", args.next())?;
+                let path = args.next().ok_or("--write-dense needs LINES and a PATH")?;
+                options.write_dense = Some((lines, PathBuf::from(path)));
+            }
             flag if flag.starts_with('-') => return Err(format!("unknown option {flag}\n\n{USAGE}")),
             path => options.paths.push(PathBuf::from(path)),
         }
+    }
+    if options.write_dense.is_some() {
+        return Ok(options);
     }
     if options.rounds == 0 {
         return Err("--rounds must be at least 1".to_owned());
@@ -617,6 +631,9 @@ fn parse_args() -> Result<Options, String> {
 
 fn run() -> Result<(), String> {
     let options = parse_args()?;
+    if let Some((lines, path)) = &options.write_dense {
+        return std::fs::write(path, dense(*lines)).map_err(|e| format!("{}: {e}", path.display()));
+    }
     if options.dump {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
