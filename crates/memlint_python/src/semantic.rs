@@ -801,6 +801,11 @@ impl<'t> SemanticModel<'t> {
                     self.bind_target(scope, inner, statement, value, kind);
                 }
             }
+            // `with f() as name:`: tree-sitter aliases the target; a plain name is a leaf.
+            "as_pattern_target" => match target.named_child(0) {
+                Some(inner) => self.bind_target(scope, inner, statement, value, kind),
+                None => self.add_binding(scope, self.text(target), statement, value, kind),
+            },
             "attribute" => {
                 if let (Some(obj), Some(attr), Some(value)) =
                     (target.field("object"), target.field("attribute"), value)

@@ -10,7 +10,11 @@
 //! `loss.div(k)`, `loss * (1 / k)`); a loss already normalised by some other fixed
 //! quantity (`loss / num_micro_batches`: memlint cannot tell it from `k`, so it trusts it);
 //! Accelerate's `with accelerator.accumulate(model):` and framework `backward`s
-//! (`accelerator.backward`, DeepSpeed's `engine.backward`), which divide themselves.
+//! (`accelerator.backward`, DeepSpeed's `engine.backward`), which divide themselves; a loss
+//! divided inside apex's `with amp.scale_loss(loss / k, optimizer) as scaled:`. Nor GAN
+//! schedules that are not accumulation: an optimizer that steps every iteration in the same
+//! loop (the critic, beside a generator stepped every `n_critic` iterations), or a periodic
+//! branch that backpropagates its own loss before its optimizer steps.
 //!
 //! ## Why is this bad?
 //! Gradient accumulation simulates a batch `k` times larger than fits in GPU memory.
@@ -90,16 +94,25 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }
         // An optimizer step in the same loop, guarded by `% k`.
         let steps = descendants_where(body, |n| n.kind_name() == "call" && model.is_optimizer_step(n));
-        let Some((guard, k)) = steps.iter().find_map(|s| {
-            // The step must be in this loop, not in a nested one.
-            let innermost = model.enclosing_loops(*s).first().map(|l| l.node.id());
-            if innermost != Some(step_loop.node.id()) {
-                return None;
-            }
-            periodic_guard(model, *s, step_loop.node)
-        }) else {
+        // The steps of this loop, not of a nested one.
+        let steps: Vec<Node<'_>> = steps
+            .into_iter()
+            .filter(|s| model.enclosing_loops(*s).first().map(|l| l.node.id()) == Some(step_loop.node.id()))
+            .collect();
+        // An optimizer stepped every iteration consumes the gradients of every iteration:
+        // a GAN's critic (stepped every iteration) beside its generator (every `n_critic`).
+        if steps.iter().any(|s| periodic_guard(model, *s, step_loop.node).is_none()) {
+            continue;
+        }
+        let Some((guard, k, period)) = steps.iter().find_map(|s| periodic_guard(model, *s, step_loop.node)) else {
             continue;
         };
+        // The periodic branch backpropagates its own loss: its optimizer steps on what that
+        // branch computed (the generator's update every `n_critic` iterations), not on
+        // gradients summed over the period.
+        if model.backward_calls().iter().any(|b| contains(period, *b)) {
+            continue;
+        }
         // The loss: `loss` in `loss.backward()`, `x` in `scaler.scale(x).backward()`.
         let root = scaled_argument(model, receiver).unwrap_or(receiver);
         let mut divisors = Vec::new();
@@ -143,8 +156,9 @@ fn normalize(text: &str) -> String {
     text.chars().filter(|c| !c.is_whitespace()).collect::<String>().trim_matches(|c| c == '(' || c == ')').to_owned()
 }
 
-/// The `if` between `node` and `loop_node` whose condition has `... % k`, and `k`.
-fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node<'t>) -> Option<(Node<'t>, Node<'t>)> {
+/// The `if` between `node` and `loop_node` whose condition has `... % k`: its condition,
+/// `k`, and the `if` (or `elif`) itself.
+fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)> {
     let mut current = node.parent();
     while let Some(n) = current {
         if n.id() == loop_node.id() {
@@ -167,7 +181,7 @@ fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node
                 if let Some(k) = modulus.first().and_then(|m| m.field("right")) {
                     let k = unparenthesize(k);
                     if !(k.kind_name() == "integer" && model.text(k) == "1") {
-                        return Some((condition, k));
+                        return Some((condition, k, n));
                     }
                 }
             }
@@ -260,7 +274,8 @@ fn collect_divisors<'t>(
                         divisors.push(unparenthesize(*d));
                     }
                 }
-                "scale" => {
+                // `scaler.scale(x)`, apex's `amp.scale_loss(x, optimizer)`.
+                "scale" | "scale_loss" => {
                     if let Some(a) = args.first() {
                         collect_divisors(model, *a, body, divisors, visited, depth + 1);
                     }
@@ -283,12 +298,14 @@ fn collect_divisors<'t>(
                 return;
             }
             for b in model.bindings_in_scope(&name, expr) {
-                if b.position >= expr.start_byte() || !contains(body, b.statement) {
+                // A `with` target takes effect where its body starts, which may be this use.
+                if b.position > expr.start_byte() || !contains(body, b.statement) {
                     continue;
                 }
                 let Some(value) = b.value else { continue };
                 match b.kind {
-                    BindingKind::Assign => collect_divisors(model, value, body, divisors, visited, depth + 1),
+                    // `with amp.scale_loss(loss / k, optimizer) as scaled:` binds `scaled`.
+                    BindingKind::Assign | BindingKind::WithTarget => collect_divisors(model, value, body, divisors, visited, depth + 1),
                     BindingKind::AugAssign => {
                         let op = b
                             .statement
