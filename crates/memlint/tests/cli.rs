@@ -353,7 +353,8 @@ fn concise_lines(dir: &Path, extra: &[&str]) -> (Vec<String>, i32) {
 /// codes are unused; other tools' codes and a bare `# noqa` are not.
 #[test]
 fn unused_noqa_and_unknown_codes_are_reported() {
-    let source = "import torch\nx = 1  # noqa: MEM004, E501\nstate = torch.load(\"a.pt\")  # noqa: MEM1\ny = 2  # noqa: E501\nz = 3  # noqa\n";
+    // (The program uses CUDA, so the load is a finding.)
+    let source = "import torch\nx = 1  # noqa: MEM004, E501\nstate = torch.load(\"a.pt\")  # noqa: MEM1\ny = 2  # noqa: E501\nz = 3  # noqa\nnet.cuda()\n";
     let dir = tree(&[("a.py", source.as_bytes())]);
     let (lines, code) = concise_lines(dir.path(), &[]);
     assert_eq!(code, 1);
@@ -377,7 +378,7 @@ fn unused_noqa_and_unknown_codes_are_reported() {
 /// atomically; what is left is only the finding the misspelled code never suppressed.
 #[test]
 fn fix_removes_unused_noqa() {
-    let source = "import torch\nx = 1  # noqa: MEM004, E501\nstate = torch.load(\"a.pt\")  # type: ignore  # noqa: MEM1\nz = 3  # memlint: ignore\n";
+    let source = "import torch\nx = 1  # noqa: MEM004, E501\nstate = torch.load(\"a.pt\")  # type: ignore  # noqa: MEM1\nz = 3  # memlint: ignore\nnet.cuda()\n";
     let dir = tree(&[("a.py", source.as_bytes())]);
     let path = dir.path().join("a.py");
     let (out, code) = stdout(memlint().args(["check", "--fix", "--no-cache"]).arg(&path));
@@ -385,7 +386,7 @@ fn fix_removes_unused_noqa() {
     assert!(out.contains("Fixed 3 findings, 1 remaining."), "{out}");
     assert_eq!(
         fs::read_to_string(&path).unwrap(),
-        "import torch\nx = 1  # noqa: E501\nstate = torch.load(\"a.pt\")  # type: ignore\nz = 3\n"
+        "import torch\nx = 1  # noqa: E501\nstate = torch.load(\"a.pt\")  # type: ignore\nz = 3\nnet.cuda()\n"
     );
     let (lines, _) = concise_lines(dir.path(), &[]);
     assert_eq!(lines.len(), 1, "{lines:#?}");

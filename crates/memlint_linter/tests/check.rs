@@ -648,9 +648,96 @@ fn torch_load_positional_map_location_and_kwargs() {
         a = torch.load(path, lambda s, loc: s)
         b = torch.load(path, **opts)
         c = torch.load(path, weights_only=True)
+        net.cuda()
         "#,
         expect![[r#"
             4:5 MEM008 `torch.load(path, weights_only=True)` without `map_location`
+        "#]],
+    );
+}
+
+#[test]
+fn torch_load_in_a_program_that_never_uses_cuda() {
+    // A conversion script: nothing in it touches a GPU.
+    check(
+        r#"
+        import sys
+        import torch
+        net = torch.load(sys.argv[1])
+        torch.save({k.replace("module.", ""): v for k, v in net.items()}, sys.argv[2])
+        "#,
+        expect![""],
+    );
+    // A `--cuda` flag nobody reads, a docstring and a comment that mention CUDA.
+    check(
+        r#"
+        """Runs the demo (CUDA is not needed)."""
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--cuda", default=False, help="use cuda")
+        args = parser.parse_args()
+
+        def main():
+            net = torch.load("net.pth")  # trained on cuda
+            print(net)
+
+        if __name__ == "__main__":
+            main()
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn torch_load_in_a_program_that_uses_cuda() {
+    // The flag is read: the program may use CUDA.
+    check(
+        r#"
+        import torch
+        net = torch.load("net.pth")
+        if args.cuda:
+            net = net.cuda()
+        "#,
+        expect![[r#"
+            2:7 MEM008 `torch.load("net.pth")` without `map_location` restores ever
+        "#]],
+    );
+    // A device string in code.
+    check(
+        r#"
+        import torch
+        state = torch.load("net.pth")
+        x = torch.zeros(3).pin_memory().to("cuda:0")
+        "#,
+        expect![[r#"
+            2:9 MEM008 `torch.load("net.pth")` without `map_location` restores ever
+        "#]],
+    );
+    check(
+        r#"
+        import os, torch
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        state = torch.load("net.pth")
+        "#,
+        expect![[r#"
+            3:9 MEM008 `torch.load("net.pth")` without `map_location` restores ever
+        "#]],
+    );
+}
+
+#[test]
+fn torch_load_in_a_library_function_is_always_checked() {
+    // A module of functions may be called from a CUDA program.
+    check(
+        r#"
+        import torch
+
+        def load_checkpoint(path):
+            return torch.load(path)
+        "#,
+        expect![[r#"
+            4:12 MEM008 `torch.load(path)` without `map_location` restores every ten
         "#]],
     );
 }

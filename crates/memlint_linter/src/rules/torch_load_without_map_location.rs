@@ -4,8 +4,13 @@
 //!
 //! Not flagged: a call that passes `map_location` (by keyword, or as the second positional
 //! argument, whatever its value), or that passes `*args` / `**kwargs` which may carry it;
-//! and other `load` functions (`torch.hub.load`, `pickle.load`, `numpy.load`,
-//! `safetensors.torch.load_file`).
+//! other `load` functions (`torch.hub.load`, `pickle.load`, `numpy.load`,
+//! `safetensors.torch.load_file`); and a load in a program that never uses CUDA (a
+//! conversion script, a CPU demo: the load runs at module level or the file has a
+//! `__main__` guard, and nothing in the file places anything on a device — no `.cuda()`,
+//! `torch.cuda`, `.to(...)`, `device`, GPU settings or `"cuda"` string outside an
+//! `add_argument` declaration). A module of functions is always checked: a CUDA program
+//! may call them.
 //!
 //! ## Why is this bad?
 //! `torch.load` restores every tensor onto the device it was saved from. A checkpoint
@@ -74,6 +79,9 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if has_splat(call) || keyword_argument(model, call, "map_location").is_some() || positional_arguments(call).len() >= 2 {
             continue;
         }
+        if runs_in_a_program_without_cuda(model, call) {
+            continue;
+        }
         let fix = append_argument(model, call, "map_location=\"cpu\"").map(|edit| {
             let message = "Add `map_location=\"cpu\"`";
             if feeds_load_state_dict(model, call) {
@@ -96,6 +104,80 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             .with_fix(fix),
         );
     }
+}
+
+/// Names whose use places something on a GPU or picks a device: `.cuda()`, `torch.cuda`,
+/// `.to(...)`, `device=`, `torch.device`, data- and distributed-parallel wrappers, settings
+/// that select GPUs (`args.gpu`, `gpu_ids`, `local_rank`), accelerator objects.
+const DEVICE_NAMES: &[&str] = &[
+    "cuda", "to", "device", "devices", "set_device", "gpu", "gpus", "gpu_id", "gpu_ids", "n_gpu", "ngpu", "num_gpus",
+    "local_rank", "DataParallel", "DistributedDataParallel", "data_parallel", "distributed", "accelerator", "Accelerator",
+    "deepspeed", "fabric", "Trainer",
+];
+
+/// Is `call` in a program that never uses CUDA? Then `torch.load` restores nothing onto
+/// a GPU the program could use (a checkpoint saved from CUDA would fail to load instead,
+/// which no `map_location` advice about GPU memory concerns).
+///
+/// A program: the load runs when the file runs (at module level), or the file has a
+/// `__main__` guard. Never using CUDA: no name of [`DEVICE_NAMES`] is used anywhere in the
+/// file, and `"cuda"` appears in no string except the flags of `add_argument(...)` (a
+/// `--cuda` flag that nothing reads is not a use). A library module (functions only, no
+/// `__main__`) may be called from a CUDA program, so it is never exempt.
+fn runs_in_a_program_without_cuda<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let source = model.source();
+    let whole = 0..source.len();
+    let main_guard = || {
+        let root = model.root();
+        let mut cursor = root.walk();
+        let found = root.named_children(&mut cursor).any(|statement| {
+            statement.kind_name() == "if_statement"
+                && statement.field("condition").map(|c| model.text(c)).is_some_and(|c| c.contains("__name__") && c.contains("__main__"))
+        });
+        found
+    };
+    let is_program = model.enclosing_function(call).is_none() || main_guard();
+    if !is_program {
+        return false;
+    }
+    if DEVICE_NAMES
+        .iter()
+        .any(|name| !model.identifiers_named_in(name, whole.clone()).is_empty() || !model.attributes_named_in(name, whole.clone()).is_empty())
+    {
+        return false;
+    }
+    // `"cuda"` / `"cuda:0"` in code, not in a comment or an argparse declaration.
+    let lower = source.to_ascii_lowercase();
+    for at in memchr::memmem::find_iter(lower.as_bytes(), b"cuda") {
+        let Some(node) = model.root().descendant_for_byte_range(at, at + 4) else { return false };
+        if node.kind_name() == "comment" {
+            continue;
+        }
+        let mut current = Some(node);
+        let mut declared = false;
+        while let Some(n) = current {
+            if n.kind_name() == "call" {
+                let callee = n.field("function").and_then(|f| f.field("attribute")).map(|a| model.text(a));
+                declared = callee == Some("add_argument");
+                break;
+            }
+            if matches!(n.kind_name(), "function_definition" | "class_definition" | "module") {
+                break;
+            }
+            current = n.parent();
+        }
+        // A docstring or other bare string statement does nothing either.
+        let string = if node.kind_name() == "string_content" { node.parent() } else { Some(node) };
+        let bare_string = string
+            .filter(|s| s.kind_name() == "string")
+            .and_then(|s| s.parent())
+            .map(|p| p.kind_name() == "expression_statement")
+            .unwrap_or(false);
+        if !declared && !bare_string {
+            return false;
+        }
+    }
+    true
 }
 
 /// `x.load_state_dict(torch.load(...))`: the only argument of a `load_state_dict` call.
