@@ -10,7 +10,9 @@
 //! `__main__` guard, and nothing in the file places anything on a device — no `.cuda()`,
 //! `torch.cuda`, `.to(...)`, `device`, GPU settings or `"cuda"` string outside an
 //! `add_argument` declaration). A module of functions is always checked: a CUDA program
-//! may call them.
+//! may call them. Nor a load of a file this module saved from CPU values
+//! (`torch.save({"x": t.detach().cpu()}, path)` then `torch.load(path)`, the same literal
+//! path or the same expression in one function).
 //!
 //! ## Why is this bad?
 //! `torch.load` restores every tensor onto the device it was saved from. A checkpoint
@@ -79,7 +81,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if has_splat(call) || keyword_argument(model, call, "map_location").is_some() || positional_arguments(call).len() >= 2 {
             continue;
         }
-        if runs_in_a_program_without_cuda(model, call) {
+        if runs_in_a_program_without_cuda(model, call) || loads_what_this_module_saved_from_the_cpu(model, call) {
             continue;
         }
         let fix = append_argument(model, call, "map_location=\"cpu\"").map(|edit| {
@@ -178,6 +180,62 @@ fn runs_in_a_program_without_cuda<'t>(model: &SemanticModel<'t>, call: Node<'t>)
         }
     }
     true
+}
+
+const TORCH_SAVE: &[&str] = &["torch.save", "torch.serialization.save"];
+
+/// Does `call` load a file this module writes with `torch.save` from CPU values (the same
+/// path: the same literal, or the same expression in the same function)? Nothing in it can
+/// land on a GPU.
+fn loads_what_this_module_saved_from_the_cpu<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let Some(path_node) = positional_arguments(call).first().copied() else { return false };
+    let path = model.text(path_node);
+    // A name means the same file only in the same function; a literal path anywhere.
+    let scope = |node: Node<'t>| model.enclosing_function(node).map(|f| f.node.id());
+    let literal = path_node.kind_name() == "string";
+    let mut names = vec!["save"];
+    for qualified in TORCH_SAVE {
+        names.extend(model.names_imported_as(qualified));
+    }
+    names.iter().flat_map(|n| model.calls_named(n)).any(|save| {
+        if model.call_resolves_to(*save, TORCH_SAVE).is_none() {
+            return false;
+        }
+        let arguments = positional_arguments(*save);
+        let (Some(object), Some(target)) = (arguments.first(), arguments.get(1)) else { return false };
+        model.text(*target) == path && (literal || scope(*save) == scope(call)) && holds_only_cpu_values(model, *object, 0)
+    })
+}
+
+/// Is `expr` made only of values on the CPU: `.cpu()` / `.numpy()` / `.tolist()` results,
+/// `torch.from_numpy(...)`, numbers and strings, or dicts, lists and tuples of those?
+fn holds_only_cpu_values<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
+    if depth > 8 {
+        return false;
+    }
+    match expr.kind_name() {
+        "integer" | "float" | "string" | "true" | "false" | "none" => true,
+        "dictionary" => {
+            let mut cursor = expr.walk();
+            let pairs: Vec<Node<'t>> = expr.named_children(&mut cursor).collect();
+            pairs.iter().all(|pair| pair.kind_name() == "pair" && pair.field("value").is_some_and(|v| holds_only_cpu_values(model, v, depth + 1)))
+        }
+        "list" | "tuple" => {
+            let mut cursor = expr.walk();
+            let items: Vec<Node<'t>> = expr.named_children(&mut cursor).collect();
+            items.iter().all(|item| holds_only_cpu_values(model, *item, depth + 1))
+        }
+        "call" => {
+            let Some(callee) = expr.field("function") else { return false };
+            let method = match callee.kind_name() {
+                "attribute" => callee.field("attribute").map(|a| model.text(a)),
+                _ => None,
+            };
+            matches!(method, Some("cpu" | "numpy" | "tolist" | "item"))
+                || model.qualified_name(callee).is_some_and(|q| q == "torch.from_numpy")
+        }
+        _ => false,
+    }
 }
 
 /// `x.load_state_dict(torch.load(...))`: the only argument of a `load_state_dict` call.
