@@ -3,10 +3,16 @@
 //! a data loader, or the loop whose body runs a forward pass, `backward()` or an optimizer
 //! step).
 //!
-//! Not flagged: a call once per epoch (in the epoch loop, after the step loop), a call
-//! guarded by a periodic condition (`if step % 1000 == 0:`), a call in an exception handler
-//! (an out-of-memory retry), and calls in memory-measurement code (code that also reads
-//! `torch.cuda.memory_allocated()`, `max_memory_allocated()`, `mem_get_info()`, …).
+//! A call in the optimizer-step branch of gradient accumulation
+//! (`if (i + 1) % accum_steps == 0: optimizer.step(); ...; torch.cuda.empty_cache()`) is
+//! flagged too: it still runs at every optimizer step.
+//!
+//! Not flagged: a call once per epoch (in the epoch loop, after the step loop); a call
+//! under a long periodic condition (`if step % 1000 == 0:`: a literal period of 50 steps or
+//! more, or an interval taken from a setting such as `args.log_every`) whose branch steps
+//! no optimizer; a call in an exception handler (an out-of-memory retry); and calls in
+//! memory-measurement code (code that also reads `torch.cuda.memory_allocated()`,
+//! `max_memory_allocated()`, `mem_get_info()`, …).
 //!
 //! ## Why is this bad?
 //! `empty_cache()` does not free any tensor: it returns the caching allocator's unused
@@ -95,7 +101,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     }
 }
 
-/// Inside the loop: under `if step % N == 0:`, or in an `except` handler.
+/// Inside the loop: under a long-period `if step % N == 0:`, or in an `except` handler.
 fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: Node<'t>) -> bool {
     let mut current = model.parent(call);
     while let Some(n) = current {
@@ -105,12 +111,10 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
         match n.kind_name() {
             "except_clause" | "except_group_clause" => return true,
             "if_statement" | "elif_clause" => {
-                let periodic = n
-                    .field("condition")
-                    .map(|c| model.text(c).contains('%'))
-                    .unwrap_or(false);
-                if periodic {
-                    return true;
+                if let Some(period) = n.field("condition").and_then(|c| modulus(model, c)) {
+                    if long_period(model, n, period) {
+                        return true;
+                    }
                 }
             }
             _ => {}
@@ -118,6 +122,34 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
         current = model.parent(n);
     }
     false
+}
+
+/// `k` in a condition with `... % k`.
+fn modulus<'t>(model: &SemanticModel<'t>, condition: Node<'t>) -> Option<Node<'t>> {
+    let mut pending = vec![condition];
+    while let Some(n) = pending.pop() {
+        if n.kind_name() == "binary_operator" && n.field("operator").is_some_and(|o| model.text(o) == "%") {
+            return n.field("right").map(memlint_python::unparenthesize);
+        }
+        let mut cursor = n.walk();
+        pending.extend(n.named_children(&mut cursor));
+    }
+    None
+}
+
+/// Is the branch `guard` (under `% period`) run rarely enough for `empty_cache()` to be
+/// harmless? Not when it steps an optimizer: that branch is gradient accumulation's step,
+/// which runs every optimizer step. Not for a literal period under 50 steps. A period
+/// taken from elsewhere (a logging, evaluation or checkpoint interval) is trusted.
+fn long_period<'t>(model: &SemanticModel<'t>, guard: Node<'t>, period: Node<'t>) -> bool {
+    let steps_an_optimizer = model.calls_named_in("step", guard.byte_range()).iter().any(|s| model.is_optimizer_step(*s));
+    if steps_an_optimizer {
+        return false;
+    }
+    match period.kind_name() {
+        "integer" => model.text(period).replace('_', "").parse::<u64>().map(|k| k >= 50).unwrap_or(true),
+        _ => true,
+    }
 }
 
 /// Does the function (or module) around the call measure memory?
