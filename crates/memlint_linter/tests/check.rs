@@ -1216,3 +1216,53 @@ fn checks_and_preparation_named_for_evaluation_are_not_evaluation() {
         "#]],
     );
 }
+
+// ----- MEM009 details --------------------------------------------------------------
+
+#[test]
+fn zero_grad_false_with_gradients_accumulated_in_place() {
+    // Gradients preallocated and summed into in place: the buffers must stay.
+    check(
+        r#"
+        import torch
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        for x in loader:
+            optimizer.zero_grad(set_to_none=False)
+            for p, g in zip(model.parameters(), compute_grads(x)):
+                p.grad.add_(g)
+            optimizer.step()
+        "#,
+        expect![""],
+    );
+    check(
+        r#"
+        import torch
+        for x in loader:
+            optimizer.zero_grad(set_to_none=False)
+            for p, g in zip(params, grads(x)):
+                p.grad.copy_(g)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn zero_grad_false_where_gradients_are_only_read_or_dropped() {
+    // Reading `.grad`, zeroing it or setting it to None does not need the buffers kept.
+    check(
+        r#"
+        import torch
+        for x in loader:
+            optimizer.zero_grad(set_to_none=False)
+            model(x).sum().backward()
+            norm = sum(p.grad.norm() for p in model.parameters())
+            for p in model.parameters():
+                p.grad.zero_()
+                p.grad = None
+        "#,
+        expect![[r#"
+            3:5 MEM009 `optimizer.zero_grad(set_to_none=False)` keeps every gradien
+        "#]],
+    );
+}

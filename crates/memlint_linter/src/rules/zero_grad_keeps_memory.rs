@@ -3,8 +3,10 @@
 //! positional `zero_grad(False)`, and a variable whose only assignment is `False`).
 //!
 //! Not flagged: `zero_grad()` and `zero_grad(set_to_none=True)` (the default since
-//! PyTorch 2.0), and a value memlint cannot pin down (a parameter, a flag assigned
-//! `True` somewhere, a config field).
+//! PyTorch 2.0), a value memlint cannot pin down (a parameter, a flag assigned `True`
+//! somewhere, a config field), and a module whose gradients are kept on purpose: it
+//! preallocates them (`p.grad = torch.zeros_like(p)`) or accumulates into them in place
+//! (`p.grad.add_(g)`, `p.grad.copy_(g)`), which needs the buffers to stay allocated.
 //!
 //! ## Why is this bad?
 //! With `set_to_none=False` every parameter's `.grad` tensor is kept and filled with
@@ -40,6 +42,7 @@
 //! (a parameter that gets no gradient in some step is updated differently).
 
 use memlint_python::NodeExt;
+use memlint_python::SemanticModel;
 use crate::prefilter::Words;
 use crate::checker::Checker;
 use crate::rules::{always_bool, snippet};
@@ -60,7 +63,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     // The query matches `.zero_grad(...)` calls only.
     for m in checker.matches_at(model.calls_named("zero_grad")) {
         let (Some(call), Some(value)) = (m.get("call"), m.get("value")) else { continue };
-        if !always_bool(model, value, false) {
+        if !always_bool(model, value, false) || grads_are_kept_on_purpose(model) {
             continue;
         }
         let receiver = call
@@ -83,4 +86,31 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             .with_fix(Some(fix)),
         );
     }
+}
+
+/// In-place updates of `.grad` (`p.grad.add_(g)`, `p.grad.copy_(g)`), or `.grad` assigned
+/// a preallocated buffer (`p.grad = torch.zeros_like(p)`): the program relies on the
+/// gradient tensors staying allocated, which `set_to_none=False` is for.
+fn grads_are_kept_on_purpose(model: &SemanticModel<'_>) -> bool {
+    let whole = 0..model.source().len();
+    model.attributes_named_in("grad", whole).iter().any(|grad| {
+        let Some(parent) = model.parent(*grad) else { return false };
+        match parent.kind_name() {
+            // `p.grad.add_(g)` (the `.grad` is the object of an in-place method call).
+            "attribute" => {
+                let method = parent.field("attribute").map(|a| model.text(a)).unwrap_or("");
+                parent.field("object").map(|o| o.id()) == Some(grad.id())
+                    && method.ends_with('_')
+                    && !method.starts_with('_')
+                    && method != "zero_"
+                    && model.parent(parent).is_some_and(|c| c.kind_name() == "call")
+            }
+            // `p.grad = buffer` (not `p.grad = None`).
+            "assignment" => {
+                parent.field("left").map(|l| l.id()) == Some(grad.id())
+                    && parent.field("right").is_some_and(|r| r.kind_name() != "none")
+            }
+            _ => false,
+        }
+    })
 }
