@@ -1,7 +1,9 @@
 //! ## What it does
 //! Checks for gradient accumulation, where the optimizer steps once every `k` iterations
 //! (`optimizer.step()` / `scaler.step(optimizer)` under `if (i + 1) % k == 0:` in the
-//! per-step loop, while `backward()` runs every iteration), when the loss that is
+//! per-step loop, or under `if count == k:` for a counter reset to 0 there, while
+//! `backward()` runs every iteration; or once after an inner loop of `k` micro-batches,
+//! `for _ in range(k):` fetching with `next(...)` or `for part in x.chunk(k):`), when the loss that is
 //! backpropagated is not divided by `k`, or is divided by something that changes every
 //! step (the loop index, a running counter).
 //!
@@ -92,27 +94,12 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if periodic_guard(model, backward, step_loop.node).is_some() || under_accelerate(model, backward) {
             continue;
         }
-        // An optimizer step in the same loop, guarded by `% k`.
-        let steps = descendants_where(body, |n| n.kind_name() == "call" && model.is_optimizer_step(n));
-        // The steps of this loop, not of a nested one.
-        let steps: Vec<Node<'_>> = steps
-            .into_iter()
-            .filter(|s| model.enclosing_loops(*s).first().map(|l| l.node.id()) == Some(step_loop.node.id()))
-            .collect();
-        // An optimizer stepped every iteration consumes the gradients of every iteration:
-        // a GAN's critic (stepped every iteration) beside its generator (every `n_critic`).
-        if steps.iter().any(|s| periodic_guard(model, *s, step_loop.node).is_none()) {
-            continue;
-        }
-        let Some((guard, k, period)) = steps.iter().find_map(|s| periodic_guard(model, *s, step_loop.node)) else {
+        // How the optimizer accumulates: a step guarded by `% k` (or a counter reaching `k`)
+        // in this loop, or one step after this loop of `k` micro-batches.
+        let Some(schedule) = periodic_schedule(model, step_loop.node, body).or_else(|| micro_step_schedule(model, backward)) else {
             continue;
         };
-        // The periodic branch backpropagates its own loss: its optimizer steps on what that
-        // branch computed (the generator's update every `n_critic` iterations), not on
-        // gradients summed over the period.
-        if model.backward_calls().iter().any(|b| contains(period, *b)) {
-            continue;
-        }
+        let (guard, k) = (schedule.guard, schedule.k);
         // The loss: `loss` in `loss.backward()`, `x` in `scaler.scale(x).backward()`.
         let root = scaled_argument(model, receiver).unwrap_or(receiver);
         let mut divisors = Vec::new();
@@ -124,11 +111,16 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }
         let counters = running_counters(model, step_loop.node, body);
         let guard_text = snippet(model, guard);
+        let every = if schedule.micro_steps {
+            format!("the optimizer steps once after the loop over `{}` micro-batches (`{guard_text}`)", snippet(model, k))
+        } else {
+            format!("the optimizer steps once every `{}` iterations (`{guard_text}`)", snippet(model, k))
+        };
         let loss_text = snippet(model, root);
         let k_shown = snippet(model, k);
         if divisors.is_empty() {
             let message = format!(
-                "the optimizer steps once every `{k_shown}` iterations (`{guard_text}`) but `{loss_text}` is backpropagated undivided: gradients of `{k_shown}` micro-batches are summed, so each update is `{k_shown}` times the mean gradient (as if the learning rate were `{k_shown}` times larger)"
+                "{every} but `{loss_text}` is backpropagated undivided: gradients of `{k_shown}` micro-batches are summed, so each update is `{k_shown}` times the mean gradient (as if the learning rate were `{k_shown}` times larger)"
             );
             checker.report(
                 Diagnostic::new(checker.rule, backward.byte_range(), message)
@@ -141,7 +133,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }) {
             let counter_text = snippet(model, *counter);
             let message = format!(
-                "the loss backpropagated here is divided by `{counter_text}`, which changes every iteration, while the optimizer steps once every `{k_shown}` iterations (`{guard_text}`): the accumulated micro-batches are weighted unequally instead of by 1/`{k_shown}` each"
+                "the loss backpropagated here is divided by `{counter_text}`, which changes every iteration, while {every}: the accumulated micro-batches are weighted unequally instead of by 1/`{k_shown}` each"
             );
             checker.report(
                 Diagnostic::new(checker.rule, backward.byte_range(), message)
@@ -149,6 +141,91 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                     .with_severity(Severity::Warning),
             );
         }
+    }
+}
+
+/// When the optimizer steps, for the backward calls of one loop.
+struct Schedule<'t> {
+    /// What decides the step: the `if` condition, or the micro-batch loop's header.
+    guard: Node<'t>,
+    /// How many backward passes one step sums.
+    k: Node<'t>,
+    micro_steps: bool,
+}
+
+/// The optimizer steps of `step_loop` (not of a nested loop) all under a periodic guard,
+/// the period's branch backpropagating nothing of its own: gradients sum over the period.
+fn periodic_schedule<'t>(model: &SemanticModel<'t>, step_loop: Node<'t>, body: Node<'t>) -> Option<Schedule<'t>> {
+    let steps: Vec<Node<'t>> = descendants_where(body, |n| n.kind_name() == "call" && model.is_optimizer_step(n))
+        .into_iter()
+        .filter(|s| model.enclosing_loops(*s).first().map(|l| l.node.id()) == Some(step_loop.id()))
+        .collect();
+    // An optimizer stepped every iteration consumes the gradients of every iteration:
+    // a GAN's critic (stepped every iteration) beside its generator (every `n_critic`).
+    if steps.iter().any(|s| periodic_guard(model, *s, step_loop).is_none()) {
+        return None;
+    }
+    let (guard, k, period) = steps.iter().find_map(|s| periodic_guard(model, *s, step_loop))?;
+    // The periodic branch backpropagates its own loss: its optimizer steps on what that
+    // branch computed (the generator's update every `n_critic` iterations), not on
+    // gradients summed over the period.
+    if model.backward_calls().iter().any(|b| contains(period, *b)) {
+        return None;
+    }
+    Some(Schedule { guard, k, micro_steps: false })
+}
+
+/// `backward` in an inner loop over `k` micro-batches (`for _ in range(k):` fetching with
+/// `next(...)`, or `for part in x.chunk(k):`) that steps no optimizer, inside a loop that
+/// steps one after it: one step sums `k` backward passes.
+fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>) -> Option<Schedule<'t>> {
+    let loops = model.enclosing_loops(backward);
+    let (inner, outer) = (loops.first()?.node, loops.get(1)?.node);
+    if inner.kind_name() != "for_statement" {
+        return None;
+    }
+    let inner_body = inner.field("body")?;
+    let iterable = unparenthesize(inner.field("right")?);
+    let k = micro_batch_count(model, iterable, inner_body)?;
+    if !descendants_where(inner_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n)).is_empty() {
+        return None;
+    }
+    let outer_body = outer.field("body")?;
+    let steps_after = descendants_where(outer_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n))
+        .into_iter()
+        .any(|s| s.start_byte() >= inner.end_byte() && model.enclosing_loops(s).first().map(|l| l.node.id()) == Some(outer.id()));
+    if !steps_after {
+        return None;
+    }
+    let header = inner.child_by_field_name("right").unwrap_or(inner);
+    Some(Schedule { guard: header, k, micro_steps: true })
+}
+
+/// `k` for an iterable of `k` micro-batches: `range(k)` whose loop body fetches a batch
+/// (`next(...)`), or `x.chunk(k)` / `torch.chunk(x, k)`.
+fn micro_batch_count<'t>(model: &SemanticModel<'t>, iterable: Node<'t>, body: Node<'t>) -> Option<Node<'t>> {
+    if iterable.kind_name() != "call" {
+        return None;
+    }
+    let callee = iterable.field("function")?;
+    let arguments = positional_arguments(iterable);
+    match callee.kind_name() {
+        "identifier" if model.text(callee) == "range" && arguments.len() == 1 => {
+            let fetches = !descendants_where(body, |n| {
+                n.kind_name() == "call" && n.field("function").is_some_and(|f| f.kind_name() == "identifier" && model.text(f) == "next")
+            })
+            .is_empty();
+            fetches.then(|| arguments[0])
+        }
+        "attribute" => {
+            let method = callee.field("attribute").map(|a| model.text(a))?;
+            if method != "chunk" {
+                return None;
+            }
+            let is_torch = model.qualified_name(callee).is_some_and(|q| q == "torch.chunk");
+            if is_torch { arguments.get(1).copied() } else { arguments.first().copied() }
+        }
+        _ => None,
     }
 }
 
@@ -184,11 +261,41 @@ fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node
                         return Some((condition, k, n));
                     }
                 }
+                if let Some(k) = counter_threshold(model, condition, n, loop_node) {
+                    return Some((condition, k, n));
+                }
             }
         }
         current = n.parent();
     }
     None
+}
+
+/// `k` in `if count == k:` / `if count >= k:` where `count` is incremented in the loop
+/// and reset to 0 in the branch: a counter that reaches `k` and starts again.
+fn counter_threshold<'t>(model: &SemanticModel<'t>, condition: Node<'t>, branch: Node<'t>, loop_node: Node<'t>) -> Option<Node<'t>> {
+    let comparison = unparenthesize(condition);
+    if comparison.kind_name() != "comparison_operator" || comparison.named_child_count() != 2 {
+        return None;
+    }
+    let (left, right) = (comparison.named_child(0)?, comparison.named_child(1)?);
+    let operator = model.source()[left.end_byte()..right.start_byte()].trim();
+    if !matches!(operator, "==" | ">=") || left.kind_name() != "identifier" {
+        return None;
+    }
+    let counter = model.text(left);
+    let consequence = branch.field("consequence")?;
+    let reset = descendants_where(consequence, |n| {
+        n.kind_name() == "assignment"
+            && n.field("left").is_some_and(|l| model.text(l) == counter)
+            && n.field("right").is_some_and(|r| model.text(r) == "0")
+    });
+    let incremented = descendants_where(loop_node.field("body")?, |n| {
+        n.kind_name() == "augmented_assignment"
+            && n.field("left").is_some_and(|l| model.text(l) == counter)
+            && n.field("operator").is_some_and(|o| model.text(o) == "+=")
+    });
+    (!reset.is_empty() && !incremented.is_empty()).then(|| unparenthesize(right))
 }
 
 /// Inside `with accelerator.accumulate(model):` (Accelerate divides the loss itself).
