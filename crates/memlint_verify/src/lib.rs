@@ -187,8 +187,9 @@ pub struct VerifyArgs {
     /// Where the loops run: a GPU, or a simulator that estimates memory without one.
     #[arg(long, value_enum, default_value_t = BackendKind::Cuda)]
     pub backend: BackendKind,
-    /// Size the reference MLP after your own run: a PyTorch memory snapshot of a few training
-    /// iterations (torch.cuda.memory._record_memory_history(), then _dump_snapshot(path)).
+    /// Size the reference MLP after your own run: a PyTorch memory snapshot of 4 iterations or more
+    /// of its loop (torch.cuda.memory._record_memory_history(), the loop, then
+    /// torch.cuda.memory._dump_snapshot(path)).
     ///
     /// From the snapshot: the loop's iterations (the allocations' stacks repeat; an iteration
     /// starts at the loop body's first line), the parameters (bytes allocated before the loop and
