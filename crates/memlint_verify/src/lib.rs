@@ -45,6 +45,7 @@
 //! | `estimated` | `true` for `sim`: figures are what the loops would allocate, nothing ran |
 //! | `device` | `{index, name, total_bytes, free_bytes}` (free at the start) |
 //! | `workload` | `{layers, hidden, batch, iters, dtype, classes}` |
+//! | `from_snapshot` | `null`, or with `--from-snapshot`: `{file, read: {device, file, function, first_line, last_line, iterations, measured_iterations, allocations_per_iteration, parameter_bytes, parameter_blocks, recording_starts_in_loop, activation_bytes, activation_bytes_min, activation_bytes_max, rise_bytes, level_at_top_bytes}, recorded_dtype (always null), layers, hidden, batch, dtype, set_by_flags, reference: {parameter_bytes, activation_bytes, rise_bytes}, parameter_difference, activation_difference, rise_difference}` (differences: reference over read, minus 1; see [`sizing`]) |
 //! | `scenarios[]` | one per row, see below |
 //! | `rules_without_scenario` | codes asked for that have no scenario |
 //! | `findings` | `null`, or per linted finding `{path, row, column, code, name, measured: [summary…]}` |
@@ -82,6 +83,7 @@
 //!   "tool": "memlint verify", "version": "0.1.0", "schema": 1, "backend": "cuda", "estimated": false,
 //!   "device": {"index": 0, "name": "NVIDIA H100 80GB HBM3", "total_bytes": 85017493504, "free_bytes": 84393787392},
 //!   "workload": {"layers": 8, "hidden": 4096, "batch": 512, "iters": 20, "dtype": "fp32", "classes": 10},
+//!   "from_snapshot": null,
 //!   "scenarios": [{
 //!     "code": "MEM001",
 //!     "name": "eval-without-no-grad",

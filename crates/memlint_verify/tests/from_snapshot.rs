@@ -61,6 +61,13 @@ fn sized_workload_matches_each_recorded_run() {
         assert_eq!((layers, dtype.as_str()), (8, "fp32"), "{name}: layers and dtype keep their defaults");
         assert_eq!(s["set_by_flags"], serde_json::json!([]));
         assert_eq!(s["recorded_dtype"], Value::Null, "a snapshot does not record element types");
+        // The shape the crate documentation lists.
+        for k in ["file", "read", "layers", "hidden", "batch", "dtype", "set_by_flags", "reference", "parameter_difference", "activation_difference", "rise_difference"] {
+            assert!(s.get(k).is_some(), "from_snapshot.{k}");
+        }
+        for k in ["device", "file", "function", "first_line", "last_line", "iterations", "measured_iterations", "allocations_per_iteration", "parameter_bytes", "parameter_blocks", "recording_starts_in_loop", "activation_bytes", "activation_bytes_min", "activation_bytes_max", "rise_bytes", "level_at_top_bytes"] {
+            assert!(s["read"].get(k).is_some(), "from_snapshot.read.{k}");
+        }
         let wl = Workload { layers: layers as usize, hidden: hidden as usize, batch: batch as usize, iters: 1, dtype: memlint_verify::backend::DType::Fp32, classes: CLASSES };
         let f = footprint(&wl).unwrap();
         assert_eq!((f.parameter_bytes, f.activation_bytes), (ref_p, ref_a), "{name}: the report's figures are footprint()'s");
