@@ -11,7 +11,9 @@
 # `memlint verify` (the binary users lint with) on the default workload (timed), then with
 # --compare-torch on the three workloads of issue 15 and the acceptance check over them
 # (acceptance.py), then `memlint verify FILES` on the bundled examples (lint, then measure per
-# finding), then without a GPU visible (exit 2 and a message).
+# finding), then `memlint verify --from-snapshot` on the recorded CNN and transformer runs with
+# PyTorch measuring the MLP it chose (from_snapshot/verify.sh), then without a GPU visible (exit 2
+# and a message).
 # Exit status: non-zero if any step failed.
 set -u -o pipefail
 BIN=${1:-.gpu_bin}
@@ -63,6 +65,10 @@ echo "== memlint verify tests/examples/*.py (lint first, then the savings per fi
 "$BIN/memlint" verify tests/examples/*.py
 rc=$?
 [ $rc -eq 0 ] || { echo "expected exit 0, got $rc"; status=1; }
+
+echo
+echo "== memlint verify --from-snapshot on the recorded CNN and transformer runs (tests/gpu/from_snapshot)"
+"$(dirname "$0")/from_snapshot/verify.sh" "$BIN" "$(dirname "$0")/../snapshot/data" "$REPORT_DIR" || status=1
 
 echo
 echo "== memlint verify with no GPU visible"

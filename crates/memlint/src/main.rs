@@ -13,7 +13,7 @@ mod watch;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Exit statuses: a public contract (CI configurations depend on them).
 pub mod exit {
@@ -75,12 +75,19 @@ struct RuleArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Parsed through the matches so that `verify` can tell flags given from defaults.
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let status = match cli.command {
         Command::Check(args) => check::run(args),
         Command::Rule(args) => rule(args),
         Command::Server(_) => memlint_server::run_stdio(),
-        Command::Verify(args) => verify(args),
+        Command::Verify(mut args) => {
+            if let Some(("verify", m)) = matches.subcommand() {
+                args.note_given(m);
+            }
+            verify(args)
+        }
         Command::Snapshot(args) => snapshot::run(args),
     };
     ExitCode::from(status)

@@ -279,56 +279,109 @@ fn line(snap: &Snapshot, frame: u32, bytes: u64, blocks: u64) -> Line {
     }
 }
 
+/// Where the replay of one device starts: the blocks alive before the trace began (freed in
+/// the trace without an allocation in it, or alive in the final `segments` and never touched
+/// by it) and the bytes reserved then.
+struct Start {
+    expandable: bool,
+    initial: Vec<(u64, u64)>,
+    initial_stacks: HashMap<u64, u32>,
+    reserved: i64,
+}
+
+impl Start {
+    fn of(snap: &Snapshot, device: usize) -> Start {
+        let events: &[Event] = snap.traces.get(device).map(|v| &v[..]).unwrap_or(&[]);
+        let segments: Vec<_> = snap.segments.iter().filter(|s| s.device == device).collect();
+        let expandable = snap.expandable_segments || segments.iter().any(|s| s.is_expandable);
+        let mut seen: HashSet<u64> = HashSet::new();
+        let mut touched: HashSet<u64> = HashSet::new();
+        let mut initial: Vec<(u64, u64)> = Vec::new();
+        let mut reserved_delta: i64 = 0;
+        for e in events {
+            match e.action {
+                Action::Alloc => {
+                    seen.insert(e.addr);
+                    touched.insert(e.addr);
+                }
+                Action::FreeCompleted => {
+                    if !seen.remove(&e.addr) {
+                        initial.push((e.addr, round_size(e.size)));
+                    }
+                    touched.insert(e.addr);
+                }
+                Action::SegmentAlloc | Action::SegmentMap => reserved_delta += e.size as i64,
+                Action::SegmentFree | Action::SegmentUnmap => reserved_delta -= e.size as i64,
+                _ => {}
+            }
+        }
+        let final_reserved: u64 = segments.iter().map(|s| s.total_size).sum();
+        let mut initial_stacks: HashMap<u64, u32> = HashMap::new();
+        for s in &segments {
+            for b in &s.blocks {
+                if b.state != BlockState::Inactive && !touched.contains(&b.address) {
+                    initial.push((b.address, b.size));
+                    initial_stacks.insert(b.address, b.stack);
+                }
+            }
+        }
+        let reserved = if segments.is_empty() { 0 } else { final_reserved as i64 - reserved_delta };
+        Start { expandable, initial, initial_stacks, reserved }
+    }
+
+    fn fresh(&self, st: &mut State) {
+        st.live.clear();
+        st.allocated = 0;
+        for &(addr, size) in &self.initial {
+            st.live.insert(addr, Live { size, stack: self.initial_stacks.get(&addr).copied().unwrap_or(NO_STACK), round: 0, in_trace: false });
+            st.allocated += size;
+        }
+        st.reserved = self.reserved;
+    }
+}
+
+/// A device's trace replayed with PyTorch's block sizes (see the module documentation).
+pub(crate) struct Levels {
+    /// Bytes allocated before the first event (blocks alive before the trace began).
+    pub start: u64,
+    /// The blocks alive before the trace began: address and block bytes.
+    pub initial: Vec<(u64, u64)>,
+    /// Bytes allocated after each event.
+    pub after: Vec<u64>,
+    /// For an `alloc` event, the bytes of the block it was given; 0 for other events.
+    pub block: Vec<u64>,
+}
+
+/// Replays `device`'s trace and returns the allocated bytes after every event, as
+/// `torch.cuda.memory_allocated()` would have read them.
+pub(crate) fn levels(snap: &Snapshot, device: usize) -> Levels {
+    let events: &[Event] = snap.traces.get(device).map(|v| &v[..]).unwrap_or(&[]);
+    let start = Start::of(snap, device);
+    let mut st = State::default();
+    start.fresh(&mut st);
+    let level0 = st.allocated;
+    let mut level = level0 as i64;
+    let mut after = Vec::with_capacity(events.len());
+    let mut block = vec![0u64; events.len()];
+    replay(events, &mut st, start.expandable, |i, change| {
+        if let Some((_, delta)) = change {
+            level += delta;
+            if delta > 0 && events[i].action == Action::Alloc {
+                block[i] = delta as u64;
+            }
+        }
+        after.push(level.max(0) as u64);
+    });
+    Levels { start: level0, initial: start.initial, after, block }
+}
+
 fn analyse_device(snap: &Snapshot, device: usize, top: usize, series_lines: usize) -> Device {
     let events: &[Event] = snap.traces.get(device).map(|v| &v[..]).unwrap_or(&[]);
     let segments: Vec<_> = snap.segments.iter().filter(|s| s.device == device).collect();
-    let expandable = snap.expandable_segments || segments.iter().any(|s| s.is_expandable);
-
-    // Blocks alive before the trace: freed without an allocation in the trace, or alive
-    // at the end and never touched by it.
-    let mut seen: HashSet<u64> = HashSet::new();
-    let mut touched: HashSet<u64> = HashSet::new();
-    let mut initial: Vec<(u64, u64)> = Vec::new();
-    let mut reserved_delta: i64 = 0;
-    for e in events {
-        match e.action {
-            Action::Alloc => {
-                seen.insert(e.addr);
-                touched.insert(e.addr);
-            }
-            Action::FreeCompleted => {
-                if !seen.remove(&e.addr) {
-                    initial.push((e.addr, round_size(e.size)));
-                }
-                touched.insert(e.addr);
-            }
-            Action::SegmentAlloc | Action::SegmentMap => reserved_delta += e.size as i64,
-            Action::SegmentFree | Action::SegmentUnmap => reserved_delta -= e.size as i64,
-            _ => {}
-        }
-    }
-    drop(seen);
     let final_reserved: u64 = segments.iter().map(|s| s.total_size).sum();
-    let mut initial_stacks: HashMap<u64, u32> = HashMap::new();
-    for s in &segments {
-        for b in &s.blocks {
-            if b.state != BlockState::Inactive && !touched.contains(&b.address) {
-                initial.push((b.address, b.size));
-                initial_stacks.insert(b.address, b.stack);
-            }
-        }
-    }
-    drop(touched);
-
-    let fresh = |st: &mut State| {
-        st.live.clear();
-        st.allocated = 0;
-        for &(addr, size) in &initial {
-            st.live.insert(addr, Live { size, stack: initial_stacks.get(&addr).copied().unwrap_or(NO_STACK), round: 0, in_trace: false });
-            st.allocated += size;
-        }
-        st.reserved = if segments.is_empty() { 0 } else { final_reserved as i64 - reserved_delta };
-    };
+    let start = Start::of(snap, device);
+    let expandable = start.expandable;
+    let fresh = |st: &mut State| start.fresh(st);
 
     // Pass 1: the peaks, the series, the allocation rounds, the OOMs.
     let mut st = State::default();

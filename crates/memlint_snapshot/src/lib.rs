@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod html;
+pub mod loops;
 pub mod pickle;
 pub mod read;
 pub mod report;
@@ -15,7 +16,8 @@ pub mod source;
 use std::path::{Path, PathBuf};
 
 pub use analysis::{analyse, Device, Line};
-pub use read::{read_snapshot, read_snapshot_from, Snapshot};
+pub use loops::{find_loop, LoopFigures};
+pub use read::{read_snapshot, read_snapshot_from, read_snapshot_with_free_stacks, Snapshot};
 pub use report::{diff, Diff, Report};
 pub use source::SourceMap;
 

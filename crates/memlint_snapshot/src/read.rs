@@ -40,7 +40,8 @@ pub struct Event {
     pub addr: u64,
     pub size: u64,
     pub time_us: i64,
-    /// Index into [`Snapshot::stacks`], or [`NO_STACK`].
+    /// Index into [`Snapshot::stacks`], or [`NO_STACK`]. Kept for allocations, OOMs and
+    /// segment allocations (and `free_requested` with [`read_snapshot_with_free_stacks`]).
     pub stack: u32,
     pub action: Action,
 }
@@ -118,6 +119,8 @@ struct Reader {
     saw_traces: bool,
     saw_segments: bool,
     strings: std::collections::HashSet<Rc<str>>,
+    /// Keep the stacks of `free_requested` events too ([`read_snapshot_with_free_stacks`]).
+    free_stacks: bool,
 }
 
 fn int(v: &Option<Value>) -> Option<i64> {
@@ -204,7 +207,7 @@ impl Reader {
         let addr = int(&item.get("addr")).unwrap_or(0) as u64;
         let size = int(&item.get("size")).unwrap_or(0).max(0) as u64;
         let time_us = int(&item.get("time_us")).unwrap_or(0);
-        let stack = if matches!(action, Action::Alloc | Action::Oom | Action::SegmentAlloc) {
+        let stack = if matches!(action, Action::Alloc | Action::Oom | Action::SegmentAlloc) || (self.free_stacks && action == Action::FreeRequested) {
             self.stack_id(item.get("frames"))
         } else {
             NO_STACK
@@ -288,7 +291,19 @@ pub fn read_snapshot(path: &Path) -> Result<Snapshot, SnapshotError> {
 
 /// Reads a snapshot from any reader; `path` names it in errors.
 pub fn read_snapshot_from(input: impl std::io::Read, path: &Path) -> Result<Snapshot, SnapshotError> {
-    let mut r = Reader::default();
+    read_from(input, path, false)
+}
+
+/// [`read_snapshot`], also keeping the user stack of every `free_requested` event (in
+/// [`Event::stack`]): which statement freed a block, as [`crate::loops`] needs to place the
+/// top of a loop's iterations.
+pub fn read_snapshot_with_free_stacks(path: &Path) -> Result<Snapshot, SnapshotError> {
+    let file = std::fs::File::open(path).map_err(|e| SnapshotError::io(path, e))?;
+    read_from(file, path, true)
+}
+
+fn read_from(input: impl std::io::Read, path: &Path, free_stacks: bool) -> Result<Snapshot, SnapshotError> {
+    let mut r = Reader { free_stacks, ..Reader::default() };
     let top = match pickle::read(input, &mut r) {
         Ok(v) => v,
         Err(PickleError::Io(e)) => return Err(SnapshotError::io(path, e)),

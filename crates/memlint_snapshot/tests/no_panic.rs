@@ -1,5 +1,6 @@
 //! Bad input gets an error naming the file, never a panic: every prefix of a recorded
-//! snapshot, random byte changes, and files that are not snapshots at all.
+//! snapshot, random byte changes, and files that are not snapshots at all (read, analysed,
+//! and searched for a loop).
 
 use std::path::Path;
 
@@ -12,6 +13,8 @@ fn recorded() -> Vec<u8> {
 fn read(bytes: &[u8]) -> Result<(), SnapshotError> {
     let snap = read_snapshot_from(bytes, Path::new("x.pickle"))?;
     analyse(&snap, 10);
+    // What verify --from-snapshot asks of it: a loop, or a reason there is none.
+    let _ = memlint_snapshot::find_loop(&snap);
     Ok(())
 }
 

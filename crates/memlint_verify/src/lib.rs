@@ -45,6 +45,7 @@
 //! | `estimated` | `true` for `sim`: figures are what the loops would allocate, nothing ran |
 //! | `device` | `{index, name, total_bytes, free_bytes}` (free at the start) |
 //! | `workload` | `{layers, hidden, batch, iters, dtype, classes}` |
+//! | `from_snapshot` | `null`, or with `--from-snapshot`: `{file, read: {device, file, function, first_line, last_line, iterations, measured_iterations, allocations_per_iteration, parameter_bytes, parameter_blocks, recording_starts_in_loop, activation_bytes, activation_bytes_min, activation_bytes_max, rise_bytes, level_at_top_bytes}, recorded_dtype (always null), layers, hidden, batch, dtype, set_by_flags, reference: {parameter_bytes, activation_bytes, rise_bytes}, parameter_difference, activation_difference, rise_difference}` (differences: reference over read, minus 1; see [`sizing`]) |
 //! | `scenarios[]` | one per row, see below |
 //! | `rules_without_scenario` | codes asked for that have no scenario |
 //! | `findings` | `null`, or per linted finding `{path, row, column, code, name, measured: [summary…]}` |
@@ -82,6 +83,7 @@
 //!   "tool": "memlint verify", "version": "0.1.0", "schema": 1, "backend": "cuda", "estimated": false,
 //!   "device": {"index": 0, "name": "NVIDIA H100 80GB HBM3", "total_bytes": 85017493504, "free_bytes": 84393787392},
 //!   "workload": {"layers": 8, "hidden": 4096, "batch": 512, "iters": 20, "dtype": "fp32", "classes": 10},
+//!   "from_snapshot": null,
 //!   "scenarios": [{
 //!     "code": "MEM001",
 //!     "name": "eval-without-no-grad",
@@ -118,6 +120,7 @@ pub mod backend;
 pub mod parallel;
 pub mod report;
 pub mod scenarios;
+pub mod sizing;
 pub mod torch;
 
 use std::io::{IsTerminal, Write};
@@ -186,6 +189,21 @@ pub struct VerifyArgs {
     /// Where the loops run: a GPU, or a simulator that estimates memory without one.
     #[arg(long, value_enum, default_value_t = BackendKind::Cuda)]
     pub backend: BackendKind,
+    /// Size the reference MLP after your own run: a PyTorch memory snapshot of 4 iterations or more
+    /// of its loop (torch.cuda.memory._record_memory_history(), the loop, then
+    /// torch.cuda.memory._dump_snapshot(path)).
+    ///
+    /// From the snapshot: the loop's iterations (the allocations' stacks repeat; an iteration
+    /// starts at the loop body's first line), the parameters (bytes allocated before the loop and
+    /// alive throughout it) and the activations of one batch (the bytes an iteration allocates up
+    /// to its backward pass: the batch, the forward's outputs and what autograd saves). The MLP's
+    /// width is then solved for the parameters and its batch for the activations, measured the
+    /// same way on the reference runtime; --layers, --hidden, --batch and --dtype given with it win
+    /// for what they set (with --hidden and no --layers, the layers are solved). What was read, the
+    /// workload chosen and how close it is are printed first. A snapshot has no element types:
+    /// the MLP is fp32 unless --dtype says otherwise.
+    #[arg(long, value_name = "FILE.pickle")]
+    pub from_snapshot: Option<PathBuf>,
     /// Hidden layers of the workload's MLP.
     #[arg(long, default_value_t = 8)]
     pub layers: usize,
@@ -201,6 +219,11 @@ pub struct VerifyArgs {
     /// Element type of the model and data (MEM003 always trains fp16 under autocast).
     #[arg(long, value_enum, default_value_t = DType::Fp32)]
     pub dtype: DType,
+    /// Which of --layers, --hidden, --batch and --dtype were given on the command line (they win
+    /// over --from-snapshot's sizing); the CLI fills it from clap's matches
+    /// ([`VerifyArgs::note_given`]), a library caller sets it.
+    #[arg(skip)]
+    pub given: Given,
     /// Run the same loops through PyTorch (python3 with torch and CUDA) and show its figures beside ours.
     #[arg(long)]
     pub compare_torch: bool,
@@ -221,14 +244,34 @@ impl Default for VerifyArgs {
             format: Format::Text,
             output: None,
             backend: BackendKind::Cuda,
+            from_snapshot: None,
             layers: w.layers,
             hidden: w.hidden,
             batch: w.batch,
             iters: w.iters,
             dtype: w.dtype,
+            given: Given::default(),
             compare_torch: false,
             devices: 2,
         }
+    }
+}
+
+/// Which workload flags were given on the command line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Given {
+    pub layers: bool,
+    pub hidden: bool,
+    pub batch: bool,
+    pub dtype: bool,
+}
+
+impl VerifyArgs {
+    /// Records which workload flags the command line gave (`matches`: the `verify`
+    /// subcommand's), so that they win over `--from-snapshot`'s sizing.
+    pub fn note_given(&mut self, matches: &clap::ArgMatches) {
+        let on = |id: &str| matches!(matches.value_source(id), Some(clap::parser::ValueSource::CommandLine));
+        self.given = Given { layers: on("layers"), hidden: on("hidden"), batch: on("batch"), dtype: on("dtype") };
     }
 }
 
@@ -291,7 +334,7 @@ pub fn resolve_rule(s: &str) -> Option<(&'static str, &'static str, bool)> {
 /// Largest width/batch accepted: cuBLAS takes 32-bit dimensions and such sizes exceed any GPU anyway.
 const MAX_DIM: usize = 1 << 20;
 
-fn workload(args: &VerifyArgs) -> Result<Workload, String> {
+fn workload(args: &VerifyArgs) -> Result<(Workload, Option<sizing::SnapshotSizing>), String> {
     for (flag, v) in [("--layers", args.layers), ("--hidden", args.hidden), ("--batch", args.batch), ("--iters", args.iters)] {
         if v == 0 {
             return Err(format!("{flag} must be at least 1"));
@@ -303,7 +346,18 @@ fn workload(args: &VerifyArgs) -> Result<Workload, String> {
     if !matches!(args.dtype, DType::Fp32 | DType::Fp16) {
         return Err("--dtype must be fp32 or fp16".into());
     }
-    Ok(Workload { layers: args.layers, hidden: args.hidden, batch: args.batch, iters: args.iters, dtype: args.dtype, classes: scenarios::CLASSES })
+    if let Some(path) = &args.from_snapshot {
+        let g = args.given;
+        let given = sizing::Given {
+            layers: g.layers.then_some(args.layers),
+            hidden: g.hidden.then_some(args.hidden),
+            batch: g.batch.then_some(args.batch),
+            dtype: g.dtype.then_some(args.dtype),
+        };
+        let (wl, s) = sizing::size_from_snapshot(path, given, args.iters)?;
+        return Ok((wl, Some(s)));
+    }
+    Ok((Workload { layers: args.layers, hidden: args.hidden, batch: args.batch, iters: args.iters, dtype: args.dtype, classes: scenarios::CLASSES }, None))
 }
 
 /// The rule codes to verify, in rule order, and those among them without a scenario.
@@ -446,7 +500,7 @@ fn warm_up(rt: &autograd::Runtime, wl: &Workload, defs: &[ScenarioDef]) -> Resul
 /// [`run`] with explicit output streams; `progress` shows the progress bar on stderr.
 pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn Write, err: &mut dyn Write, progress: bool) -> i32 {
     let started = Instant::now();
-    let wl = match workload(args) {
+    let (wl, from_snapshot) = match workload(args) {
         Ok(w) => w,
         Err(e) => {
             let _ = writeln!(err, "error: {e}");
@@ -590,6 +644,7 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
         estimated: dev.estimated(),
         device: DeviceInfo { index: args.device, name: dev.device_name(), total_bytes: total as u64, free_bytes: free as u64 },
         workload: wl,
+        from_snapshot,
         scenarios,
         rules_without_scenario: without,
         findings: findings_report,

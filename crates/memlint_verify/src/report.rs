@@ -17,6 +17,8 @@ pub struct Report {
     pub estimated: bool,
     pub device: DeviceInfo,
     pub workload: Workload,
+    /// `--from-snapshot`: what the snapshot said and how the workload was sized (null without it).
+    pub from_snapshot: Option<crate::sizing::SnapshotSizing>,
     pub scenarios: Vec<ScenarioReport>,
     /// Rules asked for (by `--rule` or by findings) that have no scenario.
     pub rules_without_scenario: Vec<String>,
@@ -426,6 +428,9 @@ fn header_lines(r: &Report) -> Vec<String> {
         w.iters,
         w.dtype.name()
     ));
+    if let Some(sz) = &r.from_snapshot {
+        v.extend(crate::sizing::render_lines(sz));
+    }
     v
 }
 
@@ -434,12 +439,16 @@ fn findings_lines(r: &Report) -> Vec<String> {
     if let Some(fs) = &r.findings {
         let w = &r.workload;
         v.push(format!(
-            "The figures are for memlint's reference workload (an MLP of {} layers of width {}, batch {}, {} iterations, {}) running each rule's documentation example, not for your script; run with --layers/--hidden/--batch to resize it.",
+            "The figures are for memlint's reference workload (an MLP of {} layers of width {}, batch {}, {} iterations, {}) running each rule's documentation example, not for your script; {}",
             w.layers,
             w.hidden,
             w.batch,
             w.iters,
-            w.dtype.name()
+            w.dtype.name(),
+            match &r.from_snapshot {
+                Some(sz) => format!("its parameters and activations were sized after {} (above).", sz.file),
+                None => "run with --from-snapshot FILE.pickle (a snapshot of your run) or --layers/--hidden/--batch to resize it.".into(),
+            }
         ));
         for f in fs {
             let what = if f.measured.is_empty() { "no reference scenario for this rule".to_string() } else { f.measured.join("; ") };

@@ -241,6 +241,7 @@ fn json_report_has_the_documented_shape() {
     assert_eq!(v["workload"]["batch"], 64);
     assert_eq!(v["workload"]["iters"], 3);
     assert_eq!(v["workload"]["dtype"], "fp32");
+    assert!(v.get("from_snapshot").is_some_and(|f| f.is_null()), "from_snapshot is null without --from-snapshot");
     let rows = v["scenarios"].as_array().expect("scenarios array");
     assert_eq!(rows.len(), 17, "every scenario, MEM004's fp16 rows included on an fp32 workload");
     let keys = [
