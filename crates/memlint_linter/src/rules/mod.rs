@@ -32,9 +32,11 @@ use crate::Edit;
 /// Could some value be a network, a loss or a tensor with history: module classes,
 /// `forward`, `torch.nn`, model zoos, or a name the semantic model reads as a model or loss.
 pub(crate) fn could_hold_a_model(words: &Words<'_>) -> bool {
-    ["Module", "LightningModule", "forward", "requires_grad_", "nn", "torchvision", "timm", "transformers"]
+    ["Module", "LightningModule", "forward", "requires_grad_", "nn", "torchvision", "timm", "transformers", "hub"]
         .iter()
         .any(|w| words.has(w))
+        // A module by what is done with it (`x.eval()`, `x.parameters()`).
+        || ["eval", "parameters", "named_parameters", "load_state_dict", "modules", "named_modules"].iter().any(|w| words.called(w))
         || memlint_python::text_names_a_model_or_loss(words.text())
 }
 
@@ -53,16 +55,6 @@ pub(crate) fn could_step_an_optimizer(words: &Words<'_>) -> bool {
 /// optimizer step somewhere?
 pub(crate) fn could_loop_over_batches(words: &Words<'_>) -> bool {
     words.any_in_loop_header(memlint_python::name_says_data) || could_run_backward(words) || could_step_an_optimizer(words)
-}
-
-/// Could some code be evaluation code: `.eval()`, `.train(False)`, a function named for
-/// evaluation, or a loop over validation or test data?
-pub(crate) fn could_be_evaluation(words: &Words<'_>) -> bool {
-    words.has("eval")
-        || (words.called("train") && words.has("False"))
-        || words.defs().iter().any(|f| memlint_python::function_name_says_eval(f))
-        || (words.any_in_loop_header(memlint_python::name_says_data)
-            && words.any_in_loop_header(|w| memlint_python::name_says_eval(w) || w.contains("val") || w.contains("test")))
 }
 
 /// The leading whitespace of the line `offset` is on.
