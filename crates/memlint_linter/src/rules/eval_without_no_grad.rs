@@ -1,8 +1,23 @@
 //! ## What it does
 //! Checks for forward passes in evaluation or inference code that run with gradient
-//! tracking: after `model.eval()`, in a loop over a validation or test loader, or in a
+//! tracking, outside `torch.no_grad()` / `torch.inference_mode()`. Code is evaluation
+//! when it follows `model.eval()`, loops over a validation or test loader, or is a
 //! function whose name says evaluate / validate / test / predict / infer / generate /
-//! sample, outside `torch.no_grad()` / `torch.inference_mode()`.
+//! sample — and also by what it does: a function (or script) that never backpropagates
+//! and lets no tensor with autograd history out (it does not return, store, append or
+//! hand one to a function memlint cannot see into), such as an inference script, an RL
+//! rollout that only samples actions, or `select_action` returning numpy; and a periodic
+//! preview in a training loop (`if it % 200 == 0: preview = netG(fixed_noise)`) whose
+//! output never reaches a backward pass.
+//!
+//! A call is a forward pass when its callee is a module *instance*: a value built from a
+//! `torch.nn.Module` subclass (local, `torch.nn`, torchvision / timm / transformers /
+//! `torch.hub` factories, or a class whose name says network), returned by a local
+//! factory, held in a list, dict or `nn.ModuleList` and iterated, an attribute set in
+//! `__init__`, `nn.parallel.data_parallel(net, ...)`, or a method of a local module
+//! class that runs the forward pass (`policy.pi(x)`). Constructors (`Generator(cfg)`,
+//! `zoo.ResBlock(64, 64)`), functions and methods (`self.restore_model(...)`,
+//! `convert_model(model)`) are not; a name says "network" only where no value is known.
 //!
 //! Also checks for the legacy guard `Variable(x, volatile=True)`, which has done nothing
 //! since PyTorch 0.4.
@@ -17,7 +32,10 @@
 //! A function named for evaluation that is called from some module's `forward` (a
 //! `predict_heads` helper of a detection model) is part of the training forward pass and is
 //! not treated as evaluation; neither are checks and preparation steps (`validate_inputs`,
-//! `prepare_inputs_for_generation`).
+//! `prepare_inputs_for_generation`), nor a function that returns the network's output to
+//! a caller that backpropagates (`noisy_sample` in diffusion training). The methods of a
+//! module class are its forward pass and are not judged by behaviour. `volatile=True` on
+//! the targets of a training step is not an evaluation guard and is not reported.
 //!
 //! Code that needs gradients after `.eval()` (a `.backward()` or `torch.autograd.grad` later
 //! in the same function with no `.train()` in between, as in adversarial examples or
