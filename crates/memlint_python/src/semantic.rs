@@ -883,7 +883,8 @@ impl<'t> SemanticModel<'t> {
                     self.bind_target(scope, child, statement, value, kind);
                 }
             }
-            "list_splat_pattern" => {
+            // `with f() as x:` (the grammar wraps the target).
+            "list_splat_pattern" | "as_pattern_target" => {
                 if let Some(inner) = target.named_child(0) {
                     self.bind_target(scope, inner, statement, value, kind);
                 }

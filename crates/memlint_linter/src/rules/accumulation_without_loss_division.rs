@@ -7,10 +7,14 @@
 //!
 //! Not flagged: a loss divided by `k` anywhere on its way to `backward()`
 //! (`loss = loss / k`, `loss /= k`, `(loss / k).backward()`, `scaler.scale(loss / k)`,
+//! `with amp.scale_loss(loss / k, optimizer) as scaled:`,
 //! `loss.div(k)`, `loss * (1 / k)`); a loss already normalised by some other fixed
 //! quantity (`loss / num_micro_batches`: memlint cannot tell it from `k`, so it trusts it);
 //! Accelerate's `with accelerator.accumulate(model):` and framework `backward`s
-//! (`accelerator.backward`, DeepSpeed's `engine.backward`), which divide themselves.
+//! (`accelerator.backward`, DeepSpeed's `engine.backward`), which divide themselves; a
+//! loop where some optimizer steps every iteration (a GAN that updates the critic every
+//! step and the generator every `n_critic` steps: each optimizer zeroes and steps its own
+//! gradients, nothing is accumulated).
 //!
 //! ## Why is this bad?
 //! Gradient accumulation simulates a batch `k` times larger than fits in GPU memory.
@@ -90,6 +94,16 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }
         // An optimizer step in the same loop, guarded by `% k`.
         let steps = descendants_where(body, |n| n.kind_name() == "call" && model.is_optimizer_step(n));
+        // An optimizer that steps every iteration of this loop (a GAN's critic, while the
+        // generator steps every `n_critic` iterations): each optimizer zeroes and steps its
+        // own gradients, and nothing is accumulated.
+        let steps_every_iteration = steps.iter().any(|s| {
+            model.enclosing_loops(*s).first().map(|l| l.node.id()) == Some(step_loop.node.id())
+                && periodic_guard(model, *s, step_loop.node).is_none()
+        });
+        if steps_every_iteration {
+            continue;
+        }
         let Some((guard, k)) = steps.iter().find_map(|s| {
             // The step must be in this loop, not in a nested one.
             let innermost = model.enclosing_loops(*s).first().map(|l| l.node.id());
@@ -260,7 +274,8 @@ fn collect_divisors<'t>(
                         divisors.push(unparenthesize(*d));
                     }
                 }
-                "scale" => {
+                // `scaler.scale(loss / k)`, apex's `amp.scale_loss(loss / k, optimizer)`.
+                "scale" | "scale_loss" => {
                     if let Some(a) = args.first() {
                         collect_divisors(model, *a, body, divisors, visited, depth + 1);
                     }
@@ -283,12 +298,15 @@ fn collect_divisors<'t>(
                 return;
             }
             for b in model.bindings_in_scope(&name, expr) {
-                if b.position >= expr.start_byte() || !contains(body, b.statement) {
+                // A `with` target takes effect where its body starts, maybe at this very use.
+                let later = b.position > expr.start_byte() || (b.position == expr.start_byte() && b.kind != BindingKind::WithTarget);
+                if later || !contains(body, b.statement) {
                     continue;
                 }
                 let Some(value) = b.value else { continue };
                 match b.kind {
-                    BindingKind::Assign => collect_divisors(model, value, body, divisors, visited, depth + 1),
+                    // `with amp.scale_loss(loss / k, opt) as scaled:` binds the scaled loss.
+                    BindingKind::Assign | BindingKind::WithTarget => collect_divisors(model, value, body, divisors, visited, depth + 1),
                     BindingKind::AugAssign => {
                         let op = b
                             .statement
