@@ -348,7 +348,12 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
                     .map(|v| is_loss_like(model, v, depth + 1))
                     .unwrap_or(false)
         }
-        "attribute" => expr.field("attribute").map(|a| says_loss(model.text(a))).unwrap_or(false),
+        // `loss.data`: the loss's value (a number in PyTorch < 0.4 as `loss.data[0]`).
+        "attribute" => {
+            let attr = expr.field("attribute").map(|a| model.text(a)).unwrap_or("");
+            says_loss(attr) || (attr == "data" && expr.field("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false))
+        }
+        "subscript" => expr.field("value").map(|v| is_loss_like(model, v, depth + 1)).unwrap_or(false),
         "binary_operator" => ["left", "right"]
             .iter()
             .any(|f| expr.field(f).map(|e| is_loss_like(model, e, depth + 1)).unwrap_or(false)),
