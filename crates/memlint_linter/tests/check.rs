@@ -655,6 +655,7 @@ fn torch_load_positional_map_location_and_kwargs() {
         a = torch.load(path, lambda s, loc: s)
         b = torch.load(path, **opts)
         c = torch.load(path, weights_only=True)
+        model.cuda()
         "#,
         expect![[r#"
             4:5 MEM008 `torch.load(path, weights_only=True)` without `map_location`

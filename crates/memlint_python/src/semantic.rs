@@ -201,6 +201,8 @@ pub struct SemanticModel<'t> {
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
     parents: HashMap<NodeKey, Node<'t>>,
+    /// Does the module have a `from x import *`?
+    has_star_import: bool,
     /// Local names bound by any import, to reject non-imported names quickly.
     imported_names: HashSet<String>,
     backward_calls: OnceCell<Vec<Node<'t>>>,
@@ -561,6 +563,7 @@ impl<'t> SemanticModel<'t> {
             value_cache: RefCell::new(HashMap::default()),
             parents: HashMap::default(),
             imported_names: HashSet::default(),
+            has_star_import: false,
             backward_calls: OnceCell::new(),
             training_calls: OnceCell::new(),
             backward_calls_by_scope: OnceCell::new(),
@@ -777,6 +780,9 @@ impl<'t> SemanticModel<'t> {
                     .field("module_name")
                     .map(|m| self.text(m).to_owned())
                     .unwrap_or_default();
+                if named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
+                    self.has_star_import = true;
+                }
                 let mut cursor = node.walk();
                 let names: Vec<Node> = node.children_by_field_name("name", &mut cursor).collect();
                 for child in names {
@@ -1168,6 +1174,10 @@ impl<'t> SemanticModel<'t> {
 
     fn lookup_import(&self, local: &str, at: Node<'t>) -> Option<&str> {
         if !self.imported_names.contains(local) {
+            // `from utils import *` re-exporting torch: an unbound `torch` is torch.
+            if local == "torch" && self.has_star_import && self.bindings_of(None, local).is_none() {
+                return Some("torch");
+            }
             return None;
         }
         // Innermost function scopes first, then the module; function-local imports count.

@@ -4,8 +4,11 @@
 //!
 //! Not flagged: a call that passes `map_location` (by keyword, or as the second positional
 //! argument, whatever its value), or that passes `*args` / `**kwargs` which may carry it;
-//! and other `load` functions (`torch.hub.load`, `pickle.load`, `numpy.load`,
-//! `safetensors.torch.load_file`).
+//! other `load` functions (`torch.hub.load`, `pickle.load`, `numpy.load`,
+//! `safetensors.torch.load_file`); and programs that never use a GPU (no `cuda`,
+//! `device`, `gpu`, `DataParallel`, `distributed` anywhere in the file), whose files were
+//! saved on the CPU. `torch` used without an import in a file with a star import
+//! (`from utils import *` re-exporting it) is torch.
 //!
 //! ## Why is this bad?
 //! `torch.load` restores every tensor onto the device it was saved from. A checkpoint
@@ -65,6 +68,11 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     for qualified in TORCH_LOAD {
         names.extend(model.names_imported_as(qualified));
     }
+    // A program that never names CUDA, a device or a GPU runs on the CPU: what it loads was
+    // saved there (or fails loudly on a CPU-only machine either way); nothing lands on GPU 0.
+    if !uses_a_gpu(model.source()) {
+        return;
+    }
     let candidates: Vec<_> = names.iter().flat_map(|n| model.calls_named(n)).map(|c| c.byte_range()).collect();
     for m in checker.matches_in(&candidates) {
         let Some(call) = m.get("call") else { continue };
@@ -96,6 +104,19 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             .with_fix(fix),
         );
     }
+}
+
+/// Does the program name CUDA, a device or a GPU anywhere (`.cuda()`, `device`,
+/// `DataParallel`, `--gpu`)? Case-insensitive, in code, strings and comments alike.
+fn uses_a_gpu(source: &str) -> bool {
+    static WORDS: std::sync::OnceLock<aho_corasick::AhoCorasick> = std::sync::OnceLock::new();
+    let words = WORDS.get_or_init(|| {
+        aho_corasick::AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(["cuda", "device", "gpu", "dataparallel", "distributed", "accelerat", "nccl"])
+            .expect("a few plain words build an automaton")
+    });
+    words.is_match(source)
 }
 
 /// `x.load_state_dict(torch.load(...))`: the only argument of a `load_state_dict` call.
