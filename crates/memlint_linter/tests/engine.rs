@@ -94,7 +94,8 @@ fn unused_noqa_judges_directives_by_what_was_enabled_and_suppressed() {
     // Not enabled: ruff's "non-enabled".
     assert_eq!(messages("x = 1  # noqa: MEM004\n", &alone), ["MEM013 Unused `noqa` directive (non-enabled: `MEM004`)"]);
     // Used: a finding was suppressed by it.
-    let used = "import torch\nstate = torch.load('a.pt')  # noqa: MEM008\n";
+    // (A program that uses the GPU: MEM008 leaves CPU-only programs alone.)
+    let used = "import torch\ndevice = 'cuda'\nstate = torch.load('a.pt')  # noqa: MEM008\n";
     assert_eq!(messages(used, &all), Vec::<String>::new());
     assert_eq!(messages(used, &alone), ["MEM013 Unused `noqa` directive (non-enabled: `MEM008`)"]);
     // Exempt: a directive on the line lists MEM013; a blanket `# noqa` does not exempt.
@@ -115,9 +116,9 @@ fn unused_noqa_judges_directives_by_what_was_enabled_and_suppressed() {
 #[test]
 fn fixing_unused_noqa_keeps_what_suppresses() {
     use memlint_linter::{apply_fixes, FixMode};
-    let source = "import torch\nstate = torch.load('a.pt')  # noqa: MEM008, MEM1, E501\nx = 1  # noqa: MEM004\n";
+    let source = "import torch\ndevice = 'cuda'\nstate = torch.load('a.pt')  # noqa: MEM008, MEM1, E501\nx = 1  # noqa: MEM004\n";
     let outcome = apply_fixes(source, &LinterSettings::default(), FixMode::Safe);
-    assert_eq!(outcome.source, "import torch\nstate = torch.load('a.pt')  # noqa: MEM008, E501\nx = 1\n");
+    assert_eq!(outcome.source, "import torch\ndevice = 'cuda'\nstate = torch.load('a.pt')  # noqa: MEM008, E501\nx = 1\n");
     assert!(outcome.remaining.is_empty(), "{:?}", outcome.remaining);
     assert_eq!(apply_fixes(&outcome.source, &LinterSettings::default(), FixMode::Safe).source, outcome.source);
 }
