@@ -234,3 +234,155 @@ fn torch_through_a_star_import_is_torch() {
         "#]],
     );
 }
+
+// ----- constants: argparse defaults and module constants ------------------------------
+
+#[test]
+fn set_to_none_from_an_argparse_flag_that_defaults_to_false() {
+    check(
+        r#"
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--keep-grads", action="store_true")
+        parser.add_argument("--none", default=True)
+        args = parser.parse_args()
+        optimizer.zero_grad(set_to_none=args.keep_grads)
+        optimizer.zero_grad(set_to_none=args.none)
+        optimizer.zero_grad(set_to_none=cfg.unknown)
+        "#,
+        expect![[r#"
+            6:1 MEM009 `optimizer.zero_grad(set_to_none=args.keep_grads)` keeps eve
+        "#]],
+    );
+}
+
+#[test]
+fn float16_through_getattr_of_an_argparse_default() {
+    check(
+        r#"
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--dtype", default="float16")
+        parser.add_argument("--eval-dtype", default="bfloat16")
+        args = parser.parse_args()
+        model = Net().cuda().to(getattr(torch, args.dtype))
+        teacher = Teacher().cuda().to(getattr(torch, args.eval_dtype))
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+        "#,
+        expect![[r#"
+            7:9 MEM003 `Net().cuda().to(getattr(torch, args.dtype))` trains in floa
+        "#]],
+    );
+}
+
+#[test]
+fn half_on_a_chained_constructor_and_an_unused_scaler() {
+    check(
+        r#"
+        import torch
+
+        def setup():
+            scaler = torch.cuda.amp.GradScaler()
+            return Net().cuda().half()
+
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                loss = model(x).sum()
+                loss.backward()
+                optimizer.step()
+        "#,
+        expect![[r#"
+            4:14 MEM010 `torch.cuda.amp.GradScaler()` uses `torch.cuda.amp.GradScale
+            5:12 MEM003 `Net().cuda().half()` trains in float16 without loss scaling
+        "#]],
+    );
+}
+
+#[test]
+fn a_scaler_used_where_the_loss_is_backpropagated_scales_it() {
+    check(
+        r#"
+        import torch
+
+        def train(model, loader, optimizer, scaler):
+            model = model.half()
+            for x, y in loader:
+                loss = model(x).sum()
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+
+        def train_apex(model, loader, optimizer):
+            for x, y in loader:
+                loss = model(x).sum()
+                optimizer.backward(loss)
+                optimizer.step()
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM004: periods of empty_cache ---------------------------------------------------
+
+#[test]
+fn empty_cache_in_the_accumulation_branch_runs_every_update() {
+    check(
+        r#"
+        import torch
+        ACCUM = 4
+        LOG_EVERY = 500
+        for i, (x, y) in enumerate(train_loader):
+            loss = model(x).sum() / ACCUM
+            loss.backward()
+            if (i + 1) % ACCUM == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+                del loss
+                torch.cuda.empty_cache()
+            if i % LOG_EVERY == 0:
+                torch.cuda.empty_cache()
+            if i % 10 == 0:
+                torch.cuda.empty_cache()
+            if i % args.log_interval == 0:
+                torch.cuda.empty_cache()
+        "#,
+        expect![[r#"
+            11:9 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+            15:9 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+        "#]],
+    );
+}
+
+// ----- MEM002: totals reset only now and then -------------------------------------------
+
+#[test]
+fn a_total_reset_every_log_interval_survives_the_steps_between() {
+    check(
+        r#"
+        for epoch in range(10):
+            train_loss = 0
+            for batch_idx, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                train_loss += loss
+                if batch_idx % log_interval == 0:
+                    print(train_loss.item() / log_interval)
+                    train_loss = 0
+        for epoch in range(10):
+            for batch_idx, (x, y) in enumerate(train_loader):
+                total = 0
+                for micro in chunks(x):
+                    total += criterion(model(micro), y)
+                total.backward()
+                optimizer.step()
+        "#,
+        expect![[r#"
+            7:9 MEM002 `train_loss += loss` keeps each step's graph nodes and loss 
+        "#]],
+    );
+}

@@ -3,10 +3,12 @@
 //!
 //! Nothing here does I/O: callers hand in source text.
 
+mod constants;
 mod flow;
 mod line_index;
 mod semantic;
 
+pub use constants::{argparse_default, bool_default, constant_value, Constant};
 pub use flow::HistoryFlow;
 pub use line_index::{LineIndex, SourcePosition};
 pub use semantic::{

@@ -4,9 +4,16 @@
 //! step).
 //!
 //! Not flagged: a call once per epoch (in the epoch loop, after the step loop), a call
-//! guarded by a periodic condition (`if step % 1000 == 0:`), a call in an exception handler
+//! guarded by a long periodic condition (`if step % 1000 == 0:`, `if step % log_every ==
+//! 0:`; a period known as a constant — literal, module constant, argparse default — must
+//! be about 50 steps or more), a call in an exception handler
 //! (an out-of-memory retry), and calls in memory-measurement code (code that also reads
 //! `torch.cuda.memory_allocated()`, `max_memory_allocated()`, `mem_get_info()`, …).
+//!
+//!
+//! A call in the branch that steps the optimizer under gradient accumulation
+//! (`if (i + 1) % accum_steps == 0: optimizer.step(); ...; torch.cuda.empty_cache()`) is
+//! flagged: it runs once per update, and short periods are every step for the allocator.
 //!
 //! ## Why is this bad?
 //! `empty_cache()` does not free any tensor: it returns the caching allocator's unused
@@ -105,12 +112,10 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
         match n.kind_name() {
             "except_clause" | "except_group_clause" => return true,
             "if_statement" | "elif_clause" => {
-                let periodic = n
-                    .field("condition")
-                    .map(|c| model.text(c).contains('%'))
-                    .unwrap_or(false);
-                if periodic {
-                    return true;
+                if let Some(condition) = n.field("condition") {
+                    if long_period(model, condition, n) {
+                        return true;
+                    }
                 }
             }
             _ => {}
@@ -118,6 +123,41 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
         current = model.parent(n);
     }
     false
+}
+
+/// Is `condition` a periodic test (`step % k == 0`) with a long period: a constant of
+/// about 50 steps or more (a literal, a module constant, an argparse default), or a
+/// logging, evaluation or checkpoint interval (by its name, where no value is known)?
+/// The branch that steps the optimizer under gradient accumulation
+/// (`if (i + 1) % accum_steps == 0: optimizer.step()`) runs once per update, which is
+/// every step as far as the allocator is concerned.
+fn long_period<'t>(model: &SemanticModel<'t>, condition: Node<'t>, branch: Node<'t>) -> bool {
+    let text = model.text(condition);
+    if !text.contains('%') {
+        return false;
+    }
+    let Some(modulo) = first_modulo(model, condition) else { return true };
+    let Some(period) = modulo.field("right") else { return true };
+    if let Some(value) = memlint_python::constant_value(model, period).and_then(|c| c.as_f64()) {
+        return value >= 50.0;
+    }
+    let steps_optimizer = branch
+        .field("consequence")
+        .map(|body| !crate::rules::descendants_where(body, |c| c.kind_name() == "call" && model.is_optimizer_step(c)).is_empty())
+        .unwrap_or(false);
+    if steps_optimizer {
+        return false;
+    }
+    // Unknown: a named interval is trusted (logging, evaluation, checkpoints).
+    true
+}
+
+fn first_modulo<'t>(model: &SemanticModel<'t>, condition: Node<'t>) -> Option<Node<'t>> {
+    crate::rules::descendants_where(condition, |c| {
+        c.kind_name() == "binary_operator" && c.field("operator").map(|o| model.text(o) == "%").unwrap_or(false)
+    })
+    .into_iter()
+    .next()
 }
 
 /// Does the function (or module) around the call measure memory?
