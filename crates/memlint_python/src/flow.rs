@@ -58,11 +58,25 @@ pub struct HistoryFlow<'m, 't> {
     model: &'m SemanticModel<'t>,
     /// By function node id (0 for the module body).
     scopes: RefCell<HashMap<usize, bool>>,
+    /// Answers callers decide once per (question, name).
+    by_name: RefCell<HashMap<(&'static str, String), bool>>,
 }
 
 impl<'m, 't> HistoryFlow<'m, 't> {
     pub fn new(model: &'m SemanticModel<'t>) -> Self {
-        HistoryFlow { model, scopes: RefCell::new(HashMap::default()) }
+        HistoryFlow { model, scopes: RefCell::new(HashMap::default()), by_name: RefCell::new(HashMap::default()) }
+    }
+
+    /// A memo for callers' per-name questions (`question`, `name`), so that a file of many
+    /// same-named functions is decided once per name.
+    pub fn memo_by_name(&self, question: &'static str, name: &str, decide: impl FnOnce() -> bool) -> bool {
+        let key = (question, name.to_owned());
+        if let Some(known) = self.by_name.borrow().get(&key) {
+            return *known;
+        }
+        let answer = decide();
+        self.by_name.borrow_mut().insert(key, answer);
+        answer
     }
 
     /// Does the scope `node` runs in (its function, or the module body) backpropagate, or

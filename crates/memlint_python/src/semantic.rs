@@ -188,6 +188,8 @@ pub struct SemanticModel<'t> {
     returns: HashMap<usize, Vec<Node<'t>>>,
     /// Memo of [`SemanticModel::method_runs_forward`], by method node id.
     forward_methods: RefCell<HashMap<usize, bool>>,
+    /// Memo of `some_module_method_runs_forward`, by method name.
+    forward_method_names: RefCell<HashMap<String, bool>>,
     /// Memo of [`SemanticModel::function_return_kind`], by function node id.
     return_kinds: RefCell<HashMap<usize, ValueKind>>,
     /// (scope, name) of names on which a module-only method is called (`x.eval()`,
@@ -557,6 +559,7 @@ impl<'t> SemanticModel<'t> {
             methods_by_name: HashMap::default(),
             returns: HashMap::default(),
             forward_methods: RefCell::new(HashMap::default()),
+            forward_method_names: RefCell::new(HashMap::default()),
             return_kinds: RefCell::new(HashMap::default()),
             modules_by_use: OnceCell::new(),
             no_grad_functions: HashMap::default(),
@@ -1085,6 +1088,22 @@ impl<'t> SemanticModel<'t> {
         });
         self.forward_methods.borrow_mut().insert(def.id(), answer);
         answer
+    }
+
+    /// Does some local module class have a method `name` that runs the forward pass?
+    /// Decided once per name (a file of many same-named classes stays linear).
+    fn some_module_method_runs_forward(&self, name: &str) -> bool {
+        if let Some(known) = self.forward_method_names.borrow().get(name) {
+            return *known;
+        }
+        self.forward_method_names.borrow_mut().insert(name.to_owned(), false);
+        let runs = self
+            .methods_by_name
+            .get(name)
+            .map(|defs| defs.iter().any(|(class, def)| self.is_module_class(class) && self.method_runs_forward(*def)))
+            .unwrap_or(false);
+        self.forward_method_names.borrow_mut().insert(name.to_owned(), runs);
+        runs
     }
 
     /// The local module class an expression is an instance of, when it was built from one
@@ -1688,13 +1707,8 @@ impl<'t> SemanticModel<'t> {
                 if let Some(def) = self.method_of(class, method) {
                     return self.method_runs_forward(def).then_some(object);
                 }
-            } else if self.value_kind(object) == ValueKind::Model {
-                if let Some(defs) = self.methods_by_name.get(method) {
-                    let runs = defs.iter().any(|(class, def)| self.is_module_class(class) && self.method_runs_forward(*def));
-                    if runs && method != "forward" {
-                        return Some(object);
-                    }
-                }
+            } else if method != "forward" && self.value_kind(object) == ValueKind::Model && self.some_module_method_runs_forward(method) {
+                return Some(object);
             }
         }
         (self.value_kind(callee) == ValueKind::Model).then_some(callee)

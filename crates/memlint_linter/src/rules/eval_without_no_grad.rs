@@ -265,11 +265,7 @@ fn behaviour_reason<'t>(model: &SemanticModel<'t>, flow: &HistoryFlow<'_, 't>, c
         if matches!(f.name.as_str(), "forward" | "__call__") || f.class.as_deref().map(|c| model.is_module_class(c)).unwrap_or(false) {
             return None;
         }
-        let called_from_forward = model
-            .calls_named(&f.name)
-            .iter()
-            .any(|c| model.enclosing_function(*c).map(|caller| caller.name == "forward").unwrap_or(false));
-        if called_from_forward {
+        if flow_called_from_forward(model, flow, &f.name) {
             return None;
         }
     }
@@ -300,6 +296,17 @@ fn behaviour_reason<'t>(model: &SemanticModel<'t>, flow: &HistoryFlow<'_, 't>, c
         }
         current = model.parent(current)?;
     }
+}
+
+/// Is a function of this name called from some `forward`? Asked once per name (through
+/// the flow's memo), not per candidate.
+fn flow_called_from_forward<'t>(model: &SemanticModel<'t>, flow: &HistoryFlow<'_, 't>, name: &str) -> bool {
+    flow.memo_by_name("called_from_forward", name, || {
+        model
+            .calls_named(name)
+            .iter()
+            .any(|c| model.enclosing_function(*c).map(|caller| caller.name == "forward").unwrap_or(false))
+    })
 }
 
 /// A condition that holds every k-th step: `i % k == 0`, `(it + 1) % every == 0`.
