@@ -11,7 +11,7 @@ fn memlint(dir: &Path) -> Command {
     cmd
 }
 
-const BAD: &str = "import torch\n\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
+const BAD: &str = "import torch\n\nfor x in loader:\n    model(x).sum().backward()\n    torch.cuda.empty_cache()\n";
 const EVAL: &str = "def evaluate(model, x):\n    return model(x)\n";
 
 fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
@@ -206,7 +206,7 @@ fn stdin_filename_reports_under_the_name_and_fix_writes_stdout() {
     assert_eq!((out.as_str(), code), ("", 0));
     let (out, err, code) = run(memlint(dir.path()).args(["check", "--fix", "--stdin-filename", "src/train.py"]).write_stdin(BAD));
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "import torch\n\nfor x in loader:\n    model(x)\n");
+    assert_eq!(out, "import torch\n\nfor x in loader:\n    model(x).sum().backward()\n");
 }
 
 #[test]
@@ -320,7 +320,7 @@ fn notebook_fix_rewrites_only_changed_cells() {
 /// leaves later findings reported.
 #[test]
 fn add_noqa_suppresses_every_current_finding() {
-    let source = "import torch\n\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()  # noqa: E501\n    state = torch.load(\"\"\"a\nb.pt\"\"\")\n";
+    let source = "import torch\n\nfor x in loader:\n    model(x).sum().backward()\n    torch.cuda.empty_cache()  # noqa: E501\n    state = torch.load(\"\"\"a\nb.pt\"\"\")\n";
     let dir = tree(&[("a.py", source), ("train.ipynb", &notebook_fixture()), ("clean.py", "x = 1\n")]);
     let (before, code) = concise(dir.path(), &[]);
     assert_eq!(code, 1);

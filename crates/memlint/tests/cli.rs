@@ -15,7 +15,7 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/examples")
 }
 
-const BAD: &str = "import torch\n\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
+const BAD: &str = "import torch\n\nfor x in loader:\n    model(x).sum().backward()\n    torch.cuda.empty_cache()\n";
 const CLEAN: &str = "import torch\n\nx = torch.zeros(3)\n";
 
 fn tree(files: &[(&str, &[u8])]) -> tempfile::TempDir {
@@ -85,7 +85,7 @@ fn concise_output_one_line_per_finding() {
 
 #[test]
 fn json_output_has_ruffs_fields() {
-    let source = "import torch\n# é😀\nfor x in loader:\n    model(x); torch.cuda.empty_cache()\n";
+    let source = "import torch\n# é😀\nfor x in loader:\n    train(x); torch.cuda.empty_cache()\n";
     let dir = tree(&[("bad.py", source.as_bytes())]);
     let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--output-format", "json", "bad.py"]));
     assert_eq!(code, 1);
@@ -202,7 +202,7 @@ fn fix_writes_safe_fixes_and_keeps_permissions() {
     let (out, code) = stdout(memlint().args(["check", "--fix"]).arg(&path));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("Fixed 1 finding, 0 remaining."), "{out}");
-    assert_eq!(fs::read_to_string(&path).unwrap(), "import torch\n\nfor x in loader:\n    model(x)\n");
+    assert_eq!(fs::read_to_string(&path).unwrap(), "import torch\n\nfor x in loader:\n    model(x).sum().backward()\n");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -398,7 +398,7 @@ fn fix_removes_unused_noqa() {
 /// is left for `--fix`, and the summary says so.
 #[test]
 fn add_noqa_then_check_is_clean() {
-    let source = "import torch\n\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()  # noqa: E501 long line\n    state = torch.load(\"a.pt\")  # memlint: ignore[MEM002]\n";
+    let source = "import torch\n\nfor x in loader:\n    model(x).sum().backward()\n    torch.cuda.empty_cache()  # noqa: E501 long line\n    state = torch.load(\"a.pt\")  # memlint: ignore[MEM002]\n";
     let dir = tree(&[("a.py", source.as_bytes())]);
     let (before, code) = concise_lines(dir.path(), &[]);
     assert_eq!(code, 1);

@@ -45,6 +45,7 @@ fn empty_cache_through_module_alias() {
             th.cuda.empty_cache()
         "#,
         expect![[r#"
+            3:5 MEM001 forward pass `model(x)` in evaluation code (the script never
             4:5 MEM004 `th.cuda.empty_cache()` in the per-step loop returns cached 
         "#]],
     );
@@ -269,6 +270,7 @@ fn eval_on_another_module_does_not_count() {
         def step(model, teacher, x):
             teacher.eval()
             out = model(x)
+            return out
         "#,
         expect![""],
     );
@@ -452,7 +454,9 @@ fn half_model_without_backward_is_inference() {
         model = Net().half()
         out = model(x)
         "#,
-        expect![""],
+        expect![[r#"
+            2:7 MEM001 forward pass `model(x)` in evaluation code (the script never
+        "#]],
     );
 }
 
@@ -531,6 +535,7 @@ fn noqa_variants() {
             torch.cuda.empty_cache()  # noqa: E501
         "#,
         expect![[r#"
+            3:5 MEM001 forward pass `model(x)` in evaluation code (the script never
             6:31 MEM013 Unused `noqa` directive (unused: `MEM001`)
             9:5 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
             9:31 MEM013 Unused `noqa` directive (unused: `MEM001`)
@@ -549,6 +554,7 @@ fn noqa_inside_a_string_is_not_a_comment() {
             torch.cuda.empty_cache(); s = "# noqa"
         "##,
         expect![[r#"
+            3:5 MEM001 forward pass `model(x)` in evaluation code (the script never
             4:5 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
         "#]],
     );
@@ -585,6 +591,7 @@ fn syntax_error_elsewhere_does_not_stop_other_rules() {
         "#,
         expect![[r#"
             2:12 syntax-error expected `)`
+            7:9 MEM001 forward pass `model(x)` in evaluation code (`train()` never 
             8:9 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
         "#]],
     );
@@ -1047,7 +1054,9 @@ fn pretrained_network_in_inference_only_code_is_not_this_rule() {
         net = models.resnet50(weights="DEFAULT")
         out = net(x)
         "#,
-        expect![""],
+        expect![[r#"
+            3:7 MEM001 forward pass `net(x)` in evaluation code (the script never b
+        "#]],
     );
 }
 

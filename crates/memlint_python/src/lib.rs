@@ -3,9 +3,13 @@
 //!
 //! Nothing here does I/O: callers hand in source text.
 
+mod constants;
+mod flow;
 mod line_index;
 mod semantic;
 
+pub use constants::{argparse_default, bool_default, constant_value, Constant};
+pub use flow::HistoryFlow;
 pub use line_index::{LineIndex, SourcePosition};
 pub use semantic::{
     contains, function_name_says_eval, name_says_data, name_says_eval, name_says_loss, name_says_model, name_says_optimizer, name_words,

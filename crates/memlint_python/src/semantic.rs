@@ -34,12 +34,31 @@ pub enum ValueKind {
     Model,
     /// A loss module or loss function object (`nn.CrossEntropyLoss()`, `criterion`).
     Loss,
+    /// A class (or factory) whose call builds a module: a local class deriving
+    /// `torch.nn.Module`, `torch.nn.Linear`, `torchvision.models.resnet50`. Calling it
+    /// constructs a module; it is not a forward pass.
+    ModuleClass,
+    /// A function, a method, a Python module or a class that does not build a network:
+    /// calling it is not a forward pass.
+    Callable,
+    /// A `torch.optim` optimizer.
+    Optimizer,
+    /// A `GradScaler`.
+    Scaler,
+    /// A `DataLoader`.
+    DataLoader,
     Unknown,
 }
 
 impl ValueKind {
+    /// A module *instance* (a network or a loss module): calling it runs a forward pass.
     pub fn is_module(self) -> bool {
         matches!(self, ValueKind::Model | ValueKind::Loss)
+    }
+
+    /// Something whose call is a Python call, not a forward pass (a class, a function).
+    pub fn is_callable_definition(self) -> bool {
+        matches!(self, ValueKind::ModuleClass | ValueKind::Callable)
     }
 }
 
@@ -135,6 +154,8 @@ struct Import {
 struct ClassInfo {
     is_module: bool,
     is_lightning: bool,
+    /// The names of its local base classes (looked up for inherited methods).
+    bases: Vec<String>,
 }
 
 /// The semantic model of one module. Build it once per parse with [`SemanticModel::new`].
@@ -159,6 +180,22 @@ pub struct SemanticModel<'t> {
     /// `self.<attr> = value` assignments anywhere in a class, by attribute name.
     self_attributes: HashMap<&'t str, Vec<Node<'t>>>,
     classes: HashMap<&'t str, ClassInfo>,
+    /// Methods by (class, name): the function node of each.
+    methods: HashMap<(String, String), Node<'t>>,
+    /// Methods by name: their class and function node.
+    methods_by_name: HashMap<String, Vec<(String, Node<'t>)>>,
+    /// `return` statements with a value, by the id of their function.
+    returns: HashMap<usize, Vec<Node<'t>>>,
+    /// Memo of [`SemanticModel::method_runs_forward`], by method node id.
+    forward_methods: RefCell<HashMap<usize, bool>>,
+    /// Memo of `some_module_method_runs_forward`, by method name.
+    forward_method_names: RefCell<HashMap<String, bool>>,
+    /// Memo of [`SemanticModel::function_return_kind`], by function node id.
+    return_kinds: RefCell<HashMap<usize, ValueKind>>,
+    /// (scope, name) of names on which a module-only method is called (`x.eval()`,
+    /// `x.parameters()`): a value known as a module by what is done with it. `self.x`
+    /// is recorded as "self.x" with scope `None`.
+    modules_by_use: OnceCell<HashSet<(ScopeId, &'t str)>>,
     /// Functions that always run with gradients disabled (decorated, framework hooks,
     /// or only ever called from a no-grad context).
     no_grad_functions: HashMap<usize, String>,
@@ -166,6 +203,8 @@ pub struct SemanticModel<'t> {
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
     parents: HashMap<NodeKey, Node<'t>>,
+    /// Does the module have a `from x import *`?
+    has_star_import: bool,
     /// Local names bound by any import, to reject non-imported names quickly.
     imported_names: HashSet<String>,
     backward_calls: OnceCell<Vec<Node<'t>>>,
@@ -234,6 +273,36 @@ const NOT_EVAL_FUNCTION_OBJECTS: &[&str] = &[
     "frames", "indices", "ids", "length", "size", "options", "dataloader", "loader",
     "dataset", "file", "files", "signature", "spec", "schema", "settings", "start", "end",
 ];
+/// Methods only a `torch.nn.Module` has: a name they are called on holds a module.
+const MODULE_ONLY_METHODS: &[&str] = &["eval", "parameters", "named_parameters", "load_state_dict", "requires_grad_", "modules", "named_modules"];
+
+/// Is `name` spelled like a class (`Generator`, `ResBlock`, `VGG16`): an upper-case first
+/// letter and not all upper case (`LR`, `MAX_ITERS` are constants)?
+fn is_class_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_uppercase()) && name.chars().any(|c| c.is_lowercase())
+}
+
+/// Library callables that build a network: `torch.nn` classes, torchvision / timm model
+/// constructors, transformers' `from_pretrained`, `torch.hub.load`.
+fn module_factory(qualified: &str) -> bool {
+    let last = qualified.rsplit('.').next().unwrap_or("");
+    let first_upper = last.chars().next().map(char::is_uppercase).unwrap_or(false);
+    if qualified.starts_with("torch.nn.")
+        && !qualified.starts_with("torch.nn.functional.")
+        && !qualified.starts_with("torch.nn.utils")
+        && !qualified.starts_with("torch.nn.init")
+        && !qualified.starts_with("torch.nn.parallel.data_parallel")
+        && first_upper
+    {
+        return !matches!(last, "Parameter" | "ParameterList" | "ParameterDict");
+    }
+    (qualified.starts_with("torchvision.models.") && !qualified.contains("Weights") && last.chars().next().map(char::is_lowercase).unwrap_or(false))
+        || qualified == "timm.create_model"
+        || qualified == "torch.hub.load"
+        || (qualified.starts_with("transformers.") && last == "from_pretrained" && !qualified.contains("Tokenizer") && !qualified.contains("Processor") && !qualified.contains("Config"))
+}
+
 /// Lightning hooks that run under `torch.no_grad()` already.
 const NO_GRAD_HOOKS: &[&str] = &["validation_step", "test_step", "predict_step"];
 
@@ -486,10 +555,18 @@ impl<'t> SemanticModel<'t> {
             bindings: HashMap::default(),
             self_attributes: HashMap::default(),
             classes: HashMap::default(),
+            methods: HashMap::default(),
+            methods_by_name: HashMap::default(),
+            returns: HashMap::default(),
+            forward_methods: RefCell::new(HashMap::default()),
+            forward_method_names: RefCell::new(HashMap::default()),
+            return_kinds: RefCell::new(HashMap::default()),
+            modules_by_use: OnceCell::new(),
             no_grad_functions: HashMap::default(),
             value_cache: RefCell::new(HashMap::default()),
             parents: HashMap::default(),
             imported_names: HashSet::default(),
+            has_star_import: false,
             backward_calls: OnceCell::new(),
             training_calls: OnceCell::new(),
             backward_calls_by_scope: OnceCell::new(),
@@ -502,6 +579,12 @@ impl<'t> SemanticModel<'t> {
         model.imported_names = model.imports.iter().map(|i| i.local.clone()).collect();
         for bindings in model.bindings.values_mut().flat_map(|by_scope| by_scope.values_mut()) {
             bindings.sort_by_key(|b| b.position);
+        }
+        for f in model.functions.values() {
+            if let Some(class) = &f.class {
+                model.methods.entry((class.clone(), f.name.clone())).or_insert(f.node);
+                model.methods_by_name.entry(f.name.clone()).or_default().push((class.clone(), f.node));
+            }
         }
         model.compute_no_grad_functions();
         model
@@ -659,7 +742,12 @@ impl<'t> SemanticModel<'t> {
                         self.classes.get(b).map(|c| c.is_module).unwrap_or(false)
                     });
                 let class_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
-                self.classes.insert(class_name, ClassInfo { is_module, is_lightning });
+                let local_bases = bases
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .filter(|b| self.classes.contains_key(b))
+                    .map(str::to_owned)
+                    .collect();
+                self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases });
                 self.add_binding(scope, class_name, node, None, BindingKind::Definition);
                 if let Some(body) = node.field("body") {
                     self.collect(&mut body.walk(), scope, Some(&name));
@@ -695,6 +783,9 @@ impl<'t> SemanticModel<'t> {
                     .field("module_name")
                     .map(|m| self.text(m).to_owned())
                     .unwrap_or_default();
+                if named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
+                    self.has_star_import = true;
+                }
                 let mut cursor = node.walk();
                 let names: Vec<Node> = node.children_by_field_name("name", &mut cursor).collect();
                 for child in names {
@@ -734,6 +825,11 @@ impl<'t> SemanticModel<'t> {
                 }
             }
             "while_statement" => self.loops.push(node),
+            "return_statement" => {
+                if let (Some(function), true) = (scope, node.named_child_count() > 0) {
+                    self.returns.entry(function).or_default().push(node);
+                }
+            }
             "identifier" => self.identifiers_by_name.entry(self.text(node)).or_default().push(node),
             "attribute" => {
                 if let Some(attr) = node.field("attribute") {
@@ -796,7 +892,8 @@ impl<'t> SemanticModel<'t> {
                     self.bind_target(scope, child, statement, value, kind);
                 }
             }
-            "list_splat_pattern" => {
+            // `with f() as x:` (the grammar wraps the target).
+            "list_splat_pattern" | "as_pattern_target" => {
                 if let Some(inner) = target.named_child(0) {
                     self.bind_target(scope, inner, statement, value, kind);
                 }
@@ -822,6 +919,10 @@ impl<'t> SemanticModel<'t> {
     fn add_binding(&mut self, scope: ScopeId, name: &'t str, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
         // A loop or `with` target takes effect where its body starts.
         let position = match kind {
+            // A comprehension's target is used before its `for` clause (`[m(x) for m in ms]`).
+            BindingKind::LoopTarget if statement.kind_name() == "for_in_clause" => {
+                self.parent(statement).map(|c| c.start_byte()).unwrap_or_else(|| statement.start_byte())
+            }
             BindingKind::LoopTarget | BindingKind::WithTarget => statement
                 .field("body")
                 .or_else(|| self.parent(statement).and_then(|p| self.parent(p)).and_then(|w| w.field("body")))
@@ -888,9 +989,176 @@ impl<'t> SemanticModel<'t> {
         self.functions.values()
     }
 
-    /// Is `class` (a name defined in this module) a `torch.nn.Module` subclass?
+    /// Is `class` a `torch.nn.Module` subclass? A class defined in this module (by its
+    /// name) derives `Module` directly or through local bases; a library class
+    /// (`torch.nn.Linear`, by its qualified name) or a factory builds a module; for any
+    /// other class (imported from a module memlint does not read, or bound by a star
+    /// import) only its name is evidence (`Generator`, `ResnetEncoder`, `PerceptualLoss`).
+    /// This is the one place that judges classes: a project index answers here for
+    /// classes imported from the project.
     pub fn is_module_class(&self, class: &str) -> bool {
-        self.classes.get(class).map(|c| c.is_module).unwrap_or(false)
+        if let Some(c) = self.classes.get(class) {
+            return c.is_module;
+        }
+        if module_factory(class) {
+            return true;
+        }
+        let last = class.rsplit('.').next().unwrap_or(class);
+        if class.starts_with("torch.") || class.starts_with("torchvision.") || class.starts_with("transformers.") {
+            // Library classes that are not modules (`torch.utils.data.DataLoader`,
+            // `transformers.AutoTokenizer`): the library is known.
+            return false;
+        }
+        is_class_name(last) && (name_says_model(last) || name_says_loss(last) || last.ends_with("Loss"))
+    }
+
+    /// The method `name` of a local class, looked up through its local bases.
+    pub fn method_of(&self, class: &str, name: &str) -> Option<Node<'t>> {
+        let mut pending = vec![class.to_owned()];
+        let mut seen = 0;
+        while let Some(c) = pending.pop() {
+            seen += 1;
+            if seen > 16 {
+                break;
+            }
+            if let Some(m) = self.methods.get(&(c.clone(), name.to_owned())) {
+                return Some(*m);
+            }
+            if let Some(info) = self.classes.get(c.as_str()) {
+                pending.extend(info.bases.iter().cloned());
+            }
+        }
+        None
+    }
+
+    /// What calling the function `def` (defined in this module) returns: the kind of its
+    /// `return` values when they agree (a local factory `build_model()` returning a
+    /// module; `load_networks()` returning a tuple of networks). This, with
+    /// [`Self::imported_call_result`], is where the result of a call is decided.
+    pub fn function_return_kind(&self, def: Node<'t>) -> ValueKind {
+        if let Some(kind) = self.return_kinds.borrow().get(&def.id()) {
+            return *kind;
+        }
+        self.return_kinds.borrow_mut().insert(def.id(), ValueKind::Unknown);
+        let mut kind = ValueKind::Unknown;
+        if let Some(returns) = self.returns.get(&def.id()) {
+            let kinds: Vec<ValueKind> = returns
+                .iter()
+                .filter_map(|r| r.named_child(0))
+                .map(|v| self.value_kind_at_depth(v, 8))
+                .collect();
+            let known: Vec<ValueKind> = kinds.iter().copied().filter(|k| *k != ValueKind::Unknown).collect();
+            if let Some(first) = known.first() {
+                if known.iter().all(|k| k == first) && matches!(first, ValueKind::Model | ValueKind::Loss | ValueKind::Optimizer | ValueKind::Scaler | ValueKind::DataLoader | ValueKind::Number) {
+                    kind = *first;
+                }
+            }
+        }
+        self.return_kinds.borrow_mut().insert(def.id(), kind);
+        kind
+    }
+
+    /// What calling an imported function or class returns, by its qualified name (a
+    /// project index answers here for the project's own functions).
+    pub fn imported_call_result(&self, qualified: &str) -> ValueKind {
+        let last = qualified.rsplit('.').next().unwrap_or(qualified);
+        if qualified.starts_with("torch.optim.") && is_class_name(last) && !qualified.contains("lr_scheduler") {
+            return ValueKind::Optimizer;
+        }
+        if last == "GradScaler" {
+            return ValueKind::Scaler;
+        }
+        if last == "DataLoader" {
+            return ValueKind::DataLoader;
+        }
+        if self.is_module_class(qualified) {
+            return if last.ends_with("Loss") || name_says_loss(last) { ValueKind::Loss } else { ValueKind::Model };
+        }
+        ValueKind::Unknown
+    }
+
+    /// Does the method `def` of a module class run a forward pass: call `self(...)`,
+    /// `self.forward(...)` or a submodule (`self.fc1(x)`)? Then calling it on an instance
+    /// (`model.pi(x)`, `model.predict(x)`, `model.sample(z)`) is a forward pass too.
+    pub fn method_runs_forward(&self, def: Node<'t>) -> bool {
+        if let Some(known) = self.forward_methods.borrow().get(&def.id()) {
+            return *known;
+        }
+        self.forward_methods.borrow_mut().insert(def.id(), false);
+        // A method that backpropagates or steps an optimizer (`q.train_net(...)`) is a
+        // training step, not a forward pass.
+        let trains = def.field("body").map(|b| self.trains_in(b)).unwrap_or(true);
+        let answer = !trains && within(&self.calls, def.byte_range()).iter().any(|c| {
+            self.scope_of(*c) == Some(def.id()) && self.forward_callee(*c).map(|m| self.text(m).starts_with("self")).unwrap_or(false)
+        });
+        self.forward_methods.borrow_mut().insert(def.id(), answer);
+        answer
+    }
+
+    /// Does some local module class have a method `name` that runs the forward pass?
+    /// Decided once per name (a file of many same-named classes stays linear).
+    fn some_module_method_runs_forward(&self, name: &str) -> bool {
+        if let Some(known) = self.forward_method_names.borrow().get(name) {
+            return *known;
+        }
+        self.forward_method_names.borrow_mut().insert(name.to_owned(), false);
+        let runs = self
+            .methods_by_name
+            .get(name)
+            .map(|defs| defs.iter().any(|(class, def)| self.is_module_class(class) && self.method_runs_forward(*def)))
+            .unwrap_or(false);
+        self.forward_method_names.borrow_mut().insert(name.to_owned(), runs);
+        runs
+    }
+
+    /// The local module class an expression is an instance of, when it was built from one
+    /// (`Policy()`, `Net().cuda()`, `self.actor` set to `Actor(...)` in `__init__`).
+    pub fn instance_class(&self, expr: Node<'t>) -> Option<&'t str> {
+        self.instance_class_at(expr, 0)
+    }
+
+    fn instance_class_at(&self, expr: Node<'t>, depth: usize) -> Option<&'t str> {
+        if depth > 12 {
+            return None;
+        }
+        let expr = unparenthesize(expr);
+        match expr.kind_name() {
+            "identifier" => {
+                let binding = self.binding_at(self.text(expr), expr)?;
+                match (binding.kind, binding.value) {
+                    (BindingKind::Assign, Some(v)) if binding.statement.kind_name() != "for_statement" => self.instance_class_at(v, depth + 1),
+                    _ => None,
+                }
+            }
+            "attribute" => {
+                let object = expr.field("object")?;
+                if self.text(object) != "self" {
+                    return None;
+                }
+                let attr = self.text(expr.field("attribute")?);
+                self.self_attributes.get(attr)?.iter().find_map(|v| self.instance_class_at(*v, depth + 1))
+            }
+            "call" => {
+                let callee = expr.field("function")?;
+                match callee.kind_name() {
+                    "identifier" => {
+                        let name = self.text(callee);
+                        let (key, _) = self.classes.get_key_value(name)?;
+                        self.is_module_class(name).then_some(*key)
+                    }
+                    "attribute" => {
+                        let method = self.text(callee.field("attribute")?);
+                        if matches!(method, "to" | "cuda" | "cpu" | "half" | "float" | "double" | "bfloat16" | "train" | "eval" | "requires_grad_" | "type" | "share_memory") {
+                            self.instance_class_at(callee.field("object")?, depth + 1)
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 
     pub fn is_lightning_class(&self, class: &str) -> bool {
@@ -930,6 +1198,10 @@ impl<'t> SemanticModel<'t> {
 
     fn lookup_import(&self, local: &str, at: Node<'t>) -> Option<&str> {
         if !self.imported_names.contains(local) {
+            // `from utils import *` re-exporting torch: an unbound `torch` is torch.
+            if local == "torch" && self.has_star_import && self.bindings_of(None, local).is_none() {
+                return Some("torch");
+            }
             return None;
         }
         // Innermost function scopes first, then the module; function-local imports count.
@@ -1425,6 +1697,25 @@ impl<'t> SemanticModel<'t> {
             let class = self.enclosing_function(call)?.class.clone()?;
             return self.is_module_class(&class).then_some(callee);
         }
+        if callee.kind_name() == "attribute" {
+            let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
+            let object = callee.field("object")?;
+            // `nn.parallel.data_parallel(netG, inputs, gpus)`: a forward of its first argument.
+            if method == "data_parallel" && self.qualified_name(callee).as_deref() == Some("torch.nn.parallel.data_parallel") {
+                let module = call.field("arguments").and_then(|a| a.named_child(0))?;
+                return (self.value_kind(module) == ValueKind::Model).then_some(module);
+            }
+            // `policy.pi(x)`, `model.sample(z)`: a method of a local module class that runs
+            // the forward pass, called on an instance (of that class, or a module whose
+            // class is not known here: then any local module class's method of that name).
+            if let Some(class) = self.instance_class(object) {
+                if let Some(def) = self.method_of(class, method) {
+                    return self.method_runs_forward(def).then_some(object);
+                }
+            } else if method != "forward" && self.value_kind(object) == ValueKind::Model && self.some_module_method_runs_forward(method) {
+                return Some(object);
+            }
+        }
         (self.value_kind(callee) == ValueKind::Model).then_some(callee)
     }
 
@@ -1482,6 +1773,33 @@ impl<'t> SemanticModel<'t> {
                 _ => ValueKind::Unknown,
             },
             "identifier" => self.identifier_kind(expr, depth),
+            // A container of modules (`[netG, netD]`, `{"G": G}`, `[Net() for _ in
+            // range(k)]`, `return enc, dec`) is read as a module: indexing and iterating it
+            // give modules. Other containers stay unknown.
+            "list" | "tuple" | "expression_list" | "set" => {
+                let elements = named_children(expr);
+                if !elements.is_empty() && elements.iter().all(|e| self.value_kind_at_depth(*e, depth + 1) == ValueKind::Model) {
+                    ValueKind::Model
+                } else {
+                    ValueKind::Unknown
+                }
+            }
+            "dictionary" => {
+                let values: Vec<Node> = named_children(expr).into_iter().filter_map(|p| p.field("value")).collect();
+                if !values.is_empty() && values.iter().all(|e| self.value_kind_at_depth(*e, depth + 1) == ValueKind::Model) {
+                    ValueKind::Model
+                } else {
+                    ValueKind::Unknown
+                }
+            }
+            "list_comprehension" | "generator_expression" | "set_comprehension" => match expr.field("body") {
+                Some(body) if self.value_kind_at_depth(body, depth + 1) == ValueKind::Model => ValueKind::Model,
+                _ => ValueKind::Unknown,
+            },
+            "dictionary_comprehension" => match expr.field("body").and_then(|p| p.field("value")) {
+                Some(body) if self.value_kind_at_depth(body, depth + 1) == ValueKind::Model => ValueKind::Model,
+                _ => ValueKind::Unknown,
+            },
             "attribute" => self.attribute_kind(expr, depth),
             "call" => self.call_kind(expr, depth),
             "await" => expr.named_child(0).map(|e| self.value_kind(e)).unwrap_or(ValueKind::Unknown),
@@ -1512,22 +1830,33 @@ impl<'t> SemanticModel<'t> {
                         .unwrap_or(ValueKind::Unknown);
                     combine_arithmetic(before, self.value_kind_at_depth(value, depth + 1))
                 }
-                (BindingKind::Definition, _) => {
-                    if binding.statement.kind_name() == "class_definition" {
-                        return ValueKind::Unknown;
+                (BindingKind::Definition, _) => match binding.statement.kind_name() {
+                    "class_definition" => {
+                        if self.is_module_class(name) { ValueKind::ModuleClass } else { ValueKind::Callable }
                     }
-                    ValueKind::Unknown
-                }
-                (BindingKind::LoopTarget, _) => return ValueKind::Unknown,
+                    "function_definition" => ValueKind::Callable,
+                    // An import: what the imported name is (a class, a function, a module).
+                    _ => match self.lookup_import(name, expr) {
+                        Some(qualified) => self.imported_value(qualified),
+                        None => ValueKind::Callable,
+                    },
+                },
+                (BindingKind::LoopTarget, _) => self.loop_target_kind(name, binding, depth),
                 _ => ValueKind::Unknown,
             },
+            // Not bound in this module (a builtin, a star import): a CamelCase name is a class.
+            None if is_class_name(name) => self.class_value(name),
             None => ValueKind::Unknown,
         };
         if from_binding != ValueKind::Unknown {
             return from_binding;
         }
-        // Unknown value (a parameter, an import, a call we cannot see into): fall back
-        // to what the name says.
+        // What is done with the name: `x.eval()`, `x.parameters()` only exist on modules.
+        if self.is_module_by_use(self.scope_of(expr), name) {
+            return if name_says_loss(name) { ValueKind::Loss } else { ValueKind::Model };
+        }
+        // Unknown value (a parameter, a call we cannot see into): fall back to what the
+        // name says.
         if name_says_loss(name) {
             ValueKind::Loss
         } else if name_says_model(name) {
@@ -1535,6 +1864,107 @@ impl<'t> SemanticModel<'t> {
         } else {
             ValueKind::Unknown
         }
+    }
+
+    /// The value of a loop (or comprehension) target: an element of a container of modules
+    /// (`for m in models`, `for name, net in nets.items()`, `for i, layer in
+    /// enumerate(self.layers)`) is a module; the other parts of a tuple target are not.
+    fn loop_target_kind(&self, name: &str, binding: &Binding<'t>, depth: usize) -> ValueKind {
+        let statement = binding.statement;
+        let (Some(target), Some(mut iterable)) = (statement.field("left"), statement.field("right")) else {
+            return ValueKind::Unknown;
+        };
+        let mut unpacks = false;
+        // `enumerate(xs)`, `xs.items()`, `xs.values()`, `zip(...)` (not followed).
+        loop {
+            iterable = unparenthesize(iterable);
+            if iterable.kind_name() != "call" {
+                break;
+            }
+            let Some(callee) = iterable.field("function") else { break };
+            match callee.kind_name() {
+                "identifier" if self.text(callee) == "enumerate" => {
+                    match iterable.field("arguments").and_then(|a| a.named_child(0)) {
+                        Some(inner) => {
+                            iterable = inner;
+                            unpacks = true;
+                        }
+                        None => return ValueKind::Unknown,
+                    }
+                }
+                "attribute" => {
+                    let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
+                    let Some(object) = callee.field("object") else { return ValueKind::Unknown };
+                    match method {
+                        "values" | "children" | "modules" => iterable = object,
+                        "items" | "named_children" | "named_modules" => {
+                            iterable = object;
+                            unpacks = true;
+                        }
+                        _ => return ValueKind::Unknown,
+                    }
+                    break;
+                }
+                _ => return ValueKind::Unknown,
+            }
+        }
+        if self.value_kind_at_depth(iterable, depth + 1) != ValueKind::Model {
+            return ValueKind::Unknown;
+        }
+        // Only the last name of an unpacking target is the module.
+        let element_is_module = if unpacks || matches!(target.kind_name(), "pattern_list" | "tuple_pattern" | "list_pattern") {
+            let last = named_children(target).into_iter().last();
+            last.map(|l| l.kind_name() == "identifier" && self.text(l) == name).unwrap_or(false)
+        } else {
+            target.kind_name() == "identifier"
+        };
+        if element_is_module { ValueKind::Model } else { ValueKind::Unknown }
+    }
+
+    /// The value of a class by its name alone (imported from a module memlint does not
+    /// read, or bound by a star import): a module class when its name says network or
+    /// loss, else a class of something else. Calling either is not a forward pass.
+    fn class_value(&self, name: &str) -> ValueKind {
+        if self.is_module_class(name) { ValueKind::ModuleClass } else { ValueKind::Callable }
+    }
+
+    /// What an imported name is, by its fully qualified name: `torch.nn.Linear` and
+    /// `torchvision.models.resnet50` build modules, a CamelCase name is a class, anything
+    /// else a function or a Python module. Never a module instance.
+    pub fn imported_value(&self, qualified: &str) -> ValueKind {
+        let last = qualified.rsplit('.').next().unwrap_or(qualified);
+        if module_factory(qualified) {
+            return ValueKind::ModuleClass;
+        }
+        if is_class_name(last) {
+            return self.class_value(qualified);
+        }
+        ValueKind::Callable
+    }
+
+    /// Is a module-only method called on `name` in `scope` (`name.eval()`,
+    /// `name.parameters()`, `name.load_state_dict(...)`)?
+    fn is_module_by_use(&self, scope: ScopeId, name: &str) -> bool {
+        let set = self.modules_by_use.get_or_init(|| {
+            let mut set = HashSet::default();
+            for method in MODULE_ONLY_METHODS {
+                for call in self.calls_named(method) {
+                    let Some(object) = call.field("function").and_then(|f| f.field("object")) else { continue };
+                    let object = unparenthesize(object);
+                    match object.kind_name() {
+                        "identifier" => {
+                            set.insert((self.scope_of(*call), self.text(object)));
+                        }
+                        "attribute" if object.field("object").map(|o| self.text(o) == "self").unwrap_or(false) => {
+                            set.insert((None, self.text(object)));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            set
+        });
+        set.contains(&(scope, name))
     }
 
     fn value_kind_at_depth(&self, expr: Node<'t>, depth: usize) -> ValueKind {
@@ -1553,15 +1983,34 @@ impl<'t> SemanticModel<'t> {
         };
         let attr = self.text(attr);
         if self.text(object) == "self" {
-            // `self.model`: what `__init__` assigned, else what the name says.
+            // `self.restore_model`: a method of the class, not a network.
+            if let Some(class) = self.enclosing_function(expr).and_then(|f| f.class.as_deref()) {
+                if self.method_of(class, attr).is_some() {
+                    return ValueKind::Callable;
+                }
+            }
+            // `self.model`: what the class assigned (in `__init__` or another method).
+            let mut known = ValueKind::Unknown;
             if let Some(values) = self.self_attributes.get(attr) {
                 for v in values {
                     let k = self.value_kind_at_depth(*v, depth + 1);
                     if k.is_module() {
                         return k;
                     }
+                    if known == ValueKind::Unknown
+                        && matches!(k, ValueKind::ModuleClass | ValueKind::Callable | ValueKind::Optimizer | ValueKind::Scaler | ValueKind::DataLoader | ValueKind::Number)
+                    {
+                        known = k;
+                    }
                 }
             }
+            if known != ValueKind::Unknown {
+                return known;
+            }
+            if self.is_module_by_use(None, self.text(expr)) {
+                return if name_says_loss(attr) { ValueKind::Loss } else { ValueKind::Model };
+            }
+            // Else what the name says.
             return if name_says_loss(attr) {
                 ValueKind::Loss
             } else if name_says_model(attr) {
@@ -1576,15 +2025,19 @@ impl<'t> SemanticModel<'t> {
             _ => {}
         }
         if let Some(qualified) = self.qualified_name(expr) {
-            if qualified.starts_with("torch.") {
-                return ValueKind::Unknown;
-            }
+            // `networks.ResnetEncoder`, `commons.clip_grad_value_`, `nn.Linear`: a name in
+            // an imported module is a class or a function, never a module instance.
+            return self.imported_value(&qualified);
         }
         match self.value_kind_at_depth(object, depth + 1) {
             // `outputs.loss`, `out.logits`: fields of a model's output keep its history.
             ValueKind::GradTensor => ValueKind::GradTensor,
             ValueKind::PlainTensor => ValueKind::PlainTensor,
-            ValueKind::Model | ValueKind::Loss | ValueKind::Unknown | ValueKind::Number => {
+            // `model_file.Net` (a module object from `importlib`), `zoo.ResBlock`: a class.
+            k if !k.is_module() && is_class_name(attr) => self.class_value(attr),
+            // `q1.train_net`: a method of a local module class, not a submodule.
+            k if k.is_module() && self.methods_by_name.contains_key(attr) => ValueKind::Callable,
+            _ => {
                 if name_says_loss(attr) {
                     ValueKind::Loss
                 } else if name_says_model(attr) {
@@ -1617,6 +2070,23 @@ impl<'t> SemanticModel<'t> {
                 return self.library_call_kind(call, &qualified, depth);
             }
             let Some(object) = object else { return ValueKind::Unknown };
+            // `self.load_networks()`: what the method returns.
+            if self.text(object) == "self" {
+                if let Some(class) = self.enclosing_function(call).and_then(|f| f.class.as_deref()) {
+                    if let Some(def) = self.method_of(class, method) {
+                        return self.function_return_kind(def);
+                    }
+                }
+            }
+            // `policy.pi(x)` on an instance of a local module class: a method that runs the
+            // forward pass gives its output, another one what it returns.
+            if let Some(class) = self.instance_class_at(object, depth + 1) {
+                if let Some(def) = self.method_of(class, method) {
+                    if method != "forward" {
+                        return if self.method_runs_forward(def) { self.grad_or_plain(call) } else { self.function_return_kind(def) };
+                    }
+                }
+            }
             match method {
                 "item" | "tolist" | "__float__" | "numel" | "dim" | "size" | "nelement" | "element_size" => return ValueKind::Number,
                 "numpy" | "detach" | "argmax" | "argmin" | "long" | "int" | "bool" | "eq" | "ne" | "lt" | "gt" | "le" | "ge" | "sign" | "round" => {
@@ -1646,11 +2116,11 @@ impl<'t> SemanticModel<'t> {
                         ValueKind::Unknown
                     }
                 }
-                ValueKind::Number => ValueKind::Unknown,
                 ValueKind::Unknown => {
                     let callee_kind = self.value_kind_at_depth(callee, depth + 1);
                     self.module_call_result(call, callee_kind, depth)
                 }
+                _ => ValueKind::Unknown,
             };
         }
         if callee.kind_name() == "identifier" {
@@ -1680,6 +2150,12 @@ impl<'t> SemanticModel<'t> {
                     ValueKind::Unknown
                 };
             }
+            // A local function: what it returns (`build_model()` returning a network).
+            if let Some(binding) = self.binding_at(name, callee) {
+                if binding.kind == BindingKind::Definition && binding.statement.kind_name() == "function_definition" {
+                    return self.function_return_kind(binding.statement);
+                }
+            }
             let callee_kind = self.value_kind_at_depth(callee, depth + 1);
             return self.module_call_result(call, callee_kind, depth);
         }
@@ -1688,6 +2164,12 @@ impl<'t> SemanticModel<'t> {
 
     fn module_call_result(&self, call: Node<'t>, callee_kind: ValueKind, depth: usize) -> ValueKind {
         match callee_kind {
+            // Constructing a module (`PSPNet(...)` from a star import, `zoo.ResBlock(...)`).
+            ValueKind::ModuleClass => {
+                let name = call.field("function").map(|c| self.text(c)).unwrap_or("");
+                let last = name.rsplit('.').next().unwrap_or(name);
+                if name_says_loss(last) || last.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model }
+            }
             ValueKind::Model => self.grad_or_plain(call),
             ValueKind::Loss => {
                 if self.any_argument_has_history(call, depth) {
@@ -1702,6 +2184,12 @@ impl<'t> SemanticModel<'t> {
 
     fn library_call_kind(&self, call: Node<'t>, qualified: &str, depth: usize) -> ValueKind {
         let last = qualified.rsplit('.').next().unwrap_or("");
+        if !qualified.starts_with("torch.") || qualified.starts_with("torch.optim.") || qualified.starts_with("torch.hub.") || matches!(last, "GradScaler" | "DataLoader") {
+            let kind = self.imported_call_result(qualified);
+            if kind != ValueKind::Unknown || !qualified.starts_with("torch.") {
+                return kind;
+            }
+        }
         let first_upper = last.chars().next().map(char::is_uppercase).unwrap_or(false);
         if qualified.starts_with("torch.nn.") && !qualified.starts_with("torch.nn.functional.") && !qualified.starts_with("torch.nn.utils") && !qualified.starts_with("torch.nn.init") && first_upper {
             if last.ends_with("Loss") {

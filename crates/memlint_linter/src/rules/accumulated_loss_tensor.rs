@@ -9,6 +9,9 @@
 //! forward pass (over layers, tiles, timesteps) needs what it collects for that pass.
 //! A list of other per-batch outputs (`preds.append(out)`) is `gpu-tensors-collected`.
 //!
+//! A total reset only periodically (`if i % log_interval == 0: total = 0`) survives
+//! the iterations in between and is flagged.
+//!
 //! Not flagged: accumulating `loss.item()`, `loss.detach()` or `float(loss)`; and the sum
 //! of per-step losses inside one iteration that is then backpropagated (BPTT-style
 //! `loss += criterion(out[t], y[t])` followed by `loss.backward()`), or any accumulator
@@ -94,11 +97,13 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 .map(|b| b.statement)
                 .collect()
         };
+        // A reset under a condition (`if i % log_interval == 0: total = 0`) does not run
+        // every iteration: the total survives the iterations in between.
         let surviving: Vec<_> = loops
             .iter()
             .take_while(|l| {
                 let body = l.node.field("body");
-                !definitions.iter().any(|d| body.map(|b| contains(b, *d)).unwrap_or(false))
+                !definitions.iter().any(|d| body.map(|b| contains(b, *d) && !conditional_within(model, *d, b)).unwrap_or(false))
             })
             .collect();
         let Some(outermost) = surviving.last() else { continue };
@@ -151,6 +156,25 @@ fn accumulator_base(model: &SemanticModel<'_>, node: Node<'_>) -> Option<String>
         "subscript" => accumulator_base(model, node.field("value")?),
         _ => None,
     }
+}
+
+/// Is `node` under a periodic `if` (`if i % log_interval == 0:`) inside `body`?
+fn conditional_within<'t>(model: &SemanticModel<'t>, node: Node<'t>, body: Node<'t>) -> bool {
+    let mut current = model.parent(node);
+    while let Some(n) = current {
+        if n.id() == body.id() {
+            return false;
+        }
+        if matches!(n.kind_name(), "if_statement" | "elif_clause") {
+            let periodic = n.field("condition").map(|c| model.text(c).contains('%')).unwrap_or(false);
+            let in_consequence = n.field("consequence").map(|c| contains(c, node)).unwrap_or(false);
+            if periodic && in_consequence {
+                return true;
+            }
+        }
+        current = model.parent(n);
+    }
+    false
 }
 
 fn subtree_has<'t>(_model: &SemanticModel<'t>, node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> bool {

@@ -9,6 +9,7 @@
 //!
 //! Not flagged: a loss divided by `k` anywhere on its way to `backward()`
 //! (`loss = loss / k`, `loss /= k`, `(loss / k).backward()`, `scaler.scale(loss / k)`,
+//! `with amp.scale_loss(loss / k, optimizer) as scaled:`,
 //! `loss.div(k)`, `loss * (1 / k)`); a loss already normalised by some other fixed
 //! quantity (`loss / num_micro_batches`: memlint cannot tell it from `k`, so it trusts it);
 //! Accelerate's `with accelerator.accumulate(model):` and framework `backward`s
@@ -381,7 +382,7 @@ fn collect_divisors<'t>(
                         divisors.push(unparenthesize(*d));
                     }
                 }
-                // `scaler.scale(x)`, apex's `amp.scale_loss(x, optimizer)`.
+                // `scaler.scale(loss / k)`, apex's `amp.scale_loss(loss / k, optimizer)`.
                 "scale" | "scale_loss" => {
                     if let Some(a) = args.first() {
                         collect_divisors(model, *a, body, divisors, visited, depth + 1);

@@ -3,16 +3,17 @@
 //! a data loader, or the loop whose body runs a forward pass, `backward()` or an optimizer
 //! step).
 //!
-//! A call in the optimizer-step branch of gradient accumulation
-//! (`if (i + 1) % accum_steps == 0: optimizer.step(); ...; torch.cuda.empty_cache()`) is
-//! flagged too: it still runs at every optimizer step.
+//! Not flagged: a call once per epoch (in the epoch loop, after the step loop), a call
+//! guarded by a long periodic condition (`if step % 1000 == 0:`, `if step % log_every ==
+//! 0:`; a period known as a constant — literal, module constant, argparse default — must
+//! be about 50 steps or more), a call in an exception handler
+//! (an out-of-memory retry), and calls in memory-measurement code (code that also reads
+//! `torch.cuda.memory_allocated()`, `max_memory_allocated()`, `mem_get_info()`, …).
 //!
-//! Not flagged: a call once per epoch (in the epoch loop, after the step loop); a call
-//! under a long periodic condition (`if step % 1000 == 0:`: a literal period of 50 steps or
-//! more, or an interval taken from a setting such as `args.log_every`) whose branch steps
-//! no optimizer; a call in an exception handler (an out-of-memory retry); and calls in
-//! memory-measurement code (code that also reads `torch.cuda.memory_allocated()`,
-//! `max_memory_allocated()`, `mem_get_info()`, …).
+//!
+//! A call in the branch that steps the optimizer under gradient accumulation
+//! (`if (i + 1) % accum_steps == 0: optimizer.step(); ...; torch.cuda.empty_cache()`) is
+//! flagged: it runs once per update, and short periods are every step for the allocator.
 //!
 //! ## Why is this bad?
 //! `empty_cache()` does not free any tensor: it returns the caching allocator's unused
@@ -74,7 +75,7 @@ const MEMORY_PROBES: &[&str] = &[
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    for m in checker.matches_at(model.loops()) {
+    for m in checker.matches_in(&model.outermost_loop_ranges()) {
         let Some(call) = m.get("call") else { continue };
         let Some(name) = model.call_resolves_to(call, EMPTY_CACHE) else { continue };
         let loops = model.enclosing_loops(call);
@@ -101,7 +102,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     }
 }
 
-/// Inside the loop: under a long-period `if step % N == 0:`, or in an `except` handler.
+/// Inside the loop: under `if step % N == 0:`, or in an `except` handler.
 fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: Node<'t>) -> bool {
     let mut current = model.parent(call);
     while let Some(n) = current {
@@ -111,8 +112,8 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
         match n.kind_name() {
             "except_clause" | "except_group_clause" => return true,
             "if_statement" | "elif_clause" => {
-                if let Some(period) = n.field("condition").and_then(|c| modulus(model, c)) {
-                    if long_period(model, n, period) {
+                if let Some(condition) = n.field("condition") {
+                    if long_period(model, condition, n) {
                         return true;
                     }
                 }
@@ -124,32 +125,39 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
     false
 }
 
-/// `k` in a condition with `... % k`.
-fn modulus<'t>(model: &SemanticModel<'t>, condition: Node<'t>) -> Option<Node<'t>> {
-    let mut pending = vec![condition];
-    while let Some(n) = pending.pop() {
-        if n.kind_name() == "binary_operator" && n.field("operator").is_some_and(|o| model.text(o) == "%") {
-            return n.field("right").map(memlint_python::unparenthesize);
-        }
-        let mut cursor = n.walk();
-        pending.extend(n.named_children(&mut cursor));
-    }
-    None
-}
-
-/// Is the branch `guard` (under `% period`) run rarely enough for `empty_cache()` to be
-/// harmless? Not when it steps an optimizer: that branch is gradient accumulation's step,
-/// which runs every optimizer step. Not for a literal period under 50 steps. A period
-/// taken from elsewhere (a logging, evaluation or checkpoint interval) is trusted.
-fn long_period<'t>(model: &SemanticModel<'t>, guard: Node<'t>, period: Node<'t>) -> bool {
-    let steps_an_optimizer = model.calls_named_in("step", guard.byte_range()).iter().any(|s| model.is_optimizer_step(*s));
-    if steps_an_optimizer {
+/// Is `condition` a periodic test (`step % k == 0`) with a long period: a constant of
+/// about 50 steps or more (a literal, a module constant, an argparse default), or a
+/// logging, evaluation or checkpoint interval (by its name, where no value is known)?
+/// The branch that steps the optimizer under gradient accumulation
+/// (`if (i + 1) % accum_steps == 0: optimizer.step()`) runs once per update, which is
+/// every step as far as the allocator is concerned.
+fn long_period<'t>(model: &SemanticModel<'t>, condition: Node<'t>, branch: Node<'t>) -> bool {
+    let text = model.text(condition);
+    if !text.contains('%') {
         return false;
     }
-    match period.kind_name() {
-        "integer" => model.text(period).replace('_', "").parse::<u64>().map(|k| k >= 50).unwrap_or(true),
-        _ => true,
+    let Some(modulo) = first_modulo(model, condition) else { return true };
+    let Some(period) = modulo.field("right") else { return true };
+    if let Some(value) = memlint_python::constant_value(model, period).and_then(|c| c.as_f64()) {
+        return value >= 50.0;
     }
+    let steps_optimizer = branch
+        .field("consequence")
+        .map(|body| !crate::rules::descendants_where(body, |c| c.kind_name() == "call" && model.is_optimizer_step(c)).is_empty())
+        .unwrap_or(false);
+    if steps_optimizer {
+        return false;
+    }
+    // Unknown: a named interval is trusted (logging, evaluation, checkpoints).
+    true
+}
+
+fn first_modulo<'t>(model: &SemanticModel<'t>, condition: Node<'t>) -> Option<Node<'t>> {
+    crate::rules::descendants_where(condition, |c| {
+        c.kind_name() == "binary_operator" && c.field("operator").map(|o| model.text(o) == "%").unwrap_or(false)
+    })
+    .into_iter()
+    .next()
 }
 
 /// Does the function (or module) around the call measure memory?

@@ -1,8 +1,23 @@
 //! ## What it does
 //! Checks for forward passes in evaluation or inference code that run with gradient
-//! tracking: after `model.eval()`, in a loop over a validation or test loader, or in a
+//! tracking, outside `torch.no_grad()` / `torch.inference_mode()`. Code is evaluation
+//! when it follows `model.eval()`, loops over a validation or test loader, or is a
 //! function whose name says evaluate / validate / test / predict / infer / generate /
-//! sample, outside `torch.no_grad()` / `torch.inference_mode()`.
+//! sample — and also by what it does: a function (or script) that never backpropagates
+//! and lets no tensor with autograd history out (it does not return, store, append or
+//! hand one to a function memlint cannot see into), such as an inference script, an RL
+//! rollout that only samples actions, or `select_action` returning numpy; and a periodic
+//! preview in a training loop (`if it % 200 == 0: preview = netG(fixed_noise)`) whose
+//! output never reaches a backward pass.
+//!
+//! A call is a forward pass when its callee is a module *instance*: a value built from a
+//! `torch.nn.Module` subclass (local, `torch.nn`, torchvision / timm / transformers /
+//! `torch.hub` factories, or a class whose name says network), returned by a local
+//! factory, held in a list, dict or `nn.ModuleList` and iterated, an attribute set in
+//! `__init__`, `nn.parallel.data_parallel(net, ...)`, or a method of a local module
+//! class that runs the forward pass (`policy.pi(x)`). Constructors (`Generator(cfg)`,
+//! `zoo.ResBlock(64, 64)`), functions and methods (`self.restore_model(...)`,
+//! `convert_model(model)`) are not; a name says "network" only where no value is known.
 //!
 //! Also checks for the legacy guard `Variable(x, volatile=True)`, which has done nothing
 //! since PyTorch 0.4.
@@ -17,7 +32,10 @@
 //! A function named for evaluation that is called from some module's `forward` (a
 //! `predict_heads` helper of a detection model) is part of the training forward pass and is
 //! not treated as evaluation; neither are checks and preparation steps (`validate_inputs`,
-//! `prepare_inputs_for_generation`).
+//! `prepare_inputs_for_generation`), nor a function that returns the network's output to
+//! a caller that backpropagates (`noisy_sample` in diffusion training). The methods of a
+//! module class are its forward pass and are not judged by behaviour. `volatile=True` on
+//! the targets of a training step is not an evaluation guard and is not reported.
 //!
 //! Code that needs gradients after `.eval()` (a `.backward()` or `torch.autograd.grad` later
 //! in the same function with no `.train()` in between, as in adversarial examples or
@@ -65,10 +83,10 @@
 
 use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
-use memlint_python::{function_name_says_eval, FunctionInfo, GradContext, SemanticModel};
+use memlint_python::{function_name_says_eval, FunctionInfo, GradContext, HistoryFlow, SemanticModel};
 
 use crate::prefilter::Words;
-use crate::rules::{could_be_evaluation, could_hold_a_model};
+use crate::rules::could_hold_a_model;
 use crate::checker::Checker;
 use crate::rules::{has_multiline_string, indent_lines, indent_unit, line_indent, line_start, snippet, torch_name};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -78,10 +96,11 @@ pub const CAPTURES: &[&str] = &["call", "callee", "volatile_call"];
 pub const FIXABLE: bool = true;
 
 /// The trigger: what a file must contain for this rule to report anything in it.
-/// `Variable(volatile=True)`, or evaluation code (`.eval()`, `.train(False)`, a function named for
-/// evaluation, a loop over validation or test data) and something that could be a network.
+/// `Variable(volatile=True)`, or something that could be a network.
 pub fn trigger(words: &Words<'_>) -> bool {
-    words.contains("volatile") || (could_be_evaluation(words) && could_hold_a_model(words))
+    // Evaluation is also decided by behaviour (code that never backpropagates, periodic
+    // previews), so anything that could hold a network may hold a finding.
+    words.contains("volatile") || could_hold_a_model(words)
 }
 
 const HELP: &str = "run evaluation under `with torch.no_grad():` (or `torch.inference_mode()`), or decorate the function with `@torch.no_grad()`";
@@ -89,9 +108,12 @@ const HELP: &str = "run evaluation under `with torch.no_grad():` (or `torch.infe
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     let names = EvaluationNames::default();
+    let flow = HistoryFlow::new(model);
     for m in checker.matches_in(&evaluation_regions(checker, &names)) {
         if let Some(call) = m.get("volatile_call") {
-            if !model.grad_context(call).is_disabled() {
+            // `volatile=True` on the targets of a training step is not an evaluation guard.
+            let in_training_loop = model.enclosing_loops(call).first().map(|l| l.node.field("body").map(|b| model.trains_in(b)).unwrap_or(false)).unwrap_or(false);
+            if !model.grad_context(call).is_disabled() && !in_training_loop {
                 checker.report(
                     Diagnostic::new(
                         checker.rule,
@@ -108,7 +130,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if model.grad_context(call) != GradContext::Enabled {
             continue;
         }
-        let Some(reason) = evaluation_reason(model, call, module, &names) else { continue };
+        let Some(reason) = evaluation_reason(model, call, module, &names).or_else(|| behaviour_reason(model, &flow, call)) else { continue };
         if needs_gradients(model, call) {
             continue;
         }
@@ -151,23 +173,47 @@ fn evaluation_regions(checker: &Checker<'_, '_>, names: &EvaluationNames) -> Vec
         let end = model.enclosing_function(*toggle).map(|f| f.node.end_byte()).unwrap_or(source_len);
         regions.push(toggle.start_byte()..end);
     }
+    // Evaluation by behaviour: scopes that never backpropagate (the module body, then each
+    // function), and training loops that may hold a periodic preview.
+    if model.backward_calls_in_scope_of(model.root()).is_empty() {
+        return vec![0..source_len];
+    }
+    for f in model.functions() {
+        if f.node.field("body").map(|b| model.backward_calls_in_scope_of(b).is_empty()).unwrap_or(false) {
+            regions.push(f.node.byte_range());
+        }
+    }
+    if memchr::memchr(b'%', model.source().as_bytes()).is_some() {
+        for l in model.loops() {
+            if model.loop_info(*l).over_batches {
+                regions.push(l.byte_range());
+            }
+        }
+    }
     regions
 }
 
 /// A function named for evaluation (`predict`, `generate`, `_sample`) that is not a step of
 /// some module's `forward`: `self.predict_heads(x)` called from `forward` runs in training
 /// too, and needs its graph.
-fn is_evaluation_function(model: &SemanticModel<'_>, f: &FunctionInfo<'_>, decided: &EvaluationNames) -> bool {
+fn is_evaluation_function<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, decided: &EvaluationNames) -> bool {
     if !function_name_says_eval(&f.name) || f.name == "forward" {
         return false;
     }
     if let Some(known) = decided.0.borrow().get(&f.name) {
         return *known;
     }
-    let answer = !model
-        .calls_named(&f.name)
+    let calls = model.calls_named(&f.name);
+    let from_forward = calls
         .iter()
         .any(|call| model.enclosing_function(*call).map(|caller| caller.name == "forward").unwrap_or(false));
+    // `noisy_sample(model, x0, t)` returning the network's output to a training step that
+    // backpropagates it: a step of training, whatever its name says.
+    let feeds_training = || {
+        calls.iter().any(|call| !model.backward_calls_in_scope_of(*call).is_empty())
+            && HistoryFlow::new(model).function_returns_history(f.node)
+    };
+    let answer = !from_forward && !feeds_training();
     decided.0.borrow_mut().insert(f.name.clone(), answer);
     answer
 }
@@ -183,6 +229,12 @@ enum EvaluationReason<'t> {
     AfterEval(String),
     EvalLoop(Node<'t>, String),
     EvalFunction(String),
+    /// Nothing in the function (or the module body) backpropagates or keeps a tensor with
+    /// history: the function's name, or `None` at module level.
+    NeverBackpropagated(Option<String>),
+    /// A forward under a periodic condition in a training loop (`if it % 100 == 0:`) whose
+    /// output never reaches a backward pass: the condition.
+    PeriodicPreview(String),
 }
 
 impl EvaluationReason<'_> {
@@ -191,8 +243,84 @@ impl EvaluationReason<'_> {
             EvaluationReason::AfterEval(call) => format!("after `{call}`"),
             EvaluationReason::EvalLoop(_, over) => format!("in a loop over `{over}`"),
             EvaluationReason::EvalFunction(name) => format!("in `{name}()`"),
+            EvaluationReason::NeverBackpropagated(Some(name)) => {
+                format!("`{name}()` never backpropagates nor keeps a tensor with history")
+            }
+            EvaluationReason::NeverBackpropagated(None) => "the script never backpropagates".to_owned(),
+            EvaluationReason::PeriodicPreview(condition) => {
+                format!("a preview under `if {condition}:` in the training loop whose output is never backpropagated")
+            }
         }
     }
+}
+
+/// Evaluation by what the code does, not by its names: a forward pass in a function (or
+/// module body) that never backpropagates and lets no tensor with history out, or a
+/// periodic preview in a training loop whose output never reaches a backward pass. Not
+/// inside a module's own methods (they are the forward pass), `forward` itself, or a
+/// function called from some `forward`.
+fn behaviour_reason<'t>(model: &SemanticModel<'t>, flow: &HistoryFlow<'_, 't>, call: Node<'t>) -> Option<EvaluationReason<'t>> {
+    let function = model.enclosing_function(call);
+    if let Some(f) = function {
+        if matches!(f.name.as_str(), "forward" | "__call__") || f.class.as_deref().map(|c| model.is_module_class(c)).unwrap_or(false) {
+            return None;
+        }
+        if flow_called_from_forward(model, flow, &f.name) {
+            return None;
+        }
+    }
+    if !flow.scope_keeps_history(call) {
+        return Some(EvaluationReason::NeverBackpropagated(function.map(|f| f.name.clone())));
+    }
+    // A periodic preview: `if step % k == 0:` between the call and a training loop.
+    let mut current = model.parent(call)?;
+    let mut condition = None;
+    loop {
+        match current.kind_name() {
+            "if_statement" if condition.is_none() => {
+                if let Some(c) = current.field("condition") {
+                    if is_periodic(model, c) {
+                        condition = Some(c);
+                    }
+                }
+            }
+            "for_statement" | "while_statement" => {
+                let condition = condition?;
+                if !model.loop_info(current).over_batches || flow.result_reaches_backward(call) {
+                    return None;
+                }
+                return Some(EvaluationReason::PeriodicPreview(snippet(model, condition)));
+            }
+            "function_definition" | "lambda" | "class_definition" | "module" => return None,
+            _ => {}
+        }
+        current = model.parent(current)?;
+    }
+}
+
+/// Is a function of this name called from some `forward`? Asked once per name (through
+/// the flow's memo), not per candidate.
+fn flow_called_from_forward<'t>(model: &SemanticModel<'t>, flow: &HistoryFlow<'_, 't>, name: &str) -> bool {
+    flow.memo_by_name("called_from_forward", name, || {
+        model
+            .calls_named(name)
+            .iter()
+            .any(|c| model.enclosing_function(*c).map(|caller| caller.name == "forward").unwrap_or(false))
+    })
+}
+
+/// A condition that holds every k-th step: `i % k == 0`, `(it + 1) % every == 0`.
+fn is_periodic<'t>(model: &SemanticModel<'t>, condition: Node<'t>) -> bool {
+    let mut stack = vec![condition];
+    while let Some(n) = stack.pop() {
+        if n.kind_name() == "binary_operator" && n.field("operator").map(|o| model.text(o) == "%").unwrap_or(false) {
+            // `"%d" % x` formats a string.
+            return n.field("left").map(|l| l.kind_name() != "string").unwrap_or(false);
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    false
 }
 
 fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>, names: &EvaluationNames) -> Option<EvaluationReason<'t>> {
@@ -265,7 +393,7 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &Evaluatio
     let mut edits: Vec<Edit> = import.into_iter().collect();
     let message;
     match (reason, function) {
-        (EvaluationReason::EvalFunction(name), Some(f)) => {
+        (EvaluationReason::EvalFunction(name) | EvaluationReason::NeverBackpropagated(Some(name)), Some(f)) => {
             let at = line_start(source, f.outer.start_byte());
             let indent = line_indent(source, f.outer.start_byte());
             edits.push(Edit::insert(at, format!("{indent}@{torch}.no_grad()\n")));
@@ -276,6 +404,8 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &Evaluatio
             // call, else the statement itself.
             let target = match reason {
                 EvaluationReason::EvalLoop(node, _) => *node,
+                // Only the preview: the loop around it trains.
+                EvaluationReason::PeriodicPreview(_) => statement_of(model, call),
                 _ => model
                     .enclosing_loops(call)
                     .last()

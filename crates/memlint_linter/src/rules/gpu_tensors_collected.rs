@@ -14,10 +14,12 @@
 //!   `no_grad`, a `.detach()`ed tensor): device memory grows with the number of batches.
 //!   A preallocated buffer does not grow, so writing such a value into one is fine.
 //!
-//! Not flagged: `.detach().cpu()`, `.cpu()`, `.item()`, `.tolist()`, `.numpy()`; a
+//! Not flagged: `.detach().cpu()`, `.cpu()`, `.item()`, `.tolist()`, `.numpy()`,
+//! `.to("cpu")`, `.to(torch.device("cpu"))` or `.to(dev)` where `dev` only holds the CPU; a
 //! container created (or `.clear()`ed) inside the loop; a bounded `deque(maxlen=...)`;
 //! results that are backpropagated later (`torch.stack(outputs).sum().backward()`); losses
-//! (a running list of losses is `accumulated-loss-tensor`'s business); and values memlint
+//! and their values (`loss.data[0]`; a running list of losses is
+//! `accumulated-loss-tensor`'s business); and values memlint
 //! cannot place on the GPU (loop targets, parameters, tensors created without a device).
 //!
 //! ## Why is this bad?
@@ -370,7 +372,18 @@ fn is_dtype<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
 
 /// `"cuda"`, `"cuda:1"`, `torch.device("cuda")`, or a variable (a training script's
 /// `device` is the GPU); not `"cpu"`.
-fn device_is_gpu(model: &SemanticModel<'_>, expr: Node<'_>) -> bool {
+fn device_is_gpu<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
     let text = model.text(expr);
+    // `dev = torch.device("cpu")` then `.to(dev)`: what the variable holds, when it is
+    // only ever the CPU.
+    if expr.kind_name() == "identifier" {
+        let value = model.binding_at(text, expr).and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None });
+        if let Some(value) = value {
+            let value_text = model.text(value);
+            if value_text.contains("cpu") && !value_text.contains("cuda") {
+                return false;
+            }
+        }
+    }
     !text.contains("cpu") && (text.contains("cuda") || matches!(expr.kind_name(), "identifier" | "attribute" | "call"))
 }

@@ -6,9 +6,13 @@
 //!
 //! bfloat16 (`.bfloat16()`, `autocast(dtype=torch.bfloat16)`, CPU autocast's default) is
 //! not flagged: it has float32's exponent range. Inference-only code (no `.backward()`,
-//! or autocast under `torch.no_grad()`) is not flagged either, and neither are modules
-//! that scale the loss another way (apex's `amp.scale_loss`, DeepSpeed's or Accelerate's
-//! `backward`).
+//! or autocast under `torch.no_grad()`) is not flagged either, and neither are backward
+//! passes whose loss is scaled (in a function that calls `scaler.scale(...)`, apex's
+//! `amp.scale_loss` or `FP16_Optimizer`'s `optimizer.backward(loss)`, DeepSpeed's or
+//! Accelerate's `backward`). A `GradScaler` created in another function, or created and
+//! never used, scales nothing. The dtype may be a name or `getattr(torch, args.dtype)`
+//! with a `"float16"` default; the converted model may be a chained constructor
+//! (`Net().cuda().half()`).
 //!
 //! ## Why is this bad?
 //! float16 cannot represent magnitudes below about 6e-8 (and keeps little precision
@@ -68,14 +72,16 @@ const HELP: &str = "scale the loss with `scaler = torch.amp.GradScaler(\"cuda\")
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    if scales_loss(model) {
-        return;
-    }
+    // The backward passes that nothing scales: not a framework's, and not in a function
+    // (or module body) that scales its loss. A `GradScaler` created elsewhere, or created
+    // and never used, scales nothing.
+    let scaling_scopes = scaling_scopes(model);
     let backward_calls: Vec<Node> = model
         .calls_named("backward")
         .iter()
         .copied()
         .filter(|c| !backward_scales_itself(model, *c))
+        .filter(|c| !scaling_scopes.contains(&model.enclosing_function(*c).map(|f| f.node.id())))
         .collect();
     if backward_calls.is_empty() {
         return;
@@ -159,11 +165,36 @@ fn argument_value(arg: Node<'_>) -> Node<'_> {
     }
 }
 
+/// `torch.float16` / `torch.half`, also through a name bound to it, or
+/// `getattr(torch, name)` where `name` holds `"float16"` / `"half"` (a constant or an
+/// argparse default).
 fn is_float16<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
-    matches!(
-        model.qualified_name(expr).as_deref(),
-        Some("torch.float16" | "torch.half")
-    )
+    is_float16_at(model, expr, 0)
+}
+
+fn is_float16_at<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
+    if depth > 6 {
+        return false;
+    }
+    if matches!(model.qualified_name(expr).as_deref(), Some("torch.float16" | "torch.half")) {
+        return true;
+    }
+    match expr.kind_name() {
+        "identifier" if model.qualified_name(expr).is_none() => model
+            .binding_at(model.text(expr), expr)
+            .and_then(|b| if b.kind == memlint_python::BindingKind::Assign { b.value } else { None })
+            .map(|v| is_float16_at(model, v, depth + 1))
+            .unwrap_or(false),
+        "call" => {
+            let is_getattr = expr.field("function").map(|f| model.text(f) == "getattr").unwrap_or(false);
+            let args: Vec<Node> = expr.field("arguments").map(named_children).unwrap_or_default();
+            is_getattr
+                && args.len() >= 2
+                && model.qualified_name(args[0]).as_deref() == Some("torch")
+                && matches!(memlint_python::constant_value(model, args[1]), Some(memlint_python::Constant::Str(ref s)) if s == "float16" || s == "half")
+        }
+        _ => false,
+    }
 }
 
 /// Does this autocast compute in float16 (explicitly, or by CUDA's default)?
@@ -199,15 +230,27 @@ fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     }
 }
 
-/// Does the module scale the loss somehow (a `GradScaler`, apex, DeepSpeed)?
-fn scales_loss(model: &SemanticModel<'_>) -> bool {
-    ["GradScaler", "ShardedGradScaler", "scale_loss"].iter().any(|n| !model.calls_named(n).is_empty())
-        || model.calls_named("scale").iter().any(|c| {
-            c.field("function")
-                .and_then(|f| f.field("object"))
-                .map(|o| model.text(o).to_lowercase().contains("scaler"))
-                .unwrap_or(false)
-        })
+/// The functions (by node id; `None` for the module body) that scale a loss: a
+/// `scaler.scale(...)` of a `GradScaler`, apex's `amp.scale_loss(...)`, or apex's
+/// `FP16_Optimizer` (whose `optimizer.backward(loss)` scales).
+fn scaling_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
+    let scope = |c: &Node<'t>| model.enclosing_function(*c).map(|f| f.node.id());
+    let mut scopes: Vec<Option<usize>> = model.calls_named("scale_loss").iter().map(scope).collect();
+    scopes.extend(model.calls_named("scale").iter().filter(|c| {
+        c.field("function")
+            .and_then(|f| f.field("object"))
+            .map(|o| model.value_kind(o) == ValueKind::Scaler || model.text(o).to_lowercase().contains("scaler"))
+            .unwrap_or(false)
+    }).map(scope));
+    // `optimizer.backward(loss)`: apex's `FP16_Optimizer` scales (its `else` branch's
+    // `loss.backward()` is the float32 path).
+    scopes.extend(model.calls_named("backward").iter().filter(|c| {
+        c.field("function")
+            .and_then(|f| f.field("object"))
+            .map(|o| memlint_python::name_says_optimizer(model.text(o)))
+            .unwrap_or(false)
+    }).map(scope));
+    scopes
 }
 
 /// `accelerator.backward(loss)`, `model_engine.backward(loss)`, `fabric.backward(loss)`:
@@ -219,4 +262,6 @@ fn backward_scales_itself(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
         .map(|o| model.text(o).to_lowercase())
         .unwrap_or_default();
     ["accelerator", "fabric", "engine", "deepspeed", "trainer"].iter().any(|w| object.contains(w))
+        // apex's `FP16_Optimizer`: `optimizer.backward(loss)` scales the loss.
+        || memlint_python::name_says_optimizer(&object)
 }

@@ -32,9 +32,11 @@ use crate::Edit;
 /// Could some value be a network, a loss or a tensor with history: module classes,
 /// `forward`, `torch.nn`, model zoos, or a name the semantic model reads as a model or loss.
 pub(crate) fn could_hold_a_model(words: &Words<'_>) -> bool {
-    ["Module", "LightningModule", "forward", "requires_grad_", "nn", "torchvision", "timm", "transformers"]
+    ["Module", "LightningModule", "forward", "requires_grad_", "nn", "torchvision", "timm", "transformers", "hub"]
         .iter()
         .any(|w| words.has(w))
+        // A module by what is done with it (`x.eval()`, `x.parameters()`).
+        || ["eval", "parameters", "named_parameters", "load_state_dict", "modules", "named_modules"].iter().any(|w| words.called(w))
         || memlint_python::text_names_a_model_or_loss(words.text())
 }
 
@@ -53,16 +55,6 @@ pub(crate) fn could_step_an_optimizer(words: &Words<'_>) -> bool {
 /// optimizer step somewhere?
 pub(crate) fn could_loop_over_batches(words: &Words<'_>) -> bool {
     words.any_in_loop_header(memlint_python::name_says_data) || could_run_backward(words) || could_step_an_optimizer(words)
-}
-
-/// Could some code be evaluation code: `.eval()`, `.train(False)`, a function named for
-/// evaluation, or a loop over validation or test data?
-pub(crate) fn could_be_evaluation(words: &Words<'_>) -> bool {
-    words.has("eval")
-        || (words.called("train") && words.has("False"))
-        || words.defs().iter().any(|f| memlint_python::function_name_says_eval(f))
-        || (words.any_in_loop_header(memlint_python::name_says_data)
-            && words.any_in_loop_header(|w| memlint_python::name_says_eval(w) || w.contains("val") || w.contains("test")))
 }
 
 /// The leading whitespace of the line `offset` is on.
@@ -356,7 +348,12 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
                     .map(|v| is_loss_like(model, v, depth + 1))
                     .unwrap_or(false)
         }
-        "attribute" => expr.field("attribute").map(|a| says_loss(model.text(a))).unwrap_or(false),
+        // `loss.data`: the loss's value (a number in PyTorch < 0.4 as `loss.data[0]`).
+        "attribute" => {
+            let attr = expr.field("attribute").map(|a| model.text(a)).unwrap_or("");
+            says_loss(attr) || (attr == "data" && expr.field("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false))
+        }
+        "subscript" => expr.field("value").map(|v| is_loss_like(model, v, depth + 1)).unwrap_or(false),
         "binary_operator" => ["left", "right"]
             .iter()
             .any(|f| expr.field(f).map(|e| is_loss_like(model, e, depth + 1)).unwrap_or(false)),

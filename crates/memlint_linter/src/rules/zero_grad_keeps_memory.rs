@@ -1,6 +1,8 @@
 //! ## What it does
 //! Checks for `zero_grad(set_to_none=False)` on an optimizer or a module (also the
-//! positional `zero_grad(False)`, and a variable whose only assignment is `False`).
+//! positional `zero_grad(False)`, a variable whose only assignment is `False`, and a
+//! command-line option whose argparse default is False: `set_to_none=args.flag` after
+//! `add_argument("--flag", action="store_true")` or `default=False`).
 //!
 //! Not flagged: `zero_grad()` and `zero_grad(set_to_none=True)` (the default since
 //! PyTorch 2.0), a value memlint cannot pin down (a parameter, a flag assigned `True`
@@ -63,7 +65,10 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     // The query matches `.zero_grad(...)` calls only.
     for m in checker.matches_at(model.calls_named("zero_grad")) {
         let (Some(call), Some(value)) = (m.get("call"), m.get("value")) else { continue };
-        if !always_bool(model, value, false) || grads_are_kept_on_purpose(model) {
+        let literal = always_bool(model, value, false);
+        // `set_to_none=args.keep_grads` whose argparse default is False (or a module constant).
+        let by_default = !literal && memlint_python::bool_default(model, value) == Some(false);
+        if (!literal && !by_default) || grads_are_kept_on_purpose(model) {
             continue;
         }
         let receiver = call
@@ -71,7 +76,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             .and_then(|f| f.field("object"))
             .map(|o| snippet(model, o))
             .unwrap_or_default();
-        let fix = Fix::unsafe_("Use `set_to_none=True`", vec![Edit::replace(value.byte_range(), "True")]);
+        // A command-line option is the user's to change: no fix rewrites it.
+        let fix = literal.then(|| Fix::unsafe_("Use `set_to_none=True`", vec![Edit::replace(value.byte_range(), "True")]));
         checker.report(
             Diagnostic::new(
                 checker.rule,
@@ -83,7 +89,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             )
             .with_help("call `zero_grad()` (`set_to_none=True` is the default since PyTorch 2.0)")
             .with_severity(Severity::Warning)
-            .with_fix(Some(fix)),
+            .with_fix(fix),
         );
     }
 }

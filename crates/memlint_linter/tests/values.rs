@@ -1,0 +1,388 @@
+//! Issue 18, within one file: what each name *holds* decides, not how it is spelled.
+//! One `check(input, expect)` per class of misses and false alarms (positives and
+//! negatives side by side); the rule fixtures hold more cases of MEM001, MEM006, MEM011.
+
+use expect_test::{expect, Expect};
+use memlint_linter::{lint, LineIndex, LinterSettings};
+
+fn check(source: &str, expect: Expect) {
+    let source = unindent(source);
+    let result = lint(&source, &LinterSettings::default());
+    let index = LineIndex::new(&source);
+    let mut actual = String::new();
+    for d in &result.diagnostics {
+        let p = index.position(d.range.start, &source);
+        let head: String = d.message.chars().take(60).collect();
+        actual.push_str(&format!("{}:{} {} {}\n", p.row, p.column, d.rule.code(), head));
+    }
+    expect.assert_eq(&actual);
+}
+
+fn unindent(text: &str) -> String {
+    let text = text.strip_prefix('\n').unwrap_or(text);
+    let indent = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    text.lines().map(|l| if l.len() >= indent { &l[indent..] } else { l.trim_start() }).collect::<Vec<_>>().join("\n") + "\n"
+}
+
+// ----- MEM001: a forward pass is a call of a module instance ----------------------
+
+#[test]
+fn constructors_from_imports_and_star_imports_are_not_forward_passes() {
+    check(
+        r#"
+        import torch
+        import networks
+        from models import *
+        from models import Generator
+        from utils import convert_model
+
+        def main(opt):
+            enc = networks.ResnetEncoder(18, False)
+            gen = Generator(opt)
+            net = PSPNet(num_classes=21).cuda()
+            net = convert_model(net)
+            print(enc, gen, net)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn instances_of_imported_and_star_imported_classes_are_modules() {
+    check(
+        r#"
+        import torch
+        from models import *
+        from models import Generator
+
+        def main(opt, z):
+            netG = Generator(opt).cuda()
+            seq = PSPNet(num_classes=21).cuda()
+            seq.eval()
+            print(netG(z).mean().item(), seq(z).argmax().item())
+        "#,
+        expect![[r#"
+            9:11 MEM001 forward pass `netG(z)` in evaluation code (`main()` never ba
+            9:34 MEM001 forward pass `seq(z)` in evaluation code (after `seq.eval()`
+        "#]],
+    );
+}
+
+#[test]
+fn a_module_known_by_what_is_done_with_it() {
+    check(
+        r#"
+        import torch
+        from detectors import build
+
+        def demo(x):
+            fasterRCNN = build("vgg16")
+            fasterRCNN.load_state_dict(torch.load("w.pth", map_location="cpu"))
+            fasterRCNN.eval()
+            boxes = fasterRCNN(x)
+            return boxes.tolist()
+        "#,
+        expect![[r#"
+            8:13 MEM001 forward pass `fasterRCNN(x)` in evaluation code (after `fast
+        "#]],
+    );
+}
+
+#[test]
+fn methods_of_the_class_and_helpers_with_model_words_are_not_networks() {
+    check(
+        r#"
+        import torch
+        import commons
+
+        class Solver:
+            def restore_model(self, it):
+                self.G.load_state_dict(torch.load(it, map_location="cpu"))
+
+            def test(self, it):
+                self.restore_model(it)
+                commons.clip_grad_value_(self.G.parameters(), None)
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM001: evaluation by behaviour ----------------------------------------------
+
+#[test]
+fn an_inference_script_never_backpropagates() {
+    check(
+        r#"
+        import torch
+        from model import SRResNet
+
+        srresnet = SRResNet().cuda()
+        srresnet.load_state_dict(torch.load("sr.pth", map_location="cpu"))
+        for path in paths:
+            sr = srresnet(load(path))
+            save_image(sr, path + ".png")
+        "#,
+        expect![[r#"
+            7:10 MEM001 forward pass `srresnet(load(path))` in evaluation code (the 
+        "#]],
+    );
+}
+
+#[test]
+fn a_helper_that_returns_the_output_to_training_is_not_evaluation() {
+    check(
+        r#"
+        import torch
+
+        def compute(model, x):
+            return model(x)
+
+        def keep(model, x, outputs):
+            outputs.append(model(x))
+
+        def hand_on(model, x, trainer):
+            out = model(x)
+            trainer.consume(out)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn rl_rollouts_that_only_sample_actions_are_evaluation_but_reinforce_is_not() {
+    check(
+        r#"
+        import torch
+        from torch.distributions import Categorical
+
+        def rollout(policy, env):
+            s = env.reset()
+            done = False
+            while not done:
+                prob = policy(s)
+                a = Categorical(prob).sample().item()
+                s, r, done, _ = env.step(a)
+
+        def reinforce(policy, env, saved):
+            s = env.reset()
+            prob = policy(s)
+            m = Categorical(prob)
+            a = m.sample()
+            saved.append(m.log_prob(a))
+            return a.item()
+        "#,
+        expect![[r#"
+            8:16 MEM001 forward pass `policy(s)` in evaluation code (`rollout()` nev
+        "#]],
+    );
+}
+
+#[test]
+fn methods_of_a_module_class_are_its_forward_pass() {
+    check(
+        r#"
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def features(self, x):
+                h = self.fc(x)
+                print(h.shape)
+
+            def forward(self, x):
+                self.features(x)
+                return self.fc(x)
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM008: where the program runs ----------------------------------------------
+
+#[test]
+fn torch_load_in_a_program_that_never_uses_a_gpu() {
+    check(
+        r#"
+        import torch
+        a = torch.load("a.pth")
+        b = torch.load("b.pth")
+        torch.save({k: a[k] * 0.5 + b[k] * 0.5 for k in a}, "c.pth")
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn torch_through_a_star_import_is_torch() {
+    check(
+        r#"
+        from utils import *
+        net = Net().cuda()
+        net.load_state_dict(torch.load("snapshot.pth"))
+        "#,
+        expect![[r#"
+            3:21 MEM008 `torch.load("snapshot.pth")` without `map_location` restores
+        "#]],
+    );
+}
+
+// ----- constants: argparse defaults and module constants ------------------------------
+
+#[test]
+fn set_to_none_from_an_argparse_flag_that_defaults_to_false() {
+    check(
+        r#"
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--keep-grads", action="store_true")
+        parser.add_argument("--none", default=True)
+        args = parser.parse_args()
+        optimizer.zero_grad(set_to_none=args.keep_grads)
+        optimizer.zero_grad(set_to_none=args.none)
+        optimizer.zero_grad(set_to_none=cfg.unknown)
+        "#,
+        expect![[r#"
+            6:1 MEM009 `optimizer.zero_grad(set_to_none=args.keep_grads)` keeps eve
+        "#]],
+    );
+}
+
+#[test]
+fn float16_through_getattr_of_an_argparse_default() {
+    check(
+        r#"
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--dtype", default="float16")
+        parser.add_argument("--eval-dtype", default="bfloat16")
+        args = parser.parse_args()
+        model = Net().cuda().to(getattr(torch, args.dtype))
+        teacher = Teacher().cuda().to(getattr(torch, args.eval_dtype))
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+        "#,
+        expect![[r#"
+            7:9 MEM003 `Net().cuda().to(getattr(torch, args.dtype))` trains in floa
+        "#]],
+    );
+}
+
+#[test]
+fn half_on_a_chained_constructor_and_an_unused_scaler() {
+    check(
+        r#"
+        import torch
+
+        def setup():
+            scaler = torch.cuda.amp.GradScaler()
+            return Net().cuda().half()
+
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                loss = model(x).sum()
+                loss.backward()
+                optimizer.step()
+        "#,
+        expect![[r#"
+            4:14 MEM010 `torch.cuda.amp.GradScaler()` uses `torch.cuda.amp.GradScale
+            5:12 MEM003 `Net().cuda().half()` trains in float16 without loss scaling
+        "#]],
+    );
+}
+
+#[test]
+fn a_scaler_used_where_the_loss_is_backpropagated_scales_it() {
+    check(
+        r#"
+        import torch
+
+        def train(model, loader, optimizer, scaler):
+            model = model.half()
+            for x, y in loader:
+                loss = model(x).sum()
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+
+        def train_apex(model, loader, optimizer):
+            for x, y in loader:
+                loss = model(x).sum()
+                optimizer.backward(loss)
+                optimizer.step()
+        "#,
+        expect![""],
+    );
+}
+
+// ----- MEM004: periods of empty_cache ---------------------------------------------------
+
+#[test]
+fn empty_cache_in_the_accumulation_branch_runs_every_update() {
+    check(
+        r#"
+        import torch
+        ACCUM = 4
+        LOG_EVERY = 500
+        for i, (x, y) in enumerate(train_loader):
+            loss = model(x).sum() / ACCUM
+            loss.backward()
+            if (i + 1) % ACCUM == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+                del loss
+                torch.cuda.empty_cache()
+            if i % LOG_EVERY == 0:
+                torch.cuda.empty_cache()
+            if i % 10 == 0:
+                torch.cuda.empty_cache()
+            if i % args.log_interval == 0:
+                torch.cuda.empty_cache()
+        "#,
+        expect![[r#"
+            11:9 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+            15:9 MEM004 `torch.cuda.empty_cache()` in the per-step loop returns cach
+        "#]],
+    );
+}
+
+// ----- MEM002: totals reset only now and then -------------------------------------------
+
+#[test]
+fn a_total_reset_every_log_interval_survives_the_steps_between() {
+    check(
+        r#"
+        for epoch in range(10):
+            train_loss = 0
+            for batch_idx, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                train_loss += loss
+                if batch_idx % log_interval == 0:
+                    print(train_loss.item() / log_interval)
+                    train_loss = 0
+        for epoch in range(10):
+            for batch_idx, (x, y) in enumerate(train_loader):
+                total = 0
+                for micro in chunks(x):
+                    total += criterion(model(micro), y)
+                total.backward()
+                optimizer.step()
+        "#,
+        expect![[r#"
+            7:9 MEM002 `train_loss += loss` keeps each step's graph nodes and loss 
+        "#]],
+    );
+}
