@@ -15,8 +15,8 @@ pub mod rules;
 mod settings;
 
 pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, Severity};
-pub use fix::{apply_fixes, FixMode, FixOutcome};
-pub use memlint_python::{LineIndex, SourcePosition, SyntaxError};
+pub use fix::{apply_fixes, apply_fixes_in_project, FixMode, FixOutcome};
+pub use memlint_python::{LineIndex, NoProject, ProjectIndex, SourcePosition, SyntaxError};
 pub use checker::Suppressions;
 pub use noqa::{Directive, DirectiveKind, Directives, ListedCode};
 pub use registry::{Rule, RuleDoc, UnknownRule, RULE_DOCS_URL};
@@ -35,38 +35,75 @@ pub struct LintResult {
     pub skipped: bool,
 }
 
-/// Lint Python `source` with `settings`: the one entry point of the CLI, notebooks and
-/// the language server (which passes the tree it keeps, see [`lint_tree`]).
+/// Lint Python `source` with `settings`, as a file on its own (no project around it):
+/// [`lint_in_project`] with [`NoProject`].
+pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
+    lint_in_project(source, settings, &NoProject)
+}
+
+/// Lint Python `source` with `settings`, resolving the names it imports from its project
+/// through `project`: the one entry point of the CLI, notebooks and the language server
+/// (which passes the tree it keeps, see [`lint_tree_in_project`]).
 ///
 /// The file is parsed only when some enabled rule's trigger holds for its words (see
-/// [`prefilter`]); otherwise nothing is reported, syntax errors included.
-pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
-    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
+/// [`prefilter`]); otherwise nothing is reported, syntax errors included. Triggers read
+/// one file's words, and a class or factory imported from the project can be a network
+/// whatever its name says: a file that imports one of the project's modules runs every
+/// enabled rule.
+pub fn lint_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> LintResult {
+    let possible = possible_in_project(source, settings, project);
     if !possible.any_enabled() {
         return LintResult::default();
     }
     let tree = memlint_python::parse_with(source, None);
-    lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules)
+    lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
+}
+
+/// The rules that could fire on `source`: the pre-filter's, or all enabled rules when the
+/// file imports a module of its project.
+fn possible_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> RuleSelection {
+    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
+    if project.is_empty() || possible == settings.rules {
+        return possible;
+    }
+    let imports_project = memlint_python::project::imported_modules(source)
+        .into_iter()
+        .any(|m| m != "torch" && !m.starts_with("torch.") && project.is_project_module(m));
+    if imports_project {
+        settings.rules.clone()
+    } else {
+        possible
+    }
 }
 
 /// [`lint`] without the pre-filter: every enabled rule runs on the parsed file (tests
 /// and `memlint check --no-prefilter` compare the two).
 pub fn lint_unfiltered(source: &str, settings: &LinterSettings) -> LintResult {
+    lint_unfiltered_in_project(source, settings, &NoProject)
+}
+
+/// [`lint_in_project`] without the pre-filter.
+pub fn lint_unfiltered_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> LintResult {
     if !settings.rules.any_enabled() {
         return LintResult::default();
     }
     let tree = memlint_python::parse_with(source, None);
-    lint_possible(source, &tree, settings, &settings.rules)
+    lint_possible(source, &tree, settings, &settings.rules, project)
 }
 
 /// Lint `source` whose tree is already parsed (the language server keeps trees).
 /// The same pre-filter as [`lint`] applies, so the findings are the same.
 pub fn lint_tree(source: &str, tree: &Tree, settings: &LinterSettings) -> LintResult {
-    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
+    lint_tree_in_project(source, tree, settings, &NoProject)
+}
+
+/// [`lint_in_project`] on a tree already parsed (the language server keeps trees).
+pub fn lint_tree_in_project(source: &str, tree: &Tree, settings: &LinterSettings, project: &dyn ProjectIndex) -> LintResult {
+    let possible = possible_in_project(source, settings, project);
     if !possible.any_enabled() {
         return LintResult::default();
     }
-    lint_possible(source, tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules)
+    lint_possible(source, tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
 }
 
 /// Runs the rules of `settings` (already narrowed by the pre-filter, or not) on `tree`;
@@ -76,13 +113,13 @@ pub fn lint_tree(source: &str, tree: &Tree, settings: &LinterSettings) -> LintRe
 /// suppression comments drop theirs, recording which directive suppressed what; then
 /// the rules that check suppression comments run on that record (their findings are
 /// not suppressed again: a directive that lists such a rule exempts itself).
-fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: &RuleSelection) -> LintResult {
+fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: &RuleSelection, project: &dyn ProjectIndex) -> LintResult {
     let directives = Directives::from_tree(tree, source);
     if directives.skip_file {
         return LintResult { skipped: true, ..LintResult::default() };
     }
     let syntax_errors = memlint_python::syntax_errors(tree, source);
-    let model = memlint_python::SemanticModel::new(tree, source);
+    let model = memlint_python::SemanticModel::with_project(tree, source, project);
     let mut diagnostics = checker::run_rules(&model, settings);
     if !syntax_errors.is_empty() {
         diagnostics.retain(|d| !checker::in_error_region(tree, d.range.clone()));

@@ -4,6 +4,7 @@
 //! Nothing here does I/O: callers hand in source text.
 
 mod line_index;
+pub mod project;
 mod semantic;
 
 pub use line_index::{LineIndex, SourcePosition};
@@ -12,6 +13,9 @@ pub use semantic::{
     text_names_a_model_or_loss, text_names_an_optimizer,
     named_children, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo,
     LoopKind, SemanticModel, ValueKind,
+};
+pub use project::{
+    FunctionSummary, ModuleLoader, ModuleSummary, NoProject, ProjectIndex, ProjectResolver, StoreKind, StoredArgument, Symbol,
 };
 pub use tree_sitter;
 

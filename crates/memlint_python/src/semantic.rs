@@ -135,6 +135,8 @@ struct Import {
 struct ClassInfo {
     is_module: bool,
     is_lightning: bool,
+    /// The bases as spelled (dotted), for the project lookup of imported bases.
+    bases: Vec<String>,
 }
 
 /// The semantic model of one module. Build it once per parse with [`SemanticModel::new`].
@@ -180,6 +182,15 @@ pub struct SemanticModel<'t> {
     loop_kinds: RefCell<HashMap<usize, LoopKind>>,
     /// Statements `x.enter_context(...)` / `torch.set_grad_enabled(...)`, by their block.
     toggle_statements: HashMap<NodeKey, Vec<Node<'t>>>,
+    // ----- the project around the module (see `project.rs`) -----
+    /// What the project knows of imported names ([`crate::NoProject`] for a lone file).
+    project: &'t dyn crate::ProjectIndex,
+    /// Modules imported with `from M import *` (module level), as spelled.
+    star_imports: Vec<String>,
+    /// Answers of the project, by the name asked (the model asks each name once).
+    project_symbols: RefCell<HashMap<String, Option<crate::Symbol>>>,
+    /// Top-level functions only called from other modules, all with gradients disabled.
+    external_no_grad: RefCell<HashMap<usize, Option<String>>>,
 }
 
 /// A node's identity within one tree (ids alone can repeat for small inline leaves).
@@ -472,6 +483,12 @@ pub fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
 
 impl<'t> SemanticModel<'t> {
     pub fn new(tree: &'t Tree, source: &'t str) -> Self {
+        Self::with_project(tree, source, &crate::NoProject)
+    }
+
+    /// The model of a module of a project: names it imports from the project are
+    /// resolved through `project` (classes and their bases, factories, callers elsewhere).
+    pub fn with_project(tree: &'t Tree, source: &'t str, project: &'t dyn crate::ProjectIndex) -> Self {
         let root = tree.root_node();
         let mut model = SemanticModel {
             source,
@@ -496,6 +513,10 @@ impl<'t> SemanticModel<'t> {
             loop_infos: RefCell::new(HashMap::default()),
             loop_kinds: RefCell::new(HashMap::default()),
             toggle_statements: HashMap::default(),
+            project,
+            star_imports: Vec::new(),
+            project_symbols: RefCell::new(HashMap::default()),
+            external_no_grad: RefCell::new(HashMap::default()),
         };
         model.parents.reserve(root.descendant_count() / 2);
         model.collect(&mut root.walk(), None, None);
@@ -652,6 +673,10 @@ impl<'t> SemanticModel<'t> {
                     .field("superclasses")
                     .map(|s| self.text(s).to_owned())
                     .unwrap_or_default();
+                let base_names: Vec<String> = node
+                    .field("superclasses")
+                    .map(|s| named_children(s).into_iter().filter_map(|b| self.dotted_name(b)).collect())
+                    .unwrap_or_default();
                 let is_lightning = bases.contains("LightningModule");
                 let is_module = is_lightning
                     || bases.contains("Module")
@@ -659,7 +684,7 @@ impl<'t> SemanticModel<'t> {
                         self.classes.get(b).map(|c| c.is_module).unwrap_or(false)
                     });
                 let class_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
-                self.classes.insert(class_name, ClassInfo { is_module, is_lightning });
+                self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: base_names });
                 self.add_binding(scope, class_name, node, None, BindingKind::Definition);
                 if let Some(body) = node.field("body") {
                     self.collect(&mut body.walk(), scope, Some(&name));
@@ -695,6 +720,9 @@ impl<'t> SemanticModel<'t> {
                     .field("module_name")
                     .map(|m| self.text(m).to_owned())
                     .unwrap_or_default();
+                if scope.is_none() && named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
+                    self.star_imports.push(module.clone());
+                }
                 let mut cursor = node.walk();
                 let names: Vec<Node> = node.children_by_field_name("name", &mut cursor).collect();
                 for child in names {
@@ -706,7 +734,7 @@ impl<'t> SemanticModel<'t> {
                         },
                         _ => continue,
                     };
-                    self.imports.push(Import { scope, local: local.to_owned(), qualified: format!("{module}.{name}") });
+                    self.imports.push(Import { scope, local: local.to_owned(), qualified: crate::project::join_import(&module, name) });
                     self.add_binding(scope, local, node, None, BindingKind::Definition);
                 }
                 return;
@@ -883,9 +911,191 @@ impl<'t> SemanticModel<'t> {
         self.functions.values()
     }
 
-    /// Is `class` (a name defined in this module) a `torch.nn.Module` subclass?
+    /// Is `class` (a name defined in this module) a `torch.nn.Module` subclass? Through
+    /// its bases: local classes, and classes imported from the project.
     pub fn is_module_class(&self, class: &str) -> bool {
-        self.classes.get(class).map(|c| c.is_module).unwrap_or(false)
+        self.is_module_class_at(class, 0)
+    }
+
+    fn is_module_class_at(&self, class: &str, depth: usize) -> bool {
+        let Some(info) = self.classes.get(class) else { return false };
+        if info.is_module {
+            return true;
+        }
+        if depth > 16 || self.project.is_empty() {
+            return false;
+        }
+        info.bases.iter().any(|base| {
+            if base != class && self.classes.contains_key(base.as_str()) {
+                return self.is_module_class_at(base, depth + 1);
+            }
+            matches!(self.project_symbol_spelled(base), Some(crate::Symbol::Class { is_module: true, .. }))
+        })
+    }
+
+    // ----- the project ------------------------------------------------------------
+
+    /// What the project says a name is, as this module spells it at module level
+    /// (`G`, `models.G`): through the module's imports, else (a name the module does
+    /// not bind) its star imports.
+    pub fn project_symbol_spelled(&self, spelled: &str) -> Option<crate::Symbol> {
+        if self.project.is_empty() {
+            return None;
+        }
+        let (first, rest) = match spelled.split_once('.') {
+            Some((f, r)) => (f, Some(r)),
+            None => (spelled, None),
+        };
+        let qualified = match self.imports.iter().rev().find(|i| i.scope.is_none() && i.local == first) {
+            Some(import) => match rest {
+                Some(rest) => format!("{}.{}", import.qualified, rest),
+                None => import.qualified.clone(),
+            },
+            None if !self.star_imports.is_empty() && rest.is_none() => spelled.to_owned(),
+            None => return None,
+        };
+        self.project_symbol(&qualified)
+    }
+
+    /// What the project says `qualified` (through this module's imports) is.
+    pub fn project_symbol(&self, qualified: &str) -> Option<crate::Symbol> {
+        if self.project.is_empty() || qualified.starts_with("torch.") || qualified == "torch" {
+            return None;
+        }
+        if let Some(answer) = self.project_symbols.borrow().get(qualified) {
+            return answer.clone();
+        }
+        let answer = self.project.symbol(qualified);
+        self.project_symbols.borrow_mut().insert(qualified.to_owned(), answer.clone());
+        answer
+    }
+
+    /// The project's answer for the callee of a call (an imported name, or a name the
+    /// module does not bind after a star import).
+    pub fn project_callee(&self, call: Node<'t>) -> Option<crate::Symbol> {
+        if self.project.is_empty() {
+            return None;
+        }
+        let callee = call.field("function")?;
+        match self.qualified_name(callee) {
+            Some(q) => self.project_symbol(&q),
+            None if callee.kind_name() == "identifier" && !self.star_imports.is_empty() => {
+                let name = self.text(callee);
+                if self.binding_at(name, call).is_some() {
+                    return None;
+                }
+                self.project_symbol(name)
+            }
+            None => None,
+        }
+    }
+
+    /// What calling a project name returns, when the project knows: a module instance
+    /// (a `torch.nn.Module` subclass, or a factory returning one), or nothing the rules
+    /// care about (another class: a constructor call is not a forward pass).
+    fn project_call_kind(&self, call: Node<'t>, name: &str) -> Option<ValueKind> {
+        match self.project_callee(call)? {
+            crate::Symbol::Class { is_module: true, .. } => {
+                Some(if name_says_loss(name) || name.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model })
+            }
+            crate::Symbol::Class { is_module: false, .. } => Some(ValueKind::Unknown),
+            crate::Symbol::Function { returns_module: true, .. } => Some(ValueKind::Model),
+            _ => None,
+        }
+    }
+
+    /// For a call `obj.method(arg, ...)` where `obj` was built from a class (of this
+    /// module or imported from the project): the arguments the method stores into state
+    /// outliving the call (`self.total += val`), with the argument node passed for each.
+    pub fn call_stores_arguments(&self, call: Node<'t>) -> Vec<(Node<'t>, crate::StoredArgument)> {
+        let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else { return Vec::new() };
+        let (Some(object), Some(method)) = (callee.field("object"), callee.field("attribute")) else { return Vec::new() };
+        let method = self.text(method);
+        let Some(class_call) = self.constructor_of(object) else { return Vec::new() };
+        let Some(class_callee) = class_call.field("function") else { return Vec::new() };
+        let stores = match self.local_class_methods(class_callee) {
+            Some(methods) => methods,
+            None => match self.project_callee(class_call) {
+                Some(crate::Symbol::Class { methods, .. }) => methods,
+                _ => return Vec::new(),
+            },
+        };
+        let Some(summary) = stores.into_iter().find(|m| m.name == method) else { return Vec::new() };
+        let Some(args) = call.field("arguments") else { return Vec::new() };
+        let args = named_children(args);
+        let mut found = Vec::new();
+        for stored in summary.stores {
+            let by_keyword = args.iter().find(|a| {
+                a.kind_name() == "keyword_argument" && a.field("name").map(|n| self.text(n) == stored.name).unwrap_or(false)
+            });
+            let arg = match by_keyword {
+                Some(a) => a.field("value"),
+                None => args.iter().filter(|a| a.kind_name() != "keyword_argument").nth(stored.position).copied(),
+            };
+            if let Some(arg) = arg.filter(|a| !matches!(a.kind_name(), "list_splat" | "dictionary_splat")) {
+                found.push((arg, stored));
+            }
+        }
+        found
+    }
+
+    /// The call that built the value of `object` (`meter` after `meter = AverageMeter()`,
+    /// `self.meter` after `self.meter = AverageMeter()` in the class).
+    fn constructor_of(&self, object: Node<'t>) -> Option<Node<'t>> {
+        let value = match object.kind_name() {
+            "identifier" => {
+                let binding = self.binding_at(self.text(object), object)?;
+                if binding.kind != BindingKind::Assign {
+                    return None;
+                }
+                binding.value?
+            }
+            "attribute" => {
+                let obj = object.field("object")?;
+                if self.text(obj) != "self" {
+                    return None;
+                }
+                let values = self.self_attributes.get(self.text(object.field("attribute")?))?;
+                *values.iter().find(|v| unparenthesize(**v).kind_name() == "call")?
+            }
+            _ => return None,
+        };
+        let value = unparenthesize(value);
+        (value.kind_name() == "call").then_some(value)
+    }
+
+    /// The method summaries of a class this module defines (`callee` names it).
+    fn local_class_methods(&self, callee: Node<'t>) -> Option<Vec<crate::FunctionSummary>> {
+        if callee.kind_name() != "identifier" {
+            return None;
+        }
+        let name = self.text(callee);
+        self.classes.get(name)?;
+        let def = self.bindings_of(None, name)?.iter().rev().find(|b| b.statement.kind_name() == "class_definition")?.statement;
+        Some(crate::project::class_methods(self.source, def))
+    }
+
+    /// For a top-level function this module never calls: gradients are disabled in it when
+    /// the project's other modules call it, and only with gradients disabled.
+    fn external_no_grad(&self, def: Node<'t>) -> Option<String> {
+        if self.project.is_empty() {
+            return None;
+        }
+        if let Some(answer) = self.external_no_grad.borrow().get(&def.id()) {
+            return answer.clone();
+        }
+        let info = self.functions.get(&def.id())?;
+        let top_level = info.class.is_none() && self.parent(info.outer).map(|p| p.kind_name() == "module").unwrap_or(false);
+        let called_here = self.calls_named(&info.name).iter().any(|c| c.field("function").map(|f| f.kind_name() == "identifier").unwrap_or(false));
+        let answer = if top_level && !called_here {
+            let calls = self.project.external_calls(&info.name);
+            (!calls.is_empty() && calls.iter().all(|disabled| *disabled))
+                .then(|| "only called with gradients disabled (in other modules of the project)".to_owned())
+        } else {
+            None
+        };
+        self.external_no_grad.borrow_mut().insert(def.id(), answer.clone());
+        answer
     }
 
     pub fn is_lightning_class(&self, class: &str) -> bool {
@@ -1029,7 +1239,10 @@ impl<'t> SemanticModel<'t> {
                 "function_definition" => {
                     return match no_grad_fns.get(&n.id()) {
                         Some(why) => GradContext::Disabled(why.clone()),
-                        None => GradContext::Enabled,
+                        None => match self.external_no_grad(n) {
+                            Some(why) => GradContext::Disabled(why),
+                            None => GradContext::Enabled,
+                        },
                     };
                 }
                 "lambda" => return GradContext::Enabled,
@@ -1196,7 +1409,9 @@ impl<'t> SemanticModel<'t> {
                     continue;
                 };
                 let GradContext::Disabled(why) = self.grad_context_with(first, &no_grad) else { continue };
-                if calls.all(|c| self.grad_context_with(c, &no_grad).is_disabled()) {
+                // Callers in other modules of the project must disable gradients too.
+                let elsewhere_enabled = || !*is_method && !self.project.is_empty() && self.project.external_calls(name).iter().any(|d| !d);
+                if calls.all(|c| self.grad_context_with(c, &no_grad).is_disabled()) && !elsewhere_enabled() {
                     for id in ids {
                         no_grad.entry(*id).or_insert_with(|| format!("only called under {why}"));
                     }
@@ -1406,6 +1621,11 @@ impl<'t> SemanticModel<'t> {
     /// The module expression a forward call calls (`model` in `model(x)` and `model.forward(x)`).
     pub fn forward_callee(&self, call: Node<'t>) -> Option<Node<'t>> {
         let callee = call.field("function")?;
+        // A class, function or module of the project is not a module instance: calling it
+        // builds one (`Generator(cfg)`), or runs code that is not a forward pass.
+        if self.project_callee(call).is_some() {
+            return None;
+        }
         if callee.kind_name() == "attribute" {
             let attr = callee.field("attribute").map(|a| self.text(a));
             if attr == Some("forward") {
@@ -1609,6 +1829,9 @@ impl<'t> SemanticModel<'t> {
             let object = callee.field("object");
             let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
             if let Some(qualified) = self.qualified_name(callee) {
+                if let Some(kind) = self.project_call_kind(call, method) {
+                    return kind;
+                }
                 return self.library_call_kind(call, &qualified, depth);
             }
             let Some(object) = object else { return ValueKind::Unknown };
@@ -1650,6 +1873,9 @@ impl<'t> SemanticModel<'t> {
         }
         if callee.kind_name() == "identifier" {
             let name = self.text(callee);
+            if let Some(kind) = self.project_call_kind(call, name) {
+                return kind;
+            }
             if let Some(qualified) = self.qualified_name(callee) {
                 return self.library_call_kind(call, &qualified, depth);
             }
@@ -1668,8 +1894,8 @@ impl<'t> SemanticModel<'t> {
                 }
                 _ => {}
             }
-            if let Some(class) = self.classes.get(name) {
-                return if class.is_module {
+            if self.classes.contains_key(name) {
+                return if self.is_module_class(name) {
                     if name_says_loss(name) || name.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model }
                 } else {
                     ValueKind::Unknown

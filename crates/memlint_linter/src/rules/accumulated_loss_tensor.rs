@@ -79,6 +79,45 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         let Some(base) = accumulator_base(model, accumulator) else { continue };
+        // Any other collected tensor is `gpu-tensors-collected`'s business.
+        if statement.kind_name() == "call" && !is_loss_like(model, term, 0) {
+            continue;
+        }
+        report(checker, statement, &base, term, None);
+    }
+    check_calls(checker);
+}
+
+/// Through calls: `meter.update(loss)` where the method of `meter`'s class (defined in
+/// this module or imported from the project) does `self.total += val` or appends it.
+fn check_calls(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    for range in model.outermost_loop_ranges() {
+        for call in model.calls().iter().copied().filter(|c| range.contains(&c.start_byte())) {
+            if call.field("function").map(|f| f.kind_name() != "attribute").unwrap_or(true) {
+                continue;
+            }
+            for (term, stored) in model.call_stores_arguments(call) {
+                if !model.has_autograd_history(term) {
+                    continue;
+                }
+                if stored.kind == memlint_python::StoreKind::Appends && !is_loss_like(model, term, 0) {
+                    continue;
+                }
+                let Some(object) = call.field("function").and_then(|f| f.field("object")) else { continue };
+                let Some(base) = accumulator_base(model, object) else { continue };
+                report(checker, call, &base, term, Some(&stored));
+            }
+        }
+    }
+}
+
+/// Reports `statement` (an accumulation, or a call that accumulates, `via`) when the
+/// accumulator `base` outlives the iterations of a loop over batches.
+fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, term: Node<'t>, via: Option<&memlint_python::StoredArgument>) {
+    let model = checker.model;
+    {
+        let base = base.to_owned();
         let loops = model.enclosing_loops(statement);
         // The loops whose iterations the accumulator survives: those that contain no
         // plain (re)definition of it. They are the innermost ones, up to the loop that
@@ -101,18 +140,14 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 !definitions.iter().any(|d| body.map(|b| contains(b, *d)).unwrap_or(false))
             })
             .collect();
-        let Some(outermost) = surviving.last() else { continue };
+        let Some(outermost) = surviving.last() else { return };
         // Across batches only: a loop inside a forward pass (over layers, tiles,
         // timesteps) needs what it collects for that pass's own backward.
         if !surviving.iter().any(|l| l.over_batches) {
-            continue;
-        }
-        // Any other collected tensor is `gpu-tensors-collected`'s business.
-        if statement.kind_name() == "call" && !is_loss_like(model, term, 0) {
-            continue;
+            return;
         }
         if model.backpropagated_after(&base, statement) {
-            continue;
+            return;
         }
         let training = subtree_has(model, outermost.node, |n| n.kind_name() == "call" && model.is_backward_call(n));
         let statement_text = snippet(model, statement);
@@ -131,6 +166,14 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 ),
                 Severity::Error,
             )
+        };
+        let message = match via {
+            Some(stored) => message.replacen(
+                &format!("`{statement_text}`"),
+                &format!("`{statement_text}` (its method stores `{}` in `{}`)", stored.name, stored.into),
+                1,
+            ),
+            None => message,
         };
         let fix = item_fix(model, term);
         checker.report(
