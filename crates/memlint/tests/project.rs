@@ -129,3 +129,10 @@ fn a_project_module_that_does_not_parse_or_read_is_unknown_not_an_error() {
     let code = output.status.code().unwrap();
     assert!(code == 0 || code == 1, "no crash on a broken module or an import cycle: {}", String::from_utf8_lossy(&output.stderr));
 }
+
+#[test]
+fn the_prefilter_drops_no_finding_that_the_project_adds() {
+    for name in ["sibling", "factory", "callers_no_grad", "callers_grad", "meter"] {
+        assert_eq!(findings(name, &[]), findings(name, &["--no-prefilter"]), "{name}");
+    }
+}

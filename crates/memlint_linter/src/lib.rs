@@ -60,20 +60,58 @@ pub fn lint_in_project(source: &str, settings: &LinterSettings, project: &dyn Pr
 }
 
 /// The rules that could fire on `source`: the pre-filter's, or all enabled rules when the
-/// file imports a module of its project.
+/// file uses a name it imports from its project that can make a value a network or an
+/// accumulator (a `torch.nn.Module` class, a factory returning one, a class whose methods
+/// store their arguments), by calling it, deriving from it or reaching it through an
+/// imported project module (`nets.Enc()`), or star-imports a project module.
 fn possible_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> RuleSelection {
-    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
+    let words = prefilter::Words::scan(source);
+    let possible = prefilter::possible_rules(&words, &settings.rules);
     if project.is_empty() || possible == settings.rules {
         return possible;
     }
-    let imports_project = memlint_python::project::imported_modules(source)
-        .into_iter()
-        .any(|m| m != "torch" && !m.starts_with("torch.") && project.is_project_module(m));
-    if imports_project {
+    if uses_project_names(source, &words, project) {
         settings.rules.clone()
     } else {
         possible
     }
+}
+
+fn uses_project_names(source: &str, words: &prefilter::Words<'_>, project: &dyn ProjectIndex) -> bool {
+    let used = |name: &str| {
+        words.called(name) || words.contains(&format!("({name}")) || words.contains(&format!(" {name})")) || words.contains(&format!(" {name},"))
+    };
+    let matters = |qualified: &str| project.symbol(qualified).as_ref().map(memlint_python::project::symbol_matters);
+    memlint_python::project::scan_imports(source).into_iter().any(|import| {
+        if import.module == "torch" || import.module.starts_with("torch.") || !project.is_project_module(import.module) {
+            return false;
+        }
+        import.star
+            || import.locals.iter().any(|(qualified, local)| {
+                if used(local) && matters(qualified) == Some(true) {
+                    return true;
+                }
+                // `local.attr` (a module, or a class's attribute), followed one level further.
+                let prefix = format!("{local}.");
+                let bytes = source.as_bytes();
+                source.match_indices(&prefix).any(|(at, _)| {
+                    if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_' || bytes[at - 1] == b'.') {
+                        return false;
+                    }
+                    let rest = &source[at + prefix.len()..];
+                    let attr_len = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+                    let attr = &rest[..attr_len];
+                    if attr.is_empty() {
+                        return false;
+                    }
+                    match project.symbol(&format!("{qualified}.{attr}")) {
+                        Some(memlint_python::Symbol::Module) => rest[attr_len..].starts_with('.'),
+                        Some(symbol) => (words.called(attr) || used(attr)) && memlint_python::project::symbol_matters(&symbol),
+                        None => false,
+                    }
+                })
+            })
+    })
 }
 
 /// [`lint`] without the pre-filter: every enabled rule runs on the parsed file (tests

@@ -273,12 +273,45 @@ impl ModuleLoader for Project {
         self.module(key).map(|m| m.summary.clone())
     }
 
+    /// The files of the run that mention both `name` and a name a caller must write to
+    /// import it: the module's own (`evaluation` for `evaluation.py`), or that of a
+    /// package whose `__init__.py` re-exports it (`from pkg import score`).
     fn candidate_callers(&self, key: &str, name: &str) -> Vec<String> {
         let files = lock(&self.files).clone();
         let mentions = self.mentions();
         let Some(indices) = mentions.get(name) else { return Vec::new() };
+        let mut words: Vec<String> = Vec::new();
+        let path = Path::new(key);
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut dir = path.parent().map(Path::to_owned);
+        if stem == "__init__" {
+            if let Some(d) = &dir {
+                words.extend(d.file_name().map(|n| n.to_string_lossy().into_owned()));
+                dir = d.parent().map(Path::to_owned);
+            }
+        } else {
+            words.push(stem);
+        }
+        while let Some(d) = dir {
+            let init = d.join("__init__.py");
+            if !self.exists(&init) {
+                break;
+            }
+            let reexports = self
+                .summary(&Project::key(&init))
+                .map(|s| s.import(name).is_some() || !s.star_imports.is_empty())
+                .unwrap_or(false);
+            if !reexports {
+                break;
+            }
+            words.extend(d.file_name().map(|n| n.to_string_lossy().into_owned()));
+            dir = d.parent().map(Path::to_owned);
+        }
+        let importing: std::collections::HashSet<u32> =
+            words.iter().filter_map(|w| mentions.get(w)).flatten().copied().collect();
         indices
             .iter()
+            .filter(|i| importing.contains(i))
             .filter_map(|i| files.get(*i as usize))
             .map(|p| Project::key(p))
             .filter(|k| k != key)

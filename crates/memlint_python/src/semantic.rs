@@ -191,6 +191,9 @@ pub struct SemanticModel<'t> {
     project_symbols: RefCell<HashMap<String, Option<crate::Symbol>>>,
     /// Top-level functions only called from other modules, all with gradients disabled.
     external_no_grad: RefCell<HashMap<usize, Option<String>>>,
+    /// Set while the local fixed point runs: it decides from this module's calls alone
+    /// (asking the project for every function it walks through would be eager).
+    local_only: std::cell::Cell<bool>,
 }
 
 /// A node's identity within one tree (ids alone can repeat for small inline leaves).
@@ -517,6 +520,7 @@ impl<'t> SemanticModel<'t> {
             star_imports: Vec::new(),
             project_symbols: RefCell::new(HashMap::default()),
             external_no_grad: RefCell::new(HashMap::default()),
+            local_only: std::cell::Cell::new(false),
         };
         model.parents.reserve(root.descendant_count() / 2);
         model.collect(&mut root.walk(), None, None);
@@ -1078,7 +1082,7 @@ impl<'t> SemanticModel<'t> {
     /// For a top-level function this module never calls: gradients are disabled in it when
     /// the project's other modules call it, and only with gradients disabled.
     fn external_no_grad(&self, def: Node<'t>) -> Option<String> {
-        if self.project.is_empty() {
+        if self.project.is_empty() || self.local_only.get() {
             return None;
         }
         if let Some(answer) = self.external_no_grad.borrow().get(&def.id()) {
@@ -1373,6 +1377,12 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn compute_no_grad_functions(&mut self) {
+        self.local_only.set(true);
+        self.compute_no_grad_functions_locally();
+        self.local_only.set(false);
+    }
+
+    fn compute_no_grad_functions_locally(&mut self) {
         let mut no_grad: HashMap<usize, String> = HashMap::default();
         for info in self.functions.values() {
             if let Some(d) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
