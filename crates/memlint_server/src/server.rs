@@ -733,7 +733,7 @@ impl LanguageServer for Server {
             diagnostic_provider: pull.then(|| {
                 DiagnosticServerCapabilities::Options(DiagnosticOptions {
                     identifier: Some("memlint".to_owned()),
-                    inter_file_dependencies: false,
+                    inter_file_dependencies: true,
                     workspace_diagnostics: false,
                     ..DiagnosticOptions::default()
                 })
