@@ -644,7 +644,7 @@ fn syntax_problem(errors: Vec<SyntaxError>) -> Vec<FileProblem> {
 
 fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cache: Option<&Cache>, no_prefilter: bool, project: Option<&Project>) -> FileReport {
     let path = &file.path;
-    let resolver = crate::project::index(project, path);
+    let resolver = crate::project::index(project, path, fix_mode.is_none());
     let index = crate::project::as_index(&resolver);
     let lint = |program: &str, settings: &LinterSettings| lint_in_project(program, settings, index);
     let text = match read_text(path) {
@@ -756,7 +756,7 @@ fn check_stdin(args: &CheckArgs, resolver: &Resolver, name: &Path) -> u8 {
         return exit::CLEAN;
     }
     let project = (!args.no_project).then(|| crate::project::for_stdin(settings.config_file.as_ref().map(|_| settings.root.clone())));
-    let resolver = crate::project::index(project.as_ref(), name);
+    let resolver = crate::project::index(project.as_ref(), name, false);
     let index: &dyn ProjectIndex = crate::project::as_index(&resolver);
     let lint = |program: &str, settings: &LinterSettings| lint_in_project(program, settings, index);
     let report = match decode(bytes).and_then(|text| SourceFile::new(name, text)) {

@@ -29,9 +29,14 @@ pub fn for_stdin(root: Option<PathBuf>) -> Project {
     Project::new(root.into_iter().collect(), Vec::new())
 }
 
-/// The index of one linted file of `project`, or none (`--no-project`).
-pub fn index<'p>(project: Option<&'p Project>, path: &Path) -> Option<ProjectResolver<'p>> {
-    project.map(|p| ProjectResolver::new(p, Project::key(path)))
+/// The index of one linted file of `project`, or none (`--no-project`). `on_disk`: the
+/// text linted is the file's (not a fix pass's, nor standard input's), so its parse can
+/// also give its summary.
+pub fn index<'p>(project: Option<&'p Project>, path: &Path, on_disk: bool) -> Option<ProjectResolver<'p>> {
+    project.map(|p| {
+        let resolver = ProjectResolver::new(p, Project::key(path));
+        if on_disk { resolver.seeding() } else { resolver }
+    })
 }
 
 /// The index to lint with: the file's, or the empty one.

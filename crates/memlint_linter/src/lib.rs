@@ -157,6 +157,7 @@ fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: 
         return LintResult { skipped: true, ..LintResult::default() };
     }
     let syntax_errors = memlint_python::syntax_errors(tree, source);
+    project.seed(tree, source);
     let model = memlint_python::SemanticModel::with_project(tree, source, project);
     let mut diagnostics = checker::run_rules(&model, settings);
     if !syntax_errors.is_empty() {

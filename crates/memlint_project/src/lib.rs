@@ -23,8 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use memlint_python::project::{imported_calls, ImportedCall};
-use memlint_python::{ModuleLoader, ModuleSummary, SemanticModel};
+use memlint_python::{ModuleLoader, ModuleSummary};
 use rayon::prelude::*;
 
 /// Modules larger than this are not read for the project (generated code, data).
@@ -34,10 +33,8 @@ pub const DEFAULT_MODULE_LIMIT: usize = 50_000;
 
 /// One module read from disk.
 struct Module {
-    text: Arc<str>,
     hash: String,
     summary: Arc<ModuleSummary>,
-    calls: OnceLock<Option<Arc<Vec<ImportedCall>>>>,
 }
 
 /// The modules of a project on disk, read lazily. Shared by the threads of one run (the
@@ -188,10 +185,10 @@ impl Project {
             }
             let bytes = std::fs::read(&path).ok()?;
             let hash = Project::hash_text(&bytes);
-            let text: Arc<str> = String::from_utf8_lossy(&bytes).into();
+            let text = String::from_utf8_lossy(&bytes);
             let tree = memlint_python::parse_with(&text, None);
             let summary = Arc::new(ModuleSummary::new(&tree, &text));
-            Some(Arc::new(Module { text, hash, summary, calls: OnceLock::new() }))
+            Some(Arc::new(Module { hash, summary }))
         })
         .clone()
     }
@@ -318,15 +315,16 @@ impl ModuleLoader for Project {
             .collect()
     }
 
-    fn imported_calls(&self, key: &str) -> Option<Arc<Vec<ImportedCall>>> {
-        let module = self.module(key)?;
-        module
-            .calls
-            .get_or_init(|| {
-                let tree = memlint_python::parse_with(&module.text, None);
-                let model = SemanticModel::new(&tree, &module.text);
-                Some(Arc::new(imported_calls(&model, &module.summary)))
-            })
-            .clone()
+    fn seed(&self, key: &str, text: &str, summary: &dyn Fn() -> ModuleSummary) {
+        let cell = lock(&self.modules).entry(PathBuf::from(key)).or_default().clone();
+        if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
+            return;
+        }
+        if self.summarized.fetch_add(1, Ordering::Relaxed) >= self.limit {
+            self.limit_reached.store(true, Ordering::Relaxed);
+            return;
+        }
+        let _ = cell.set(Some(Arc::new(Module { hash: Project::hash_text(text.as_bytes()), summary: Arc::new(summary()) })));
     }
+
 }

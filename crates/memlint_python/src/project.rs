@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use tree_sitter::{Node, Tree};
 
 use crate::semantic::{named_children, unparenthesize};
-use crate::{GradContext, NodeExt, SemanticModel};
+use crate::NodeExt;
 
 /// How a function stores one of its arguments into state that outlives the call
 /// (`self.total += val`, `self.preds.append(preds)`, a module-level list).
@@ -77,6 +77,8 @@ pub struct ModuleSummary {
     pub star_imports: Vec<String>,
     /// `__all__` when it is a literal list or tuple of strings.
     pub all: Option<Vec<String>>,
+    /// The calls of names it imports (see [`ImportedCall`]).
+    pub calls: Vec<ImportedCall>,
 }
 
 /// A call of an imported name, with the gradient context it runs in: what a module that
@@ -111,6 +113,19 @@ fn dotted(source: &str, node: Node<'_>) -> Option<String> {
     }
 }
 
+/// `torch.no_grad()`, `torch.inference_mode()` (not `inference_mode(False)`),
+/// `torch.set_grad_enabled(False)`.
+fn disables_grad_call(source: &str, call: Node<'_>) -> bool {
+    let Some(name) = call.field("function").and_then(|f| dotted(source, f)) else { return false };
+    let first_arg = call.field("arguments").and_then(|a| a.named_child(0)).map(|a| text(source, a));
+    match name.rsplit('.').next().unwrap_or("") {
+        "no_grad" => true,
+        "inference_mode" => !first_arg.map(|a| a.ends_with("False")).unwrap_or(false),
+        "set_grad_enabled" => first_arg.map(|a| a.ends_with("False")).unwrap_or(false),
+        _ => false,
+    }
+}
+
 /// Decorators that disable gradients (`@torch.no_grad()`, `@torch.inference_mode()`,
 /// `@no_grad`).
 fn decorator_disables_grad(source: &str, decorator: Node<'_>) -> bool {
@@ -132,7 +147,82 @@ impl ModuleSummary {
         for statement in named_children(root) {
             summary.statement(source, statement);
         }
+        let mut calls = Vec::new();
+        summary.collect_calls(source, root, false, &mut calls);
+        summary.calls = calls;
         summary
+    }
+
+    /// The calls of imported names under `node`, with whether gradients are disabled there
+    /// (`with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(False)`, a function
+    /// decorated with them). One walk; the module's own call graph is not followed.
+    fn collect_calls(&self, source: &str, node: Node<'_>, disabled: bool, out: &mut Vec<ImportedCall>) {
+        let mut cursor = node.walk();
+        for child in node.named_children(&mut cursor) {
+            let mut inner = disabled;
+            match child.kind_name() {
+                "decorated_definition" => {
+                    let decorators = named_children(child).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0));
+                    inner = decorators.into_iter().any(|d| decorator_disables_grad(source, d));
+                    if let Some(def) = child.field("definition") {
+                        if let Some(body) = def.field("body") {
+                            self.collect_calls(source, body, inner, out);
+                        }
+                    }
+                    continue;
+                }
+                "function_definition" => {
+                    // A function runs where it is called: not under the `with` around its def.
+                    if let Some(body) = child.field("body") {
+                        self.collect_calls(source, body, false, out);
+                    }
+                    continue;
+                }
+                "with_statement" => {
+                    let items = named_children(child).into_iter().find(|c| c.kind_name() == "with_clause").map(named_children).unwrap_or_default();
+                    for item in &items {
+                        self.collect_calls(source, *item, disabled, out);
+                    }
+                    let off = items.iter().any(|item| {
+                        let Some(mut value) = item.field("value") else { return false };
+                        if value.kind_name() == "as_pattern" {
+                            match value.named_child(0) {
+                                Some(v) => value = v,
+                                None => return false,
+                            }
+                        }
+                        value.kind_name() == "call" && disables_grad_call(source, value)
+                    });
+                    if let Some(body) = child.field("body") {
+                        self.collect_calls(source, body, disabled || off, out);
+                    }
+                    continue;
+                }
+                "call" => {
+                    if let Some(callee) = child.field("function").and_then(|f| dotted(source, f)) {
+                        let (first, rest) = match callee.split_once('.') {
+                            Some((f, r)) => (f, Some(r)),
+                            None => (callee.as_str(), None),
+                        };
+                        let qualified = match self.import(first) {
+                            Some(q) => Some(match rest {
+                                Some(r) => format!("{q}.{r}"),
+                                None => q.to_owned(),
+                            }),
+                            None if rest.is_none() && !self.star_imports.is_empty() && self.function(first).is_none() && self.class(first).is_none() => {
+                                Some(first.to_owned())
+                            }
+                            None => None,
+                        };
+                        if let Some(q) = qualified.filter(|q| !q.starts_with("torch.")) {
+                            out.push(ImportedCall { callee: q, grad_disabled: disabled });
+                        }
+                    }
+                }
+                _ => {}
+            }
+            self.collect_calls(source, child, inner, out);
+        }
     }
 
     fn statement(&mut self, source: &str, statement: Node<'_>) {
@@ -468,32 +558,6 @@ fn returned_callee_of(source: &str) -> impl Fn(Node<'_>) -> Option<String> + '_ 
     }
 }
 
-/// The calls of a module whose callee it imports (or, after a star import, a name it does
-/// not bind), with their gradient context, using the semantic model of the module.
-pub fn imported_calls(model: &SemanticModel<'_>, summary: &ModuleSummary) -> Vec<ImportedCall> {
-    let mut calls = Vec::new();
-    for call in model.calls() {
-        let Some(callee) = call.field("function") else { continue };
-        let qualified = match model.qualified_name(callee) {
-            Some(q) => q,
-            None if !summary.star_imports.is_empty() && callee.kind_name() == "identifier" => {
-                let name = model.text(callee);
-                if model.binding_at(name, *call).is_some() {
-                    continue;
-                }
-                name.to_owned()
-            }
-            None => continue,
-        };
-        if qualified.starts_with("torch.") {
-            continue;
-        }
-        let grad_disabled = matches!(model.grad_context(*call), GradContext::Disabled(_));
-        calls.push(ImportedCall { callee: qualified, grad_disabled });
-    }
-    calls
-}
-
 // ----- what the semantic model asks -----------------------------------------------------
 
 /// What a name a module imports from its project is.
@@ -524,6 +588,9 @@ pub trait ProjectIndex: Sync {
     /// Is `module` (as an import statement of the linted module spells it: `nets`,
     /// `.models`, `..`) one of the project's modules?
     fn is_project_module(&self, module: &str) -> bool;
+
+    /// The linter parsed the linted module: a chance to summarize it from that tree.
+    fn seed(&self, _tree: &Tree, _source: &str) {}
 
     /// Does the index know anything at all? (An empty one lets the linter skip work.)
     fn is_empty(&self) -> bool {
@@ -562,8 +629,10 @@ pub trait ModuleLoader: Sync {
     /// The modules that may call the function `name` of module `key`: other modules of
     /// the project whose text mentions `name` (a cheap filter; calls are resolved after).
     fn candidate_callers(&self, key: &str, name: &str) -> Vec<String>;
-    /// The calls of imported names of module `key` (see [`imported_calls`]).
-    fn imported_calls(&self, key: &str) -> Option<Arc<Vec<ImportedCall>>>;
+    /// The linted module `key` was parsed anyway: its summary can be made from that tree
+    /// instead of reading and parsing the file again (only when `text` is what the file
+    /// holds on disk: the CLI's files, not an editor's unsaved buffer).
+    fn seed(&self, _key: &str, _text: &str, _summary: &dyn Fn() -> ModuleSummary) {}
 }
 
 /// What a name resolves to.
@@ -586,11 +655,19 @@ pub struct ProjectResolver<'a> {
     loader: &'a dyn ModuleLoader,
     from: String,
     read: Mutex<Vec<String>>,
+    /// The linted text is the file's text on disk (see [`ModuleLoader::seed`]).
+    seeds: bool,
 }
 
 impl<'a> ProjectResolver<'a> {
     pub fn new(loader: &'a dyn ModuleLoader, from: impl Into<String>) -> Self {
-        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()) }
+        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()), seeds: false }
+    }
+
+    /// The linted text is what the file holds on disk: its parse can seed its summary.
+    pub fn seeding(mut self) -> Self {
+        self.seeds = true;
+        self
     }
 
     /// The modules whose summary this index read (other than the linted module), in the
@@ -789,14 +866,20 @@ impl ProjectIndex for ProjectResolver<'_> {
         self.loader.resolve_module(&self.from, module).is_some()
     }
 
+    fn seed(&self, tree: &Tree, source: &str) {
+        if self.seeds && self.from.ends_with(".py") {
+            self.loader.seed(&self.from, source, &|| ModuleSummary::new(tree, source));
+        }
+    }
+
     fn external_calls(&self, function: &str) -> Vec<bool> {
         let mut found = Vec::new();
         for caller in self.loader.candidate_callers(&self.from, function) {
             if caller == self.from {
                 continue;
             }
-            let Some(calls) = self.loader.imported_calls(&caller) else { continue };
-            let mut relevant = calls.iter().filter(|c| c.callee.rsplit('.').next() == Some(function)).peekable();
+            let Some(summary) = self.loader.summary(&caller) else { continue };
+            let mut relevant = summary.calls.iter().filter(|c| c.callee.rsplit('.').next() == Some(function)).peekable();
             if relevant.peek().is_none() {
                 continue;
             }
