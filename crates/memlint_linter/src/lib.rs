@@ -59,22 +59,25 @@ pub fn lint_in_project(source: &str, settings: &LinterSettings, project: &dyn Pr
     lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
 }
 
-/// The rules that could fire on `source`: the pre-filter's, or all enabled rules when the
-/// file uses a name it imports from its project that can make a value a network or an
-/// accumulator (a `torch.nn.Module` class, a factory returning one, a class whose methods
-/// store their arguments), by calling it, deriving from it or reaching it through an
-/// imported project module (`nets.Enc()`), or star-imports a project module.
+/// The rules that could fire on `source`. Triggers read one file's words; a name imported
+/// from the project can make a value a network or an accumulator whatever it says (a
+/// `torch.nn.Module` class, a factory returning one, a class whose methods store their
+/// arguments), so when the triggers would let more rules through if the file had such a
+/// name, the project is asked whether it has one: used by calling it, deriving from it,
+/// or reaching it through an imported project module (`nets.Enc()`), or a star import of a
+/// project module.
 fn possible_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> RuleSelection {
-    let words = prefilter::Words::scan(source);
+    let mut words = prefilter::Words::scan(source);
     let possible = prefilter::possible_rules(&words, &settings.rules);
     if project.is_empty() || possible == settings.rules {
         return possible;
     }
-    if uses_project_names(source, &words, project) {
-        settings.rules.clone()
-    } else {
-        possible
+    words.set_project_values(true);
+    let with_project = prefilter::possible_rules(&words, &settings.rules);
+    if with_project == possible || !uses_project_names(source, &words, project) {
+        return possible;
     }
+    with_project
 }
 
 fn uses_project_names(source: &str, words: &prefilter::Words<'_>, project: &dyn ProjectIndex) -> bool {

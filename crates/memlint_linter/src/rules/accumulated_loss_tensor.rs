@@ -66,9 +66,10 @@ pub const CAPTURES: &[&str] = &["accumulation", "accumulator", "term"];
 pub const FIXABLE: bool = true;
 
 /// The trigger: what a file must contain for this rule to report anything in it.
-/// An addition or `append`, a loop over batches, and something that could be a network or a loss.
+/// An addition or `append` (or a method of a project class that stores its argument), a
+/// loop over batches, and something that could be a network or a loss.
 pub fn trigger(words: &Words<'_>) -> bool {
-    (words.contains("+") || words.has("append")) && could_loop_over_batches(words) && could_hold_a_model(words)
+    (words.contains("+") || words.has("append") || words.project_values()) && could_loop_over_batches(words) && could_hold_a_model(words)
 }
 
 pub fn check(checker: &mut Checker<'_, '_>) {
