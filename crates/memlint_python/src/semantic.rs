@@ -191,9 +191,6 @@ pub struct SemanticModel<'t> {
     project_symbols: RefCell<HashMap<String, Option<crate::Symbol>>>,
     /// Top-level functions only called from other modules, all with gradients disabled.
     external_no_grad: RefCell<HashMap<usize, Option<String>>>,
-    /// Set while the local fixed point runs: it decides from this module's calls alone
-    /// (asking the project for every function it walks through would be eager).
-    local_only: std::cell::Cell<bool>,
 }
 
 /// A node's identity within one tree (ids alone can repeat for small inline leaves).
@@ -520,7 +517,6 @@ impl<'t> SemanticModel<'t> {
             star_imports: Vec::new(),
             project_symbols: RefCell::new(HashMap::default()),
             external_no_grad: RefCell::new(HashMap::default()),
-            local_only: std::cell::Cell::new(false),
         };
         model.parents.reserve(root.descendant_count() / 2);
         model.collect(&mut root.walk(), None, None);
@@ -1079,10 +1075,31 @@ impl<'t> SemanticModel<'t> {
         Some(crate::project::class_methods(self.source, def))
     }
 
+    /// Does `node` run with gradients disabled because the top-level function around it,
+    /// which this module never calls, is called by the project's other modules only with
+    /// gradients disabled? Asked separately from [`Self::grad_context`] (by the rules, for
+    /// a finding about to be reported), as the answer may read other modules.
+    pub fn grad_disabled_by_callers_elsewhere(&self, node: Node<'t>) -> Option<String> {
+        if self.project.is_empty() {
+            return None;
+        }
+        let mut current = self.parent(node);
+        let mut outermost = None;
+        while let Some(n) = current {
+            match n.kind_name() {
+                "function_definition" => outermost = Some(n),
+                "class_definition" => return None,
+                _ => {}
+            }
+            current = self.parent(n);
+        }
+        self.external_no_grad(outermost?)
+    }
+
     /// For a top-level function this module never calls: gradients are disabled in it when
     /// the project's other modules call it, and only with gradients disabled.
     fn external_no_grad(&self, def: Node<'t>) -> Option<String> {
-        if self.project.is_empty() || self.local_only.get() {
+        if self.project.is_empty() {
             return None;
         }
         if let Some(answer) = self.external_no_grad.borrow().get(&def.id()) {
@@ -1243,10 +1260,7 @@ impl<'t> SemanticModel<'t> {
                 "function_definition" => {
                     return match no_grad_fns.get(&n.id()) {
                         Some(why) => GradContext::Disabled(why.clone()),
-                        None => match self.external_no_grad(n) {
-                            Some(why) => GradContext::Disabled(why),
-                            None => GradContext::Enabled,
-                        },
+                        None => GradContext::Enabled,
                     };
                 }
                 "lambda" => return GradContext::Enabled,
@@ -1377,12 +1391,6 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn compute_no_grad_functions(&mut self) {
-        self.local_only.set(true);
-        self.compute_no_grad_functions_locally();
-        self.local_only.set(false);
-    }
-
-    fn compute_no_grad_functions_locally(&mut self) {
         let mut no_grad: HashMap<usize, String> = HashMap::default();
         for info in self.functions.values() {
             if let Some(d) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {

@@ -119,6 +119,10 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if needs_gradients(model, call) {
             continue;
         }
+        // Last, as it may read other modules: callers elsewhere all disable gradients.
+        if model.grad_disabled_by_callers_elsewhere(call).is_some() {
+            continue;
+        }
         let message = format!(
             "forward pass `{}` in evaluation code ({}) runs with gradient tracking: autograd keeps every layer's activations for a backward pass that never comes",
             snippet(model, call),
