@@ -994,6 +994,23 @@ impl<'t> SemanticModel<'t> {
     /// (a `torch.nn.Module` subclass, or a factory returning one), or nothing the rules
     /// care about (another class: a constructor call is not a forward pass).
     fn project_call_kind(&self, call: Node<'t>, name: &str) -> Option<ValueKind> {
+        if self.project.is_empty() {
+            return None;
+        }
+        // Only a value that is bound can be called later as a network (`g = Generator()`,
+        // `return build()`, `x = factory().cuda()`): calls elsewhere (arguments, terms)
+        // need not read other modules.
+        let mut at = call;
+        let bound = loop {
+            match self.parent(at).map(|p| (p, p.kind_name())) {
+                Some((p, "attribute" | "call" | "parenthesized_expression")) if p.kind_name() != "call" || p.field("function") == Some(at) || p.field("function").map(|f| f.id()) == Some(at.id()) => at = p,
+                Some((_, "assignment" | "return_statement" | "augmented_assignment" | "expression_list" | "list" | "tuple" | "pattern_list")) => break true,
+                _ => break false,
+            }
+        };
+        if !bound {
+            return None;
+        }
         match self.project_callee(call)? {
             crate::Symbol::Class { is_module: true, .. } => {
                 Some(if name_says_loss(name) || name.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model })
@@ -1638,12 +1655,18 @@ impl<'t> SemanticModel<'t> {
 
     /// The module expression a forward call calls (`model` in `model(x)` and `model.forward(x)`).
     pub fn forward_callee(&self, call: Node<'t>) -> Option<Node<'t>> {
-        let callee = call.field("function")?;
+        let module = self.forward_callee_by_value(call)?;
         // A class, function or module of the project is not a module instance: calling it
-        // builds one (`Generator(cfg)`), or runs code that is not a forward pass.
+        // builds one (`Generator(cfg)`), or runs code that is not a forward pass. (Asked
+        // last: the answer may read another module.)
         if self.project_callee(call).is_some() {
             return None;
         }
+        Some(module)
+    }
+
+    fn forward_callee_by_value(&self, call: Node<'t>) -> Option<Node<'t>> {
+        let callee = call.field("function")?;
         if callee.kind_name() == "attribute" {
             let attr = callee.field("attribute").map(|a| self.text(a));
             if attr == Some("forward") {
