@@ -1000,11 +1000,23 @@ impl<'t> SemanticModel<'t> {
         // Only a value that is bound can be called later as a network (`g = Generator()`,
         // `return build()`, `x = factory().cuda()`): calls elsewhere (arguments, terms)
         // need not read other modules.
+        // And a name bound to a network is called somewhere (`g(z)`, `self.g(z)`).
         let mut at = call;
         let bound = loop {
             match self.parent(at).map(|p| (p, p.kind_name())) {
-                Some((p, "attribute" | "call" | "parenthesized_expression")) if p.kind_name() != "call" || p.field("function") == Some(at) || p.field("function").map(|f| f.id()) == Some(at.id()) => at = p,
-                Some((_, "assignment" | "return_statement" | "augmented_assignment" | "expression_list" | "list" | "tuple" | "pattern_list")) => break true,
+                Some((p, "attribute" | "call" | "parenthesized_expression")) if p.kind_name() != "call" || p.field("function").map(|f| f.id()) == Some(at.id()) => at = p,
+                Some((p, "assignment")) => {
+                    let target = p.field("left").and_then(|l| match l.kind_name() {
+                        "identifier" => Some(l),
+                        "attribute" => l.field("attribute"),
+                        _ => None,
+                    });
+                    break match target {
+                        Some(t) => !self.calls_named(self.text(t)).is_empty(),
+                        None => true,
+                    };
+                }
+                Some((_, "return_statement" | "expression_list" | "list" | "tuple" | "pattern_list")) => break true,
                 _ => break false,
             }
         };

@@ -101,6 +101,16 @@ fn check_calls(checker: &mut Checker<'_, '_>) {
             if call.field("function").map(|f| f.kind_name() != "attribute").unwrap_or(true) {
                 continue;
             }
+            // Cheap first: some argument carries history (what the method stores may be
+            // in another module).
+            let args = call.field("arguments").map(|a| memlint_python::named_children(a)).unwrap_or_default();
+            let has_history = args.iter().any(|a| {
+                let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(*a) };
+                value.map(|v| model.has_autograd_history(v)).unwrap_or(false)
+            });
+            if !has_history {
+                continue;
+            }
             for (term, stored) in model.call_stores_arguments(call) {
                 if !model.has_autograd_history(term) {
                     continue;
