@@ -285,6 +285,9 @@ pub fn run_once(args: &CheckArgs) -> u8 {
     if let Err(e) = output.chunk(&unreadable) {
         return write_failed(args, e);
     }
+    if let (Some(p), Some(_)) = (&project, std::env::var_os("MEMLINT_PROJECT_STATS")) {
+        eprintln!("project: {} modules summarized for {} files checked", p.modules_summarized(), files.len());
+    }
     if project.as_ref().map(Project::limit_reached).unwrap_or(false) {
         eprintln!(
             "warning: the project has more than {} modules: names imported from the modules past that were treated as unknown",

@@ -78,6 +78,11 @@ impl Project {
         }
     }
 
+    /// How many modules this project summarized (read and parsed, or seeded by a lint).
+    pub fn modules_summarized(&self) -> usize {
+        self.summarized.load(Ordering::Relaxed).min(self.limit)
+    }
+
     /// Did some module go unread because of the module limit?
     pub fn limit_reached(&self) -> bool {
         self.limit_reached.load(Ordering::Relaxed)
