@@ -48,8 +48,7 @@ pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
 /// The file is parsed only when some enabled rule's trigger holds for its words (see
 /// [`prefilter`]); otherwise nothing is reported, syntax errors included. Triggers read
 /// one file's words, and a class or factory imported from the project can be a network
-/// whatever its name says: a file that imports one of the project's modules runs every
-/// enabled rule.
+/// whatever its name says: see `possible_in_project`.
 pub fn lint_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> LintResult {
     let possible = possible_in_project(source, settings, project);
     if !possible.any_enabled() {
