@@ -3,9 +3,15 @@
 //!
 //! One small file per entry, named by a hash of memlint's version, its build identity (a
 //! hash of the linter's sources taken at compile time, `build.rs`: a rebuild with a
-//! changed rule misses every old entry), the settings and the text, written through a temporary file and a rename: concurrent runs never see a
-//! half-written entry, and an entry that does not decode (corrupt, or from another
-//! version) is ignored and rewritten.
+//! changed rule misses every old entry), the settings, whether the project around the file
+//! was read, and the text, written through a temporary file and a rename: concurrent runs
+//! never see a half-written entry, and an entry that does not decode (corrupt, or from
+//! another version) is ignored and rewritten.
+//!
+//! A file's findings can also depend on the project's modules it imports (a class in a
+//! sibling module that became a `torch.nn.Module`, a caller elsewhere that now runs under
+//! `no_grad`): each entry lists the modules its lint read with their content hashes, and
+//! is reused only while every one of them hashes the same.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,6 +32,9 @@ pub const BUILD_ID: &str = env!("MEMLINT_BUILD_ID");
 struct Entry {
     diagnostics: Vec<CachedDiagnostic>,
     syntax_errors: Vec<(usize, usize, String)>,
+    /// The project modules the lint read: (path, content hash).
+    #[serde(default)]
+    dependencies: Vec<(String, String)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -57,8 +66,9 @@ impl Cache {
         Some(Cache { dir, build: build.to_owned() })
     }
 
-    pub fn key(&self, program: &str, settings: &LinterSettings) -> String {
+    pub fn key(&self, program: &str, settings: &LinterSettings, with_project: bool) -> String {
         let mut hasher = blake3::Hasher::new();
+        hasher.update(if with_project { b"project\0" } else { b"alone\0" });
         hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
         hasher.update(self.build.as_bytes());
         // The settings' Debug form covers the enabled rules and severities; sort the map.
@@ -74,9 +84,14 @@ impl Cache {
         self.dir.join(&key[..2]).join(format!("{key}.json"))
     }
 
-    pub fn get(&self, key: &str) -> Option<(Vec<Diagnostic>, Vec<SyntaxError>)> {
+    /// The entry of `key`, when every module it depends on still has the content hash it
+    /// had (`current` gives a module's hash now, `None` when it cannot be read).
+    pub fn get(&self, key: &str, current: impl Fn(&str) -> Option<String>) -> Option<(Vec<Diagnostic>, Vec<SyntaxError>)> {
         let bytes = fs::read(self.path(key)).ok()?;
         let entry: Entry = serde_json::from_slice(&bytes).ok()?;
+        if entry.dependencies.iter().any(|(module, hash)| current(module).as_deref() != Some(hash.as_str())) {
+            return None;
+        }
         let diagnostics = entry
             .diagnostics
             .into_iter()
@@ -100,7 +115,7 @@ impl Cache {
         Some((diagnostics, syntax_errors))
     }
 
-    pub fn put(&self, key: &str, diagnostics: &[Diagnostic], syntax_errors: &[SyntaxError]) {
+    pub fn put(&self, key: &str, diagnostics: &[Diagnostic], syntax_errors: &[SyntaxError], dependencies: &[(String, String)]) {
         let entry = Entry {
             diagnostics: diagnostics
                 .iter()
@@ -121,6 +136,7 @@ impl Cache {
                 })
                 .collect(),
             syntax_errors: syntax_errors.iter().map(|e| (e.start, e.end, e.message.clone())).collect(),
+            dependencies: dependencies.to_vec(),
         };
         let path = self.path(key);
         let Some(dir) = path.parent() else { return };
@@ -149,17 +165,31 @@ mod tests {
         let settings = LinterSettings::default();
         let source = "import torch\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
         let result = memlint_linter::lint(source, &settings);
-        let key = cache.key(source, &settings);
-        assert!(cache.get(&key).is_none());
-        cache.put(&key, &result.diagnostics, &result.syntax_errors);
-        let (diagnostics, errors) = cache.get(&key).unwrap();
+        let key = cache.key(source, &settings, true);
+        assert!(cache.get(&key, |_| None).is_none());
+        cache.put(&key, &result.diagnostics, &result.syntax_errors, &[]);
+        let (diagnostics, errors) = cache.get(&key, |_| None).unwrap();
         assert_eq!(diagnostics, result.diagnostics);
         assert!(errors.is_empty());
         fs::write(cache.path(&key), b"{ not json").unwrap();
-        assert!(cache.get(&key).is_none(), "a corrupt entry is a miss");
+        assert!(cache.get(&key, |_| None).is_none(), "a corrupt entry is a miss");
         let mut other = settings.clone();
         other.rules.disable(Rule::EmptyCacheInLoop);
-        assert_ne!(cache.key(source, &other), key, "settings are part of the key");
+        assert_ne!(cache.key(source, &other, true), key, "settings are part of the key");
+        assert_ne!(cache.key(source, &settings, false), key, "reading the project or not is part of the key");
+    }
+
+    #[test]
+    fn an_entry_is_reused_only_while_its_dependencies_hash_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let settings = LinterSettings::default();
+        let source = "from .models import Net\n";
+        let key = cache.key(source, &settings, true);
+        cache.put(&key, &[], &[], &[("pkg/models.py".to_owned(), "aaaa".to_owned())]);
+        assert!(cache.get(&key, |m| (m == "pkg/models.py").then(|| "aaaa".to_owned())).is_some(), "same module: a hit");
+        assert!(cache.get(&key, |_| Some("bbbb".to_owned())).is_none(), "a changed module: a miss");
+        assert!(cache.get(&key, |_| None).is_none(), "a module gone: a miss");
     }
 
     #[test]
@@ -170,11 +200,11 @@ mod tests {
         let source = "import torch\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
         let result = memlint_linter::lint(source, &settings);
         let before = Cache::open(dir.path()).unwrap();
-        before.put(&before.key(source, &settings), &result.diagnostics, &result.syntax_errors);
+        before.put(&before.key(source, &settings, true), &result.diagnostics, &result.syntax_errors, &[]);
         let same = Cache::open(dir.path()).unwrap();
-        assert!(same.get(&same.key(source, &settings)).is_some(), "the same build hits");
+        assert!(same.get(&same.key(source, &settings, true), |_| None).is_some(), "the same build hits");
         // The same version rebuilt with other linter sources: another identity.
         let rebuilt = Cache::open_for_build(dir.path(), "0123456789abcdef").unwrap();
-        assert!(rebuilt.get(&rebuilt.key(source, &settings)).is_none(), "a rebuild misses");
+        assert!(rebuilt.get(&rebuilt.key(source, &settings, true), |_| None).is_none(), "a rebuild misses");
     }
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use memlint_config::{ConfigError, Overrides, Resolver, Settings};
-use memlint_linter::{apply_fixes, lint, Applicability, Diagnostic, FixMode, LinterSettings, Rule, SyntaxError};
+use memlint_linter::{apply_fixes_in_project, lint_in_project, Applicability, Diagnostic, FixMode, LinterSettings, ProjectIndex, Rule, SyntaxError};
+use memlint_project::Project;
 
 use crate::cache::Cache;
 use crate::exit;
@@ -100,6 +101,11 @@ pub struct CheckArgs {
     /// rule could fire in (for checking that the pre-filter changes nothing).
     #[arg(long, hide = true)]
     pub no_prefilter: bool,
+
+    /// Lint each file on its own: do not read the modules it imports from its project
+    /// (classes and factories from sibling modules, callers in other files).
+    #[arg(long)]
+    pub no_project: bool,
 
     /// Lint every file again instead of reusing the results cached for unchanged files.
     #[arg(long, env = "MEMLINT_NO_CACHE")]
@@ -263,9 +269,10 @@ pub fn run_once(args: &CheckArgs) -> u8 {
         Ok(o) => o,
         Err(e) => return write_failed(args, e),
     };
+    let project = (!args.no_project).then(|| crate::project::for_files(&files));
     let checked = check_in_order(&files, |file| {
         let mode = fix_mode(args, &file.settings);
-        let mut report = check_file(file, mode, args.diff, cache.as_ref(), args.no_prefilter);
+        let mut report = check_file(file, mode, args.diff, cache.as_ref(), args.no_prefilter, project.as_ref());
         if !report.has_output() {
             report.source = None;
         }
@@ -277,6 +284,15 @@ pub fn run_once(args: &CheckArgs) -> u8 {
     let unreadable: Vec<FileReport> = walk_errors.into_iter().map(|(path, reason)| FileReport::unreadable(&path, reason)).collect();
     if let Err(e) = output.chunk(&unreadable) {
         return write_failed(args, e);
+    }
+    if let (Some(p), Some(_)) = (&project, std::env::var_os("MEMLINT_PROJECT_STATS")) {
+        eprintln!("project: {} modules summarized for {} files checked", p.modules_summarized(), files.len());
+    }
+    if project.as_ref().map(Project::limit_reached).unwrap_or(false) {
+        eprintln!(
+            "warning: the project has more than {} modules: names imported from the modules past that were treated as unknown",
+            memlint_project::DEFAULT_MODULE_LIMIT
+        );
     }
     output.finish(files.len())
 }
@@ -305,7 +321,7 @@ pub fn findings_for_verify(paths: &[PathBuf]) -> Result<Vec<memlint_verify::Find
     }
     let mut findings = Vec::new();
     for file in &files {
-        let report = check_file(file, None, false, None, false);
+        let report = check_file(file, None, false, None, false, None);
         for problem in &report.problems {
             if let FileProblem::Unreadable(reason) = problem {
                 eprintln!("error: {}: could not lint: {reason}", file.path.display());
@@ -629,8 +645,11 @@ fn syntax_problem(errors: Vec<SyntaxError>) -> Vec<FileProblem> {
     if errors.is_empty() { Vec::new() } else { vec![FileProblem::Syntax(errors)] }
 }
 
-fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cache: Option<&Cache>, no_prefilter: bool) -> FileReport {
+fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cache: Option<&Cache>, no_prefilter: bool, project: Option<&Project>) -> FileReport {
     let path = &file.path;
+    let resolver = crate::project::index(project, path, fix_mode.is_none());
+    let index = crate::project::as_index(&resolver);
+    let lint = |program: &str, settings: &LinterSettings| lint_in_project(program, settings, index);
     let text = match read_text(path) {
         Ok(t) => t,
         Err(reason) => return FileReport::unreadable(path, reason),
@@ -643,14 +662,14 @@ fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cac
     let unsafe_fixes = file.settings.unsafe_fixes;
     let Some(mode) = fix_mode else {
         let (diagnostics, syntax_errors) = if no_prefilter {
-            let result = memlint_linter::lint_unfiltered(source.program(), &settings);
+            let result = memlint_linter::lint_unfiltered_in_project(source.program(), &settings, index);
             (result.diagnostics, result.syntax_errors)
         } else {
-            lint_cached(&source, &settings, cache)
+            lint_cached(&source, &settings, cache, project, &resolver)
         };
         return FileReport { path: path.to_owned(), source: Some(source), diagnostics, problems: syntax_problem(syntax_errors), fixed: 0, diff: None, unsafe_fixes };
     };
-    let outcome = apply_fixes(source.program(), &settings, mode);
+    let outcome = apply_fixes_in_project(source.program(), &settings, mode, index);
     let mut problems: Vec<FileProblem> = outcome
         .rejected
         .iter()
@@ -696,16 +715,25 @@ fn check_file(file: &FileToLint, fix_mode: Option<FixMode>, diff_only: bool, cac
     }
 }
 
-fn lint_cached(source: &SourceFile, settings: &LinterSettings, cache: Option<&Cache>) -> (Vec<Diagnostic>, Vec<SyntaxError>) {
-    let key = cache.map(|c| c.key(source.program(), settings));
+/// Lints with the results cache: an entry is reused when the file's text, its settings
+/// and the content of every project module its lint read are unchanged.
+fn lint_cached(
+    source: &SourceFile,
+    settings: &LinterSettings,
+    cache: Option<&Cache>,
+    project: Option<&Project>,
+    resolver: &Option<memlint_python::ProjectResolver<'_>>,
+) -> (Vec<Diagnostic>, Vec<SyntaxError>) {
+    let key = cache.map(|c| c.key(source.program(), settings, project.is_some()));
     if let (Some(cache), Some(key)) = (cache, &key) {
-        if let Some(hit) = cache.get(key) {
+        let current = |module: &str| project.and_then(|p| p.file_hash(module));
+        if let Some(hit) = cache.get(key, current) {
             return hit;
         }
     }
-    let result = lint(source.program(), settings);
+    let result = lint_in_project(source.program(), settings, crate::project::as_index(resolver));
     if let (Some(cache), Some(key)) = (cache, &key) {
-        cache.put(key, &result.diagnostics, &result.syntax_errors);
+        cache.put(key, &result.diagnostics, &result.syntax_errors, &crate::project::dependencies(project, resolver));
     }
     (result.diagnostics, result.syntax_errors)
 }
@@ -730,13 +758,17 @@ fn check_stdin(args: &CheckArgs, resolver: &Resolver, name: &Path) -> u8 {
         }
         return exit::CLEAN;
     }
+    let project = (!args.no_project).then(|| crate::project::for_stdin(settings.config_file.as_ref().map(|_| settings.root.clone())));
+    let resolver = crate::project::index(project.as_ref(), name, false);
+    let index: &dyn ProjectIndex = crate::project::as_index(&resolver);
+    let lint = |program: &str, settings: &LinterSettings| lint_in_project(program, settings, index);
     let report = match decode(bytes).and_then(|text| SourceFile::new(name, text)) {
         Err(reason) => FileReport::unreadable(name, reason),
         Ok(source) => {
             let linter = settings.linter_for(name);
             match fix_mode(args, &settings) {
                 Some(mode) if args.fix => {
-                    let outcome = apply_fixes(source.program(), &linter, mode);
+                    let outcome = apply_fixes_in_project(source.program(), &linter, mode, index);
                     let fixed = if outcome.changed(source.program()) { source.with_fixed_program(&outcome.source) } else { Ok(source.clone()) };
                     let (fixed, problem) = match fixed {
                         Ok(f) => (f, None),

@@ -5,6 +5,7 @@ mod build_id;
 mod add_noqa;
 mod cache;
 mod check;
+mod project;
 mod report;
 mod snapshot;
 mod source;

@@ -1,7 +1,7 @@
 //! Applying fixes to source text: until nothing changes (bounded), never two overlapping
 //! edits at once, and never a fix that breaks the file's syntax.
 
-use crate::{lint, Applicability, Diagnostic, Fix, LinterSettings, Rule};
+use crate::{Applicability, Diagnostic, Fix, LinterSettings, Rule};
 
 /// Which fixes to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +55,12 @@ const MAX_PASSES: usize = 8;
 
 /// Lints `source` and applies the fixes `mode` allows, re-linting after each pass.
 pub fn apply_fixes(source: &str, settings: &LinterSettings, mode: FixMode) -> FixOutcome {
+    apply_fixes_in_project(source, settings, mode, &crate::NoProject)
+}
+
+/// [`apply_fixes`] for a file of a project (see [`crate::lint_in_project`]).
+pub fn apply_fixes_in_project(source: &str, settings: &LinterSettings, mode: FixMode, project: &dyn crate::ProjectIndex) -> FixOutcome {
+    let lint = |text: &str, settings: &LinterSettings| crate::lint_in_project(text, settings, project);
     let mut current = source.to_owned();
     let mut fixed: Vec<(Rule, usize)> = Vec::new();
     let mut rejected = Vec::new();

@@ -15,8 +15,8 @@ pub mod rules;
 mod settings;
 
 pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, Severity};
-pub use fix::{apply_fixes, FixMode, FixOutcome};
-pub use memlint_python::{LineIndex, SourcePosition, SyntaxError};
+pub use fix::{apply_fixes, apply_fixes_in_project, FixMode, FixOutcome};
+pub use memlint_python::{LineIndex, NoProject, ProjectIndex, SourcePosition, SyntaxError};
 pub use checker::Suppressions;
 pub use noqa::{Directive, DirectiveKind, Directives, ListedCode};
 pub use registry::{Rule, RuleDoc, UnknownRule, RULE_DOCS_URL};
@@ -35,38 +35,115 @@ pub struct LintResult {
     pub skipped: bool,
 }
 
-/// Lint Python `source` with `settings`: the one entry point of the CLI, notebooks and
-/// the language server (which passes the tree it keeps, see [`lint_tree`]).
+/// Lint Python `source` with `settings`, as a file on its own (no project around it):
+/// [`lint_in_project`] with [`NoProject`].
+pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
+    lint_in_project(source, settings, &NoProject)
+}
+
+/// Lint Python `source` with `settings`, resolving the names it imports from its project
+/// through `project`: the one entry point of the CLI, notebooks and the language server
+/// (which passes the tree it keeps, see [`lint_tree_in_project`]).
 ///
 /// The file is parsed only when some enabled rule's trigger holds for its words (see
-/// [`prefilter`]); otherwise nothing is reported, syntax errors included.
-pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
-    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
+/// [`prefilter`]); otherwise nothing is reported, syntax errors included. Triggers read
+/// one file's words, and a class or factory imported from the project can be a network
+/// whatever its name says: see `possible_in_project`.
+pub fn lint_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> LintResult {
+    let possible = possible_in_project(source, settings, project);
     if !possible.any_enabled() {
         return LintResult::default();
     }
     let tree = memlint_python::parse_with(source, None);
-    lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules)
+    lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
+}
+
+/// The rules that could fire on `source`. Triggers read one file's words; a name imported
+/// from the project can make a value a network or an accumulator whatever it says (a
+/// `torch.nn.Module` class, a factory returning one, a class whose methods store their
+/// arguments), so when the triggers would let more rules through if the file had such a
+/// name, the project is asked whether it has one: used by calling it, deriving from it,
+/// or reaching it through an imported project module (`nets.Enc()`), or a star import of a
+/// project module.
+fn possible_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> RuleSelection {
+    let mut words = prefilter::Words::scan(source);
+    let possible = prefilter::possible_rules(&words, &settings.rules);
+    if project.is_empty() || possible == settings.rules {
+        return possible;
+    }
+    words.set_project_values(true);
+    let with_project = prefilter::possible_rules(&words, &settings.rules);
+    if with_project == possible || !uses_project_names(source, &words, project) {
+        return possible;
+    }
+    with_project
+}
+
+fn uses_project_names(source: &str, words: &prefilter::Words<'_>, project: &dyn ProjectIndex) -> bool {
+    let used = |name: &str| {
+        words.called(name) || words.contains(&format!("({name}")) || words.contains(&format!(" {name})")) || words.contains(&format!(" {name},"))
+    };
+    let matters = |qualified: &str| project.symbol(qualified).as_ref().map(memlint_python::project::symbol_matters);
+    memlint_python::project::scan_imports(source).into_iter().any(|import| {
+        if import.module == "torch" || import.module.starts_with("torch.") || !project.is_project_module(import.module) {
+            return false;
+        }
+        import.star
+            || import.locals.iter().any(|(qualified, local)| {
+                if used(local) && matters(qualified) == Some(true) {
+                    return true;
+                }
+                // `local.attr` (a module, or a class's attribute), followed one level further.
+                let prefix = format!("{local}.");
+                let bytes = source.as_bytes();
+                source.match_indices(&prefix).any(|(at, _)| {
+                    if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_' || bytes[at - 1] == b'.') {
+                        return false;
+                    }
+                    let rest = &source[at + prefix.len()..];
+                    let attr_len = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+                    let attr = &rest[..attr_len];
+                    if attr.is_empty() {
+                        return false;
+                    }
+                    match project.symbol(&format!("{qualified}.{attr}")) {
+                        Some(memlint_python::Symbol::Module) => rest[attr_len..].starts_with('.'),
+                        Some(symbol) => (words.called(attr) || used(attr)) && memlint_python::project::symbol_matters(&symbol),
+                        None => false,
+                    }
+                })
+            })
+    })
 }
 
 /// [`lint`] without the pre-filter: every enabled rule runs on the parsed file (tests
 /// and `memlint check --no-prefilter` compare the two).
 pub fn lint_unfiltered(source: &str, settings: &LinterSettings) -> LintResult {
+    lint_unfiltered_in_project(source, settings, &NoProject)
+}
+
+/// [`lint_in_project`] without the pre-filter.
+pub fn lint_unfiltered_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> LintResult {
     if !settings.rules.any_enabled() {
         return LintResult::default();
     }
     let tree = memlint_python::parse_with(source, None);
-    lint_possible(source, &tree, settings, &settings.rules)
+    lint_possible(source, &tree, settings, &settings.rules, project)
 }
 
 /// Lint `source` whose tree is already parsed (the language server keeps trees).
 /// The same pre-filter as [`lint`] applies, so the findings are the same.
 pub fn lint_tree(source: &str, tree: &Tree, settings: &LinterSettings) -> LintResult {
-    let possible = prefilter::rules_that_could_fire(source, &settings.rules);
+    lint_tree_in_project(source, tree, settings, &NoProject)
+}
+
+/// [`lint_in_project`] on a tree already parsed (the language server keeps trees).
+pub fn lint_tree_in_project(source: &str, tree: &Tree, settings: &LinterSettings, project: &dyn ProjectIndex) -> LintResult {
+    let possible = possible_in_project(source, settings, project);
     if !possible.any_enabled() {
         return LintResult::default();
     }
-    lint_possible(source, tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules)
+    lint_possible(source, tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
 }
 
 /// Runs the rules of `settings` (already narrowed by the pre-filter, or not) on `tree`;
@@ -76,13 +153,14 @@ pub fn lint_tree(source: &str, tree: &Tree, settings: &LinterSettings) -> LintRe
 /// suppression comments drop theirs, recording which directive suppressed what; then
 /// the rules that check suppression comments run on that record (their findings are
 /// not suppressed again: a directive that lists such a rule exempts itself).
-fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: &RuleSelection) -> LintResult {
+fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: &RuleSelection, project: &dyn ProjectIndex) -> LintResult {
     let directives = Directives::from_tree(tree, source);
     if directives.skip_file {
         return LintResult { skipped: true, ..LintResult::default() };
     }
     let syntax_errors = memlint_python::syntax_errors(tree, source);
-    let model = memlint_python::SemanticModel::new(tree, source);
+    project.seed(tree, source);
+    let model = memlint_python::SemanticModel::with_project(tree, source, project);
     let candidates = checker::Candidates::default();
     let mut diagnostics = checker::run_rules(&model, settings, &candidates);
     if !syntax_errors.is_empty() {

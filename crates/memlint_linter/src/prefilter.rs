@@ -25,6 +25,9 @@ pub struct Words<'a> {
     loop_header: FxHashSet<&'a str>,
     /// The name after each `def`.
     defs: Vec<&'a str>,
+    /// The file uses a name imported from its project that can make a value a network or
+    /// an accumulator (set by the linter after asking the project; see `lint_in_project`).
+    project_values: bool,
 }
 
 fn is_identifier_byte(b: u8) -> bool {
@@ -50,6 +53,7 @@ impl<'a> Words<'a> {
             called: FxHashSet::default(),
             loop_header: FxHashSet::default(),
             defs: Vec::new(),
+            project_values: false,
         };
         // A loop header runs from `for`/`while` to a `:` outside brackets and strings.
         let mut header_depth: Option<i32> = None;
@@ -160,6 +164,18 @@ impl<'a> Words<'a> {
     /// The names of the `def`s.
     pub fn defs(&self) -> &[&'a str] {
         &self.defs
+    }
+
+    /// Could a name imported from the project hold a network, or a call of one store its
+    /// argument beyond the call (a class or factory of a sibling module)? Triggers that
+    /// ask whether something could be a network (or accumulate) must accept this too.
+    pub fn project_values(&self) -> bool {
+        self.project_values
+    }
+
+    /// Says whether the file may take such values from its project.
+    pub fn set_project_values(&mut self, may: bool) {
+        self.project_values = may;
     }
 }
 

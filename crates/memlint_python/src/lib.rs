@@ -6,6 +6,7 @@
 mod constants;
 mod flow;
 mod line_index;
+pub mod project;
 mod semantic;
 
 pub use constants::{argparse_default, bool_default, constant_value, Constant};
@@ -16,6 +17,9 @@ pub use semantic::{
     text_names_a_model_or_loss, text_names_an_optimizer,
     named_children, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo,
     LoopKind, SemanticModel, ValueKind,
+};
+pub use project::{
+    FunctionSummary, ModuleLoader, ModuleSummary, NoProject, ProjectIndex, ProjectResolver, StoreKind, StoredArgument, Symbol,
 };
 pub use tree_sitter;
 

@@ -156,6 +156,8 @@ struct ClassInfo {
     is_lightning: bool,
     /// The names of its local base classes (looked up for inherited methods).
     bases: Vec<String>,
+    /// The bases as spelled (dotted), for the project lookup of imported bases.
+    spelled_bases: Vec<String>,
 }
 
 /// The semantic model of one module. Build it once per parse with [`SemanticModel::new`].
@@ -219,6 +221,15 @@ pub struct SemanticModel<'t> {
     loop_kinds: RefCell<HashMap<usize, LoopKind>>,
     /// Statements `x.enter_context(...)` / `torch.set_grad_enabled(...)`, by their block.
     toggle_statements: HashMap<NodeKey, Vec<Node<'t>>>,
+    // ----- the project around the module (see `project.rs`) -----
+    /// What the project knows of imported names ([`crate::NoProject`] for a lone file).
+    project: &'t dyn crate::ProjectIndex,
+    /// Modules imported with `from M import *` (module level), as spelled.
+    star_imports: Vec<String>,
+    /// Answers of the project, by the name asked (the model asks each name once).
+    project_symbols: RefCell<HashMap<String, Option<crate::Symbol>>>,
+    /// Top-level functions only called from other modules, all with gradients disabled.
+    external_no_grad: RefCell<HashMap<usize, Option<String>>>,
 }
 
 /// A node's identity within one tree (ids alone can repeat for small inline leaves).
@@ -541,6 +552,12 @@ pub fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
 
 impl<'t> SemanticModel<'t> {
     pub fn new(tree: &'t Tree, source: &'t str) -> Self {
+        Self::with_project(tree, source, &crate::NoProject)
+    }
+
+    /// The model of a module of a project: names it imports from the project are
+    /// resolved through `project` (classes and their bases, factories, callers elsewhere).
+    pub fn with_project(tree: &'t Tree, source: &'t str, project: &'t dyn crate::ProjectIndex) -> Self {
         let root = tree.root_node();
         let mut model = SemanticModel {
             source,
@@ -573,6 +590,10 @@ impl<'t> SemanticModel<'t> {
             loop_infos: RefCell::new(HashMap::default()),
             loop_kinds: RefCell::new(HashMap::default()),
             toggle_statements: HashMap::default(),
+            project,
+            star_imports: Vec::new(),
+            project_symbols: RefCell::new(HashMap::default()),
+            external_no_grad: RefCell::new(HashMap::default()),
         };
         model.parents.reserve(root.descendant_count() / 2);
         model.collect(&mut root.walk(), None, None);
@@ -680,6 +701,29 @@ impl<'t> SemanticModel<'t> {
     /// profiles), and the cursor is back on the node when this returns.
     fn collect(&mut self, cursor: &mut tree_sitter::TreeCursor<'t>, scope: ScopeId, class: Option<&str>) {
         let node = cursor.node();
+        if !self.visit(node, scope, class) {
+            return;
+        }
+        if cursor.goto_first_child() {
+            loop {
+                let child = cursor.node();
+                if child.is_named() {
+                    self.parents.insert(key(child), node);
+                    self.collect(cursor, scope, class);
+                }
+                if !cursor.goto_next_sibling() {
+                    break;
+                }
+            }
+            cursor.goto_parent();
+        }
+    }
+
+    /// What `node` itself defines, binds and calls; false when it collected its children
+    /// itself (definitions, imports). Kept out of [`Self::collect`] so that the recursion's
+    /// frame stays small: deeply nested code must not overflow a thread's stack.
+    #[inline(never)]
+    fn visit(&mut self, node: Node<'t>, scope: ScopeId, class: Option<&str>) -> bool {
         match node.kind_name() {
             "function_definition" => {
                 self.record_children(node);
@@ -723,7 +767,7 @@ impl<'t> SemanticModel<'t> {
                     // Methods see their class only for `self` attribute bookkeeping.
                     self.collect(&mut body.walk(), inner, class);
                 }
-                return;
+                return false;
             }
             "class_definition" => {
                 self.record_children(node);
@@ -734,6 +778,10 @@ impl<'t> SemanticModel<'t> {
                 let bases = node
                     .field("superclasses")
                     .map(|s| self.text(s).to_owned())
+                    .unwrap_or_default();
+                let base_names: Vec<String> = node
+                    .field("superclasses")
+                    .map(|s| named_children(s).into_iter().filter_map(|b| self.dotted_name(b)).collect())
                     .unwrap_or_default();
                 let is_lightning = bases.contains("LightningModule");
                 let is_module = is_lightning
@@ -747,12 +795,12 @@ impl<'t> SemanticModel<'t> {
                     .filter(|b| self.classes.contains_key(b))
                     .map(str::to_owned)
                     .collect();
-                self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases });
+                self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases, spelled_bases: base_names });
                 self.add_binding(scope, class_name, node, None, BindingKind::Definition);
                 if let Some(body) = node.field("body") {
                     self.collect(&mut body.walk(), scope, Some(&name));
                 }
-                return;
+                return false;
             }
             "import_statement" => {
                 for child in named_children(node) {
@@ -776,7 +824,7 @@ impl<'t> SemanticModel<'t> {
                         _ => {}
                     }
                 }
-                return;
+                return false;
             }
             "import_from_statement" => {
                 let module = node
@@ -785,6 +833,9 @@ impl<'t> SemanticModel<'t> {
                     .unwrap_or_default();
                 if named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
                     self.has_star_import = true;
+                    if scope.is_none() {
+                        self.star_imports.push(module.clone());
+                    }
                 }
                 let mut cursor = node.walk();
                 let names: Vec<Node> = node.children_by_field_name("name", &mut cursor).collect();
@@ -797,10 +848,10 @@ impl<'t> SemanticModel<'t> {
                         },
                         _ => continue,
                     };
-                    self.imports.push(Import { scope, local: local.to_owned(), qualified: format!("{module}.{name}") });
+                    self.imports.push(Import { scope, local: local.to_owned(), qualified: crate::project::join_import(&module, name) });
                     self.add_binding(scope, local, node, None, BindingKind::Definition);
                 }
-                return;
+                return false;
             }
             "assignment" => {
                 if let Some(left) = node.field("left") {
@@ -867,19 +918,7 @@ impl<'t> SemanticModel<'t> {
             }
             _ => {}
         }
-        if cursor.goto_first_child() {
-            loop {
-                let child = cursor.node();
-                if child.is_named() {
-                    self.parents.insert(key(child), node);
-                    self.collect(cursor, scope, class);
-                }
-                if !cursor.goto_next_sibling() {
-                    break;
-                }
-            }
-            cursor.goto_parent();
-        }
+        true
     }
 
     fn bind_target(&mut self, scope: ScopeId, target: Node<'t>, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
@@ -898,11 +937,6 @@ impl<'t> SemanticModel<'t> {
                     self.bind_target(scope, inner, statement, value, kind);
                 }
             }
-            // `with f() as name:`: tree-sitter aliases the target; a plain name is a leaf.
-            "as_pattern_target" => match target.named_child(0) {
-                Some(inner) => self.bind_target(scope, inner, statement, value, kind),
-                None => self.add_binding(scope, self.text(target), statement, value, kind),
-            },
             "attribute" => {
                 if let (Some(obj), Some(attr), Some(value)) =
                     (target.field("object"), target.field("attribute"), value)
@@ -997,8 +1031,11 @@ impl<'t> SemanticModel<'t> {
     /// This is the one place that judges classes: a project index answers here for
     /// classes imported from the project.
     pub fn is_module_class(&self, class: &str) -> bool {
-        if let Some(c) = self.classes.get(class) {
-            return c.is_module;
+        if self.classes.contains_key(class) {
+            return self.is_module_class_at(class, 0);
+        }
+        if let Some(crate::Symbol::Class { is_module, .. }) = self.project_symbol_spelled(class) {
+            return is_module;
         }
         if module_factory(class) {
             return true;
@@ -1159,6 +1196,239 @@ impl<'t> SemanticModel<'t> {
             }
             _ => None,
         }
+    }
+
+    /// Is the local class `class` a `torch.nn.Module` subclass? Through its bases: local
+    /// classes, and classes imported from the project.
+    fn is_module_class_at(&self, class: &str, depth: usize) -> bool {
+        let Some(info) = self.classes.get(class) else { return false };
+        if info.is_module {
+            return true;
+        }
+        if depth > 16 || self.project.is_empty() {
+            return false;
+        }
+        info.spelled_bases.iter().any(|base| {
+            if base != class && self.classes.contains_key(base.as_str()) {
+                return self.is_module_class_at(base, depth + 1);
+            }
+            matches!(self.project_symbol_spelled(base), Some(crate::Symbol::Class { is_module: true, .. }))
+        })
+    }
+
+    // ----- the project ------------------------------------------------------------
+
+    /// What the project says a name is, as this module spells it at module level
+    /// (`G`, `models.G`): through the module's imports, else (a name the module does
+    /// not bind) its star imports.
+    pub fn project_symbol_spelled(&self, spelled: &str) -> Option<crate::Symbol> {
+        if self.project.is_empty() {
+            return None;
+        }
+        let (first, rest) = match spelled.split_once('.') {
+            Some((f, r)) => (f, Some(r)),
+            None => (spelled, None),
+        };
+        let qualified = match self.imports.iter().rev().find(|i| i.scope.is_none() && i.local == first) {
+            Some(import) => match rest {
+                Some(rest) => format!("{}.{}", import.qualified, rest),
+                None => import.qualified.clone(),
+            },
+            None if !self.star_imports.is_empty() && rest.is_none() => spelled.to_owned(),
+            None => return None,
+        };
+        self.project_symbol(&qualified)
+    }
+
+    /// What the project says `qualified` (through this module's imports) is.
+    pub fn project_symbol(&self, qualified: &str) -> Option<crate::Symbol> {
+        if self.project.is_empty() || qualified.starts_with("torch.") || qualified == "torch" {
+            return None;
+        }
+        if let Some(answer) = self.project_symbols.borrow().get(qualified) {
+            return answer.clone();
+        }
+        let answer = self.project.symbol(qualified);
+        self.project_symbols.borrow_mut().insert(qualified.to_owned(), answer.clone());
+        answer
+    }
+
+    /// The project's answer for the callee of a call (an imported name, or a name the
+    /// module does not bind after a star import).
+    pub fn project_callee(&self, call: Node<'t>) -> Option<crate::Symbol> {
+        if self.project.is_empty() {
+            return None;
+        }
+        let callee = call.field("function")?;
+        match self.qualified_name(callee) {
+            Some(q) => self.project_symbol(&q),
+            None if callee.kind_name() == "identifier" && !self.star_imports.is_empty() => {
+                let name = self.text(callee);
+                if self.binding_at(name, call).is_some() {
+                    return None;
+                }
+                self.project_symbol(name)
+            }
+            None => None,
+        }
+    }
+
+    /// What calling a project name returns, when the project knows: a module instance
+    /// (a `torch.nn.Module` subclass, or a factory returning one), or nothing the rules
+    /// care about (another class: a constructor call is not a forward pass).
+    fn project_call_kind(&self, call: Node<'t>, name: &str) -> Option<ValueKind> {
+        if self.project.is_empty() {
+            return None;
+        }
+        // Only a value that is bound can be called later as a network (`g = Generator()`,
+        // `return build()`, `x = factory().cuda()`): calls elsewhere (arguments, terms)
+        // need not read other modules.
+        // And a name bound to a network is called somewhere (`g(z)`, `self.g(z)`).
+        let mut at = call;
+        let bound = loop {
+            match self.parent(at).map(|p| (p, p.kind_name())) {
+                Some((p, "attribute" | "call" | "parenthesized_expression")) if p.kind_name() != "call" || p.field("function").map(|f| f.id()) == Some(at.id()) => at = p,
+                Some((p, "assignment")) => {
+                    let target = p.field("left").and_then(|l| match l.kind_name() {
+                        "identifier" => Some(l),
+                        "attribute" => l.field("attribute"),
+                        _ => None,
+                    });
+                    break match target {
+                        Some(t) => !self.calls_named(self.text(t)).is_empty(),
+                        None => true,
+                    };
+                }
+                Some((_, "return_statement" | "expression_list" | "list" | "tuple" | "pattern_list")) => break true,
+                _ => break false,
+            }
+        };
+        if !bound {
+            return None;
+        }
+        match self.project_callee(call)? {
+            crate::Symbol::Class { is_module: true, .. } => {
+                Some(if name_says_loss(name) || name.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model })
+            }
+            crate::Symbol::Class { is_module: false, .. } => Some(ValueKind::Unknown),
+            crate::Symbol::Function { returns_module: true, .. } => Some(ValueKind::Model),
+            _ => None,
+        }
+    }
+
+    /// For a call `obj.method(arg, ...)` where `obj` was built from a class (of this
+    /// module or imported from the project): the arguments the method stores into state
+    /// outliving the call (`self.total += val`), with the argument node passed for each.
+    pub fn call_stores_arguments(&self, call: Node<'t>) -> Vec<(Node<'t>, crate::StoredArgument)> {
+        let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else { return Vec::new() };
+        let (Some(object), Some(method)) = (callee.field("object"), callee.field("attribute")) else { return Vec::new() };
+        let method = self.text(method);
+        let Some(class_call) = self.constructor_of(object) else { return Vec::new() };
+        let Some(class_callee) = class_call.field("function") else { return Vec::new() };
+        let stores = match self.local_class_methods(class_callee) {
+            Some(methods) => methods,
+            None => match self.project_callee(class_call) {
+                Some(crate::Symbol::Class { methods, .. }) => methods,
+                _ => return Vec::new(),
+            },
+        };
+        let Some(summary) = stores.into_iter().find(|m| m.name == method) else { return Vec::new() };
+        let Some(args) = call.field("arguments") else { return Vec::new() };
+        let args = named_children(args);
+        let mut found = Vec::new();
+        for stored in summary.stores {
+            let by_keyword = args.iter().find(|a| {
+                a.kind_name() == "keyword_argument" && a.field("name").map(|n| self.text(n) == stored.name).unwrap_or(false)
+            });
+            let arg = match by_keyword {
+                Some(a) => a.field("value"),
+                None => args.iter().filter(|a| a.kind_name() != "keyword_argument").nth(stored.position).copied(),
+            };
+            if let Some(arg) = arg.filter(|a| !matches!(a.kind_name(), "list_splat" | "dictionary_splat")) {
+                found.push((arg, stored));
+            }
+        }
+        found
+    }
+
+    /// The call that built the value of `object` (`meter` after `meter = AverageMeter()`,
+    /// `self.meter` after `self.meter = AverageMeter()` in the class).
+    fn constructor_of(&self, object: Node<'t>) -> Option<Node<'t>> {
+        let value = match object.kind_name() {
+            "identifier" => {
+                let binding = self.binding_at(self.text(object), object)?;
+                if binding.kind != BindingKind::Assign {
+                    return None;
+                }
+                binding.value?
+            }
+            "attribute" => {
+                let obj = object.field("object")?;
+                if self.text(obj) != "self" {
+                    return None;
+                }
+                let values = self.self_attributes.get(self.text(object.field("attribute")?))?;
+                *values.iter().find(|v| unparenthesize(**v).kind_name() == "call")?
+            }
+            _ => return None,
+        };
+        let value = unparenthesize(value);
+        (value.kind_name() == "call").then_some(value)
+    }
+
+    /// The method summaries of a class this module defines (`callee` names it).
+    fn local_class_methods(&self, callee: Node<'t>) -> Option<Vec<crate::FunctionSummary>> {
+        if callee.kind_name() != "identifier" {
+            return None;
+        }
+        let name = self.text(callee);
+        self.classes.get(name)?;
+        let def = self.bindings_of(None, name)?.iter().rev().find(|b| b.statement.kind_name() == "class_definition")?.statement;
+        Some(crate::project::class_methods(self.source, def))
+    }
+
+    /// Does `node` run with gradients disabled because the top-level function around it,
+    /// which this module never calls, is called by the project's other modules only with
+    /// gradients disabled? Asked separately from [`Self::grad_context`] (by the rules, for
+    /// a finding about to be reported), as the answer may read other modules.
+    pub fn grad_disabled_by_callers_elsewhere(&self, node: Node<'t>) -> Option<String> {
+        if self.project.is_empty() {
+            return None;
+        }
+        let mut current = self.parent(node);
+        let mut outermost = None;
+        while let Some(n) = current {
+            match n.kind_name() {
+                "function_definition" => outermost = Some(n),
+                "class_definition" => return None,
+                _ => {}
+            }
+            current = self.parent(n);
+        }
+        self.external_no_grad(outermost?)
+    }
+
+    /// For a top-level function this module never calls: gradients are disabled in it when
+    /// the project's other modules call it, and only with gradients disabled.
+    fn external_no_grad(&self, def: Node<'t>) -> Option<String> {
+        if self.project.is_empty() {
+            return None;
+        }
+        if let Some(answer) = self.external_no_grad.borrow().get(&def.id()) {
+            return answer.clone();
+        }
+        let info = self.functions.get(&def.id())?;
+        let top_level = info.class.is_none() && self.parent(info.outer).map(|p| p.kind_name() == "module").unwrap_or(false);
+        let called_here = self.calls_named(&info.name).iter().any(|c| c.field("function").map(|f| f.kind_name() == "identifier").unwrap_or(false));
+        let answer = if top_level && !called_here {
+            let calls = self.project.external_calls(&info.name);
+            (!calls.is_empty() && calls.iter().all(|disabled| *disabled))
+                .then(|| "only called with gradients disabled (in other modules of the project)".to_owned())
+        } else {
+            None
+        };
+        self.external_no_grad.borrow_mut().insert(def.id(), answer.clone());
+        answer
     }
 
     pub fn is_lightning_class(&self, class: &str) -> bool {
@@ -1473,7 +1743,9 @@ impl<'t> SemanticModel<'t> {
                     continue;
                 };
                 let GradContext::Disabled(why) = self.grad_context_with(first, &no_grad) else { continue };
-                if calls.all(|c| self.grad_context_with(c, &no_grad).is_disabled()) {
+                // Callers in other modules of the project must disable gradients too.
+                let elsewhere_enabled = || !*is_method && !self.project.is_empty() && self.project.external_calls(name).iter().any(|d| !d);
+                if calls.all(|c| self.grad_context_with(c, &no_grad).is_disabled()) && !elsewhere_enabled() {
                     for id in ids {
                         no_grad.entry(*id).or_insert_with(|| format!("only called under {why}"));
                     }
@@ -1682,6 +1954,17 @@ impl<'t> SemanticModel<'t> {
 
     /// The module expression a forward call calls (`model` in `model(x)` and `model.forward(x)`).
     pub fn forward_callee(&self, call: Node<'t>) -> Option<Node<'t>> {
+        let module = self.forward_callee_by_value(call)?;
+        // A class, function or module of the project is not a module instance: calling it
+        // builds one (`Generator(cfg)`), or runs code that is not a forward pass. (Asked
+        // last: the answer may read another module.)
+        if self.project_callee(call).is_some() {
+            return None;
+        }
+        Some(module)
+    }
+
+    fn forward_callee_by_value(&self, call: Node<'t>) -> Option<Node<'t>> {
         let callee = call.field("function")?;
         if callee.kind_name() == "attribute" {
             let attr = callee.field("attribute").map(|a| self.text(a));
@@ -2067,6 +2350,9 @@ impl<'t> SemanticModel<'t> {
             let object = callee.field("object");
             let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
             if let Some(qualified) = self.qualified_name(callee) {
+                if let Some(kind) = self.project_call_kind(call, method) {
+                    return kind;
+                }
                 return self.library_call_kind(call, &qualified, depth);
             }
             let Some(object) = object else { return ValueKind::Unknown };
@@ -2125,6 +2411,9 @@ impl<'t> SemanticModel<'t> {
         }
         if callee.kind_name() == "identifier" {
             let name = self.text(callee);
+            if let Some(kind) = self.project_call_kind(call, name) {
+                return kind;
+            }
             if let Some(qualified) = self.qualified_name(callee) {
                 return self.library_call_kind(call, &qualified, depth);
             }
@@ -2143,8 +2432,8 @@ impl<'t> SemanticModel<'t> {
                 }
                 _ => {}
             }
-            if let Some(class) = self.classes.get(name) {
-                return if class.is_module {
+            if self.classes.contains_key(name) {
+                return if self.is_module_class(name) {
                     if name_says_loss(name) || name.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model }
                 } else {
                     ValueKind::Unknown

@@ -11,6 +11,7 @@ mod hover;
 mod notebook;
 mod server;
 mod settings;
+mod workspace;
 
 pub use server::Server;
 pub use tower_lsp_server::ClientSocket;

@@ -37,6 +37,9 @@ use crate::settings::{ClientSettings, DocumentSettings, SettingsStore};
 /// The code action kind of "fix everything memlint can fix".
 pub const FIX_ALL: CodeActionKind = CodeActionKind::new("source.fixAll.memlint");
 
+/// The Python files whose changes re-lint the open files that import them.
+const PYTHON_FILES: &str = "**/*.py";
+
 /// The configuration files whose changes re-resolve settings.
 const WATCHED: &[&str] = &["**/pyproject.toml", "**/memlint.toml", "**/.memlint.toml"];
 
@@ -82,6 +85,11 @@ struct State {
     /// Messages not yet shown (startup problems, configuration errors).
     pending_messages: Vec<(MessageType, String)>,
     shown: HashSet<String>,
+    /// The workspace's project (built on the first lint of a file, see `workspace.rs`).
+    project: Option<Arc<memlint_project::Project>>,
+    /// For each open document: the project modules its last lint read (a change to one
+    /// of them re-lints it).
+    dependencies: HashMap<Uri, Vec<PathBuf>>,
 }
 
 /// Work for one lint: a file, or every Python cell of a notebook.
@@ -89,6 +97,8 @@ struct Job {
     generation: u64,
     settings: Arc<DocumentSettings>,
     kind: JobKind,
+    /// The workspace project and the document's path in it.
+    project: Option<(Arc<memlint_project::Project>, PathBuf)>,
 }
 
 enum JobKind {
@@ -103,6 +113,8 @@ struct JobOutput {
     /// Per document: the version linted and its findings.
     entries: Vec<(Uri, i32, Vec<memlint_linter::Diagnostic>)>,
     problems: Vec<String>,
+    /// The project modules the lint read.
+    dependencies: Vec<PathBuf>,
 }
 
 impl Job {
@@ -128,24 +140,30 @@ impl Job {
     fn run(self) -> JobOutput {
         let linter = &self.settings.linter;
         let mut linted_cells = None;
+        let resolver = self.project.as_ref().map(|(p, path)| memlint_python::ProjectResolver::new(&**p, memlint_project::Project::key(path)));
+        let index: &dyn memlint_linter::ProjectIndex = match &resolver {
+            Some(r) => r,
+            None => &memlint_linter::NoProject,
+        };
         let (entries, problems) = match self.kind {
             JobKind::File { uri, version, text, tree } => {
                 let (mut per_unit, problems) =
-                    lint_guarded(linter, 1, &|s| vec![memlint_linter::lint_tree(&text, &tree, s).diagnostics]);
+                    lint_guarded(linter, 1, &|s| vec![memlint_linter::lint_tree_in_project(&text, &tree, s, index).diagnostics]);
                 (vec![(uri, version, per_unit.pop().unwrap_or_default())], problems)
             }
             JobKind::Notebook { notebook, cells } => {
                 linted_cells = Some((notebook, cells.iter().map(|(u, _, _)| u.clone()).collect()));
                 let texts: Vec<&str> = cells.iter().map(|(_, _, t)| t.as_str()).collect();
                 let (per_cell, problems) = lint_guarded(linter, texts.len(), &|s| {
-                    notebook::lint_cells(&texts, |source| memlint_linter::lint(source, s))
+                    notebook::lint_cells(&texts, |source| memlint_linter::lint_in_project(source, s, index))
                         .unwrap_or_else(|e| panic!("the notebook could not be read: {e}"))
                 });
                 let entries = cells.iter().zip(per_cell).map(|((u, v, _), d)| (u.clone(), *v, d)).collect();
                 (entries, problems)
             }
         };
-        JobOutput { generation: self.generation, notebook: linted_cells, entries, problems }
+        let dependencies = resolver.map(|r| r.modules_read().into_iter().map(PathBuf::from).collect()).unwrap_or_default();
+        JobOutput { generation: self.generation, notebook: linted_cells, entries, problems, dependencies }
     }
 }
 
@@ -274,6 +292,8 @@ impl State {
             generation: 0,
             pending_messages: Vec::new(),
             shown: HashSet::new(),
+            project: None,
+            dependencies: HashMap::new(),
         }
     }
 
@@ -307,6 +327,26 @@ impl State {
         }
     }
 
+    /// The workspace project (built now if it is not yet) and the path of `uri` in it;
+    /// `None` for a document that is not a file.
+    fn project_for(&mut self, uri: &Uri) -> Option<(Arc<memlint_project::Project>, PathBuf)> {
+        let path = file_path(uri)?;
+        let project = self
+            .project
+            .get_or_insert_with(|| Arc::new(memlint_project::Project::new(self.roots.clone(), crate::workspace::python_files(&self.roots))))
+            .clone();
+        Some((project, path))
+    }
+
+    /// The open units (documents, notebooks) whose last lint read one of `paths`.
+    fn dependents_of(&self, paths: &[PathBuf]) -> Vec<Uri> {
+        self.dependencies
+            .iter()
+            .filter(|(_, deps)| deps.iter().any(|d| paths.contains(d)))
+            .map(|(u, _)| u.clone())
+            .collect()
+    }
+
     /// The open Python code cells of a notebook, in order.
     fn code_cells(&self, notebook: &Uri) -> Vec<Uri> {
         self.notebooks
@@ -326,12 +366,14 @@ impl State {
                     .filter_map(|u| self.docs.get(&u).map(|d| (u.clone(), d.version, d.text.clone())))
                     .collect();
                 let settings = self.settings_for(uri);
-                Some(Job { generation, settings, kind: JobKind::Notebook { notebook: nb, cells } })
+                let project = self.project_for(&nb);
+                Some(Job { generation, settings, kind: JobKind::Notebook { notebook: nb, cells }, project })
             }
             None => {
                 let kind = JobKind::File { uri: uri.clone(), version: doc.version, text: doc.text.clone(), tree: doc.tree.clone() };
                 let settings = self.settings_for(uri);
-                Some(Job { generation, settings, kind })
+                let project = self.project_for(uri);
+                Some(Job { generation, settings, kind, project })
             }
         }
     }
@@ -353,6 +395,10 @@ impl State {
         }
         for problem in output.problems {
             self.pending_messages.push((MessageType::ERROR, problem));
+        }
+        if let Some((uri, _, _)) = output.entries.first() {
+            let unit = output.notebook.as_ref().map(|(nb, _)| nb.clone()).unwrap_or_else(|| uri.clone());
+            self.dependencies.insert(unit, output.dependencies);
         }
         for (uri, version, diagnostics) in output.entries {
             self.lints.insert(uri.clone(), Linted { version, generation: output.generation, diagnostics: Arc::new(diagnostics) });
@@ -509,6 +555,48 @@ impl Server {
         }
     }
 
+    /// Python files of the workspace changed on disk: the project forgets what it read of
+    /// them (and the workspace's file list when files came or went), and the open units
+    /// that read one of them are linted again.
+    async fn modules_changed(&self, paths: &[PathBuf], created_or_deleted: bool) {
+        let (pull, refresh, dependents) = {
+            let mut state = self.state();
+            if let Some(project) = state.project.clone() {
+                let files = created_or_deleted.then(|| crate::workspace::python_files(&state.roots));
+                for (i, path) in paths.iter().enumerate() {
+                    project.invalidate(path, if i == 0 { files.clone() } else { None });
+                }
+            }
+            // A file created may now be imported by files whose lint found nothing there.
+            let dependents = if created_or_deleted { state.units() } else { state.dependents_of(paths) };
+            for uri in &dependents {
+                state.lints.remove(uri);
+                for cell in state.code_cells(uri) {
+                    state.lints.remove(&cell);
+                }
+            }
+            if state.pull && !dependents.is_empty() {
+                // Pulled results are identified by generation: a new one makes clients pull again.
+                state.generation += 1;
+            }
+            (state.pull, state.refresh_support, dependents)
+        };
+        if dependents.is_empty() {
+            return;
+        }
+        if pull {
+            if refresh {
+                if let Err(e) = self.client.workspace_diagnostic_refresh().await {
+                    self.client.log_message(MessageType::WARNING, format!("memlint: diagnostic refresh failed: {e}")).await;
+                }
+            }
+        } else {
+            for uri in dependents {
+                self.schedule(uri);
+            }
+        }
+    }
+
     async fn clear(&self, uris: Vec<Uri>) {
         for uri in uris {
             self.client.publish_diagnostics(uri, Vec::new(), None).await;
@@ -632,6 +720,7 @@ impl LanguageServer for Server {
             text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
                 open_close: Some(true),
                 change: Some(TextDocumentSyncKind::INCREMENTAL),
+                save: Some(lsp::TextDocumentSyncSaveOptions::Supported(true)),
                 ..TextDocumentSyncOptions::default()
             })),
             notebook_document_sync: Some(OneOf::Left(notebook)),
@@ -644,7 +733,7 @@ impl LanguageServer for Server {
             diagnostic_provider: pull.then(|| {
                 DiagnosticServerCapabilities::Options(DiagnosticOptions {
                     identifier: Some("memlint".to_owned()),
-                    inter_file_dependencies: false,
+                    inter_file_dependencies: true,
                     workspace_diagnostics: false,
                     ..DiagnosticOptions::default()
                 })
@@ -671,6 +760,18 @@ impl LanguageServer for Server {
             };
             if let Err(e) = self.client.register_capability(vec![registration]).await {
                 self.log(MessageType::WARNING, format!("memlint: cannot watch configuration files: {e}")).await;
+            }
+            // Python files: a changed module re-lints the open files that import it.
+            let registration = Registration {
+                id: "memlint-python-files".to_owned(),
+                method: lsp::notification::DidChangeWatchedFiles::METHOD.to_owned(),
+                register_options: serde_json::to_value(DidChangeWatchedFilesRegistrationOptions {
+                    watchers: vec![FileSystemWatcher { glob_pattern: GlobPattern::String(PYTHON_FILES.to_owned()), kind: None }],
+                })
+                .ok(),
+            };
+            if let Err(e) = self.client.register_capability(vec![registration]).await {
+                self.log(MessageType::WARNING, format!("memlint: cannot watch Python files: {e}")).await;
             }
         }
         self.flush_messages().await;
@@ -760,12 +861,27 @@ impl LanguageServer for Server {
         if params.changes.is_empty() {
             return;
         }
+        let (python, config): (Vec<_>, Vec<_>) = params.changes.iter().partition(|c| c.uri.path().as_str().ends_with(".py"));
+        if !python.is_empty() {
+            let created_or_deleted = python.iter().any(|c| c.typ != lsp::FileChangeType::CHANGED);
+            let paths: Vec<PathBuf> = python.iter().filter_map(|c| file_path(&c.uri)).collect();
+            self.modules_changed(&paths, created_or_deleted).await;
+        }
+        if config.is_empty() {
+            return;
+        }
         {
             let mut state = self.state();
             let client = state.store.client().clone();
             state.reload(client);
         }
         self.relint_all().await;
+    }
+
+    async fn did_save(&self, params: lsp::DidSaveTextDocumentParams) {
+        if let Some(path) = file_path(&params.text_document.uri) {
+            self.modules_changed(&[path], false).await;
+        }
     }
 
     async fn diagnostic(&self, params: DocumentDiagnosticParams) -> Result<DocumentDiagnosticReportResult> {

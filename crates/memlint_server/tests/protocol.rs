@@ -51,7 +51,7 @@ async fn initialize_negotiates_utf8_and_pull_diagnostics() {
     let response = client.initialize(pull_client(), Value::Null, None).await;
     let caps = &response["result"]["capabilities"];
     assert_eq!(caps["positionEncoding"], "utf-8");
-    assert_eq!(caps["diagnosticProvider"], json!({"identifier": "memlint", "interFileDependencies": false, "workspaceDiagnostics": false}));
+    assert_eq!(caps["diagnosticProvider"], json!({"identifier": "memlint", "interFileDependencies": true, "workspaceDiagnostics": false}));
     // The pull client offered dynamic file watching: the server registers its config files.
     let registration = client.expect("client/registerCapability").await;
     insta::assert_json_snapshot!(registration["params"]);

@@ -2,7 +2,10 @@
 //! Checks for a tensor with autograd history (a loss, a model's output, arithmetic on
 //! them) accumulated across iterations of a loop into something that outlives the
 //! iteration: `total += loss`, `total = total + loss`, `losses.append(loss)`, or a dict of
-//! such (`stats["loss"] += loss`, `history[k].append(loss)`).
+//! such (`stats["loss"] += loss`, `history[k].append(loss)`); also through a method call,
+//! `meter.update(loss)`, when the method of `meter`'s class (defined in the same module or
+//! another module of the project) does `self.total += val` or appends the loss to an
+//! attribute.
 //!
 //! The loop must go over batches: its iterable names data (`loader`, `dataset`,
 //! `batches`), or its body calls `backward()` or steps an optimizer. A loop inside a
@@ -66,9 +69,10 @@ pub const CAPTURES: &[&str] = &["accumulation", "accumulator", "term"];
 pub const FIXABLE: bool = true;
 
 /// The trigger: what a file must contain for this rule to report anything in it.
-/// An addition or `append`, a loop over batches, and something that could be a network or a loss.
+/// An addition or `append` (or a method of a project class that stores its argument), a
+/// loop over batches, and something that could be a network or a loss.
 pub fn trigger(words: &Words<'_>) -> bool {
-    (words.contains("+") || words.has("append")) && could_loop_over_batches(words) && could_hold_a_model(words)
+    (words.contains("+") || words.has("append") || words.project_values()) && could_loop_over_batches(words) && could_hold_a_model(words)
 }
 
 pub fn check(checker: &mut Checker<'_, '_>) {
@@ -82,6 +86,55 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         let Some(base) = accumulator_base(model, accumulator) else { continue };
+        // Any other collected tensor is `gpu-tensors-collected`'s business.
+        if statement.kind_name() == "call" && !is_loss_like(model, term, 0) {
+            continue;
+        }
+        report(checker, statement, &base, term, None);
+    }
+    check_calls(checker);
+}
+
+/// Through calls: `meter.update(loss)` where the method of `meter`'s class (defined in
+/// this module or imported from the project) does `self.total += val` or appends it.
+fn check_calls(checker: &mut Checker<'_, '_>) {
+    let model = checker.model;
+    for range in model.outermost_loop_ranges() {
+        for call in model.calls().iter().copied().filter(|c| range.contains(&c.start_byte())) {
+            if call.field("function").map(|f| f.kind_name() != "attribute").unwrap_or(true) {
+                continue;
+            }
+            // Cheap first: some argument carries history (what the method stores may be
+            // in another module).
+            let args = call.field("arguments").map(|a| memlint_python::named_children(a)).unwrap_or_default();
+            let has_history = args.iter().any(|a| {
+                let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(*a) };
+                value.map(|v| model.has_autograd_history(v)).unwrap_or(false)
+            });
+            if !has_history {
+                continue;
+            }
+            for (term, stored) in model.call_stores_arguments(call) {
+                if !model.has_autograd_history(term) {
+                    continue;
+                }
+                if stored.kind == memlint_python::StoreKind::Appends && !is_loss_like(model, term, 0) {
+                    continue;
+                }
+                let Some(object) = call.field("function").and_then(|f| f.field("object")) else { continue };
+                let Some(base) = accumulator_base(model, object) else { continue };
+                report(checker, call, &base, term, Some(&stored));
+            }
+        }
+    }
+}
+
+/// Reports `statement` (an accumulation, or a call that accumulates, `via`) when the
+/// accumulator `base` outlives the iterations of a loop over batches.
+fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, term: Node<'t>, via: Option<&memlint_python::StoredArgument>) {
+    let model = checker.model;
+    {
+        let base = base.to_owned();
         let loops = model.enclosing_loops(statement);
         // The loops whose iterations the accumulator survives: those that contain no
         // plain (re)definition of it. They are the innermost ones, up to the loop that
@@ -106,18 +159,14 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 !definitions.iter().any(|d| body.map(|b| contains(b, *d) && !conditional_within(model, *d, b)).unwrap_or(false))
             })
             .collect();
-        let Some(outermost) = surviving.last() else { continue };
+        let Some(outermost) = surviving.last() else { return };
         // Across batches only: a loop inside a forward pass (over layers, tiles,
         // timesteps) needs what it collects for that pass's own backward.
         if !surviving.iter().any(|l| l.over_batches) {
-            continue;
-        }
-        // Any other collected tensor is `gpu-tensors-collected`'s business.
-        if statement.kind_name() == "call" && !is_loss_like(model, term, 0) {
-            continue;
+            return;
         }
         if model.backpropagated_after(&base, statement) {
-            continue;
+            return;
         }
         let training = subtree_has(model, outermost.node, |n| n.kind_name() == "call" && model.is_backward_call(n));
         let statement_text = snippet(model, statement);
@@ -136,6 +185,14 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 ),
                 Severity::Error,
             )
+        };
+        let message = match via {
+            Some(stored) => message.replacen(
+                &format!("`{statement_text}`"),
+                &format!("`{statement_text}` (its method stores `{}` in `{}`)", stored.name, stored.into),
+                1,
+            ),
+            None => message,
         };
         let fix = item_fix(model, term);
         checker.report(

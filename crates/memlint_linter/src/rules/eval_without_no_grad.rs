@@ -27,7 +27,14 @@
 //! item of a multi-item `with`, and after `stack.enter_context(torch.no_grad())`), in a
 //! function decorated `@torch.no_grad()` / `@torch.inference_mode()` (or a decorator whose
 //! name says so), in Lightning's `validation_step` / `test_step` / `predict_step`, and in a
-//! function of the same module that is only ever called from such code.
+//! function of the same module that is only ever called from such code (or, by
+//! `memlint check` and the language server, a top-level function that its own module never
+//! calls and the project's other modules call only from such code).
+//!
+//! In a project, a network built from a class of a sibling module (`from .models import
+//! Generator`, `from nets import *`, a re-export through a package's `__init__.py`) or
+//! returned by a factory function of another module is a network whatever its name; the
+//! constructor or factory call itself is not a forward pass.
 //!
 //! A function named for evaluation that is called from some module's `forward` (a
 //! `predict_heads` helper of a detection model) is part of the training forward pass and is
@@ -132,6 +139,10 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }
         let Some(reason) = evaluation_reason(model, call, module, &names).or_else(|| behaviour_reason(model, &flow, call)) else { continue };
         if needs_gradients(model, call) {
+            continue;
+        }
+        // Last, as it may read other modules: callers elsewhere all disable gradients.
+        if model.grad_disabled_by_callers_elsewhere(call).is_some() {
             continue;
         }
         let message = format!(

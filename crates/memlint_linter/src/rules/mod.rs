@@ -30,9 +30,11 @@ use crate::Edit;
 // mirrors what the semantic model needs to decide a fact, so it may only ever be weaker.
 
 /// Could some value be a network, a loss or a tensor with history: module classes,
-/// `forward`, `torch.nn`, model zoos, or a name the semantic model reads as a model or loss.
+/// `forward`, `torch.nn`, model zoos, a name the semantic model reads as a model or loss,
+/// or a class or factory imported from the project.
 pub(crate) fn could_hold_a_model(words: &Words<'_>) -> bool {
-    ["Module", "LightningModule", "forward", "requires_grad_", "nn", "torchvision", "timm", "transformers", "hub"]
+    words.project_values()
+        || ["Module", "LightningModule", "forward", "requires_grad_", "nn", "torchvision", "timm", "transformers", "hub"]
         .iter()
         .any(|w| words.has(w))
         // A module by what is done with it (`x.eval()`, `x.parameters()`).

@@ -1,0 +1,143 @@
+//! Project-wide analysis in `memlint check`: the multi-file projects under
+//! `tests/fixtures/project/`, each linted with and without `--no-project`, and the
+//! results cache re-linting a file when a module it imports changes.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+fn memlint() -> Command {
+    let mut cmd = Command::cargo_bin("memlint").unwrap();
+    cmd.env("NO_COLOR", "1");
+    cmd
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/project")
+}
+
+/// The findings of `memlint check` on fixture project `name`, as `file:line CODE`
+/// (paths relative to the project, `/`-separated), sorted.
+fn findings(name: &str, extra: &[&str]) -> Vec<String> {
+    let dir = fixtures().join(name);
+    let output = memlint()
+        .current_dir(&dir)
+        .args(["check", "--no-cache", "--output-format", "json"])
+        .args(extra)
+        .arg(".")
+        .output()
+        .unwrap();
+    let code = output.status.code().unwrap();
+    assert!(code == 0 || code == 1, "exit {code}: {}", String::from_utf8_lossy(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut found: Vec<String> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let file = d["filename"].as_str().unwrap().trim_start_matches("./").replace('\\', "/");
+            format!("{}:{} {}", file, d["location"]["row"], d["code"].as_str().unwrap())
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn classes_from_sibling_modules_relative_reexported_and_star_imported() {
+    assert_eq!(
+        findings("sibling", &[]),
+        [
+            // `from .models import Generator`; the constructor call on line 7 is not a forward pass.
+            "gan/preview.py:10 MEM001",
+            // `from gan import Critic`, re-exported by gan/__init__.py, its base in gan/base.py.
+            "score.py:10 MEM001",
+            // `from nets import *` with `__all__`.
+            "star.py:8 MEM001",
+        ]
+    );
+    // Alone, each file still shows these are networks by how they are used (`.eval()`,
+    // a forward pass whose result is only printed); the project tells it from the classes.
+    // `a_changed_sibling_module_relints_the_importing_file` has a case only the project decides.
+    assert_eq!(findings("sibling", &["--no-project"]), findings("sibling", &[]));
+}
+
+#[test]
+fn a_factory_in_another_module() {
+    assert_eq!(findings("factory", &[]), ["run.py:15 MEM001", "run.py:8 MEM001"]);
+    // Known by use alone too (`.eval()`, evaluation by behaviour).
+    assert_eq!(findings("factory", &["--no-project"]), findings("factory", &[]));
+}
+
+#[test]
+fn an_evaluation_function_called_only_under_no_grad_from_another_module_is_not_flagged() {
+    assert!(findings("callers_no_grad", &[]).is_empty());
+    assert_eq!(findings("callers_no_grad", &["--no-project"]), ["evaluation.py:5 MEM001"], "alone, it is flagged");
+}
+
+#[test]
+fn an_evaluation_function_called_with_gradients_from_another_module_is_flagged() {
+    assert_eq!(findings("callers_grad", &[]), ["evaluation.py:5 MEM001"]);
+}
+
+#[test]
+fn accumulation_through_a_method_of_a_class_from_another_module() {
+    assert_eq!(findings("meter", &[]), ["train.py:13 MEM002", "train.py:14 MEM002"]);
+    assert!(findings("meter", &["--no-project"]).is_empty());
+}
+
+#[test]
+fn a_changed_sibling_module_relints_the_importing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing in preview.py says `g` is a network (no `.eval()`, a name that says nothing):
+    // only models.py does.
+    let models = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def forward(self, z):\n        return z\n";
+    let preview = "from models import Synth\n\n\ndef show(loader):\n    g = Synth()\n    for z in loader:\n        print(g(z))\n";
+    fs::write(dir.path().join("models.py"), models).unwrap();
+    fs::write(dir.path().join("preview.py"), preview).unwrap();
+    let cache = dir.path().join("cache");
+    let run = || {
+        let output = memlint()
+            .current_dir(dir.path())
+            .args(["check", "--output-format", "concise", "--cache-dir"])
+            .arg(&cache)
+            .arg("preview.py")
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let first = run();
+    assert!(first.contains("preview.py:7:15: MEM001"), "{first}");
+    assert_eq!(run(), first, "unchanged: the cached findings");
+    // Synth stops being a network: preview.py's text is the same, its finding goes.
+    fs::write(dir.path().join("models.py"), models.replace("(nn.Module)", "")).unwrap();
+    let after = run();
+    assert!(!after.contains("MEM001"), "the importing file was linted again: {after}");
+    // And back.
+    fs::write(dir.path().join("models.py"), models).unwrap();
+    assert!(run().contains("preview.py:7:15: MEM001"));
+}
+
+#[test]
+fn a_project_module_that_does_not_parse_or_read_is_unknown_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("models.py"), b"class Generator(nn.Module:\n  \xff\xfe broken").unwrap();
+    fs::write(dir.path().join("cycle_a.py"), "from cycle_b import *\n").unwrap();
+    fs::write(dir.path().join("cycle_b.py"), "from cycle_a import *\nfrom cycle_b import X\n").unwrap();
+    fs::write(
+        dir.path().join("use.py"),
+        "from models import Generator\nfrom cycle_a import *\n\n\ndef show(loader):\n    g = Generator()\n    h = Missing()\n    g.eval()\n    for z in loader:\n        print(g(z), h(z))\n",
+    )
+    .unwrap();
+    let output = memlint().current_dir(dir.path()).args(["check", "--no-cache", "use.py", "cycle_a.py", "cycle_b.py"]).output().unwrap();
+    let code = output.status.code().unwrap();
+    assert!(code == 0 || code == 1, "no crash on a broken module or an import cycle: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[test]
+fn the_prefilter_drops_no_finding_that_the_project_adds() {
+    for name in ["sibling", "factory", "callers_no_grad", "callers_grad", "meter"] {
+        assert_eq!(findings(name, &[]), findings(name, &["--no-prefilter"]), "{name}");
+    }
+}

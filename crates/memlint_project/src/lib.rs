@@ -1,0 +1,335 @@
+//! The project around a linted file, on disk: which file a module name means, and what
+//! each module of the project says of itself ([`memlint_python::ModuleSummary`]), read
+//! and parsed lazily, once per run, from any number of threads.
+//!
+//! ## Which file a module name means
+//! - Relative imports (`from .models import G`, `from .. import utils`) are resolved from
+//!   the importing file's folder (one dot: that folder; two: its parent; ...).
+//! - Absolute imports (`from nets import *`, `import pkg.models`) are looked for, in order,
+//!   under the importing file's *package root* (the nearest folder above the file that
+//!   has no `__init__.py`: the folder Python puts on `sys.path` when the script or its
+//!   package is run from there), the importing file's own folder, and the project roots
+//!   the front end gives (the configuration's folder).
+//! - `a.b` is the file `a/b.py`, else the package `a/b/__init__.py`. A name that no such
+//!   file holds is not the project's (a library): nothing is known of it.
+//!
+//! Limits: modules larger than [`MAX_MODULE_BYTES`] are not read, and at most
+//! [`Project::with_limit`] modules (default [`DEFAULT_MODULE_LIMIT`]) are summarized in
+//! one run; past the limit, names from further modules are unknown (as if the project
+//! were a library) and [`Project::limit_reached`] says so.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use memlint_python::{ModuleLoader, ModuleSummary};
+use rayon::prelude::*;
+
+/// Modules larger than this are not read for the project (generated code, data).
+pub const MAX_MODULE_BYTES: u64 = 4 << 20;
+/// How many modules one run summarizes at most.
+pub const DEFAULT_MODULE_LIMIT: usize = 50_000;
+
+/// One module read from disk.
+struct Module {
+    hash: String,
+    summary: Arc<ModuleSummary>,
+}
+
+/// The modules of a project on disk, read lazily. Shared by the threads of one run (the
+/// CLI) or kept by the language server, which calls [`Project::invalidate`] when a file
+/// changes.
+pub struct Project {
+    roots: Vec<PathBuf>,
+    /// The files of the run (the CLI's files to check, the server's workspace files):
+    /// where callers of a function are looked for.
+    files: Mutex<Arc<Vec<PathBuf>>>,
+    modules: Mutex<HashMap<PathBuf, Arc<OnceLock<Option<Arc<Module>>>>>>,
+    /// Does this file exist (module resolution asks the same paths again and again)?
+    exists: Mutex<HashMap<PathBuf, bool>>,
+    /// Which files of the run mention each identifier (built on the first question).
+    mentions: Mutex<Option<Arc<HashMap<String, Vec<u32>>>>>,
+    /// [`Project::file_hash`]'s answers.
+    hashes: Mutex<HashMap<String, Option<String>>>,
+    limit: usize,
+    summarized: AtomicUsize,
+    limit_reached: AtomicBool,
+}
+
+impl Project {
+    /// A project whose absolute imports may also resolve under `roots`, and whose callers
+    /// are looked for among `files`.
+    pub fn new(roots: Vec<PathBuf>, files: Vec<PathBuf>) -> Project {
+        Project::with_limit(roots, files, DEFAULT_MODULE_LIMIT)
+    }
+
+    pub fn with_limit(roots: Vec<PathBuf>, files: Vec<PathBuf>, limit: usize) -> Project {
+        Project {
+            roots,
+            files: Mutex::new(Arc::new(files)),
+            modules: Mutex::new(HashMap::new()),
+            exists: Mutex::new(HashMap::new()),
+            mentions: Mutex::new(None),
+            hashes: Mutex::new(HashMap::new()),
+            limit,
+            summarized: AtomicUsize::new(0),
+            limit_reached: AtomicBool::new(false),
+        }
+    }
+
+    /// How many modules this project summarized (read and parsed, or seeded by a lint).
+    pub fn modules_summarized(&self) -> usize {
+        self.summarized.load(Ordering::Relaxed).min(self.limit)
+    }
+
+    /// Did some module go unread because of the module limit?
+    pub fn limit_reached(&self) -> bool {
+        self.limit_reached.load(Ordering::Relaxed)
+    }
+
+    /// The module key of a file (what [`memlint_python::ProjectResolver`] takes).
+    pub fn key(path: &Path) -> String {
+        path.to_string_lossy().into_owned()
+    }
+
+    /// Forgets what was read of `path` (it changed on disk), and of which files mention
+    /// what. The files of the project may have changed too: `files` replaces them when given.
+    pub fn invalidate(&self, path: &Path, files: Option<Vec<PathBuf>>) {
+        lock(&self.modules).remove(path);
+        let mut exists = lock(&self.exists);
+        exists.remove(path);
+        // A created or deleted `__init__.py` changes package roots: forget them all.
+        exists.retain(|p, _| p.file_name().map(|n| n != "__init__.py").unwrap_or(true));
+        drop(exists);
+        *lock(&self.mentions) = None;
+        lock(&self.hashes).remove(&Project::key(path));
+        if let Some(files) = files {
+            *lock(&self.files) = Arc::new(files);
+        }
+    }
+
+    /// The content hash of a module this project read (`None` when it was not read or
+    /// could not be): what the results cache keys an importing file on.
+    pub fn content_hash(&self, key: &str) -> Option<String> {
+        self.module(key).map(|m| m.hash.clone())
+    }
+
+    /// The content hash of file `key` as it is now (read once per run, without parsing
+    /// when the project has not read it): what the results cache checks its entries'
+    /// dependencies against.
+    pub fn file_hash(&self, key: &str) -> Option<String> {
+        if let Some(Some(m)) = lock(&self.modules).get(Path::new(key)).and_then(|c| c.get().cloned()) {
+            return Some(m.hash.clone());
+        }
+        if let Some(h) = lock(&self.hashes).get(key) {
+            return h.clone();
+        }
+        let h = std::fs::read(key).ok().map(|b| Project::hash_text(&b));
+        lock(&self.hashes).insert(key.to_owned(), h.clone());
+        h
+    }
+
+    /// The content hash of a file's current text (read now).
+    pub fn hash_text(text: &[u8]) -> String {
+        blake3::hash(text).to_hex().to_string()
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        if let Some(e) = lock(&self.exists).get(path) {
+            return *e;
+        }
+        let e = path.is_file();
+        lock(&self.exists).insert(path.to_owned(), e);
+        e
+    }
+
+    /// The folder of `file`'s package root: the nearest folder at or above the file's own
+    /// that has no `__init__.py`.
+    pub fn package_root(&self, file: &Path) -> Option<PathBuf> {
+        let mut dir = file.parent()?.to_owned();
+        for _ in 0..64 {
+            if !self.exists(&dir.join("__init__.py")) {
+                return Some(dir);
+            }
+            dir = dir.parent()?.to_owned();
+        }
+        None
+    }
+
+    /// `a.b` under `base`: `a/b.py`, else `a/b/__init__.py`; `""` is the package `base`.
+    fn module_file(&self, base: &Path, parts: &[&str]) -> Option<PathBuf> {
+        if parts.iter().any(|p| p.is_empty() || !p.chars().all(|c| c.is_alphanumeric() || c == '_')) {
+            return None;
+        }
+        let mut dir = base.to_owned();
+        for p in parts {
+            dir.push(p);
+        }
+        if !parts.is_empty() {
+            let file = dir.with_extension("py");
+            if self.exists(&file) {
+                return Some(file);
+            }
+        }
+        let init = dir.join("__init__.py");
+        self.exists(&init).then_some(init)
+    }
+
+    fn module(&self, key: &str) -> Option<Arc<Module>> {
+        let path = PathBuf::from(key);
+        let cell = lock(&self.modules).entry(path.clone()).or_default().clone();
+        cell.get_or_init(|| {
+            if self.summarized.fetch_add(1, Ordering::Relaxed) >= self.limit {
+                self.limit_reached.store(true, Ordering::Relaxed);
+                return None;
+            }
+            let meta = std::fs::metadata(&path).ok()?;
+            if !meta.is_file() || meta.len() > MAX_MODULE_BYTES {
+                return None;
+            }
+            let bytes = std::fs::read(&path).ok()?;
+            let hash = Project::hash_text(&bytes);
+            let text = String::from_utf8_lossy(&bytes);
+            let tree = memlint_python::parse_with(&text, None);
+            let summary = Arc::new(ModuleSummary::new(&tree, &text));
+            Some(Arc::new(Module { hash, summary }))
+        })
+        .clone()
+    }
+
+    /// Which files of the run mention each identifier: one scan of every file, in
+    /// parallel, on the first question (and again after [`Project::invalidate`]).
+    fn mentions(&self) -> Arc<HashMap<String, Vec<u32>>> {
+        if let Some(m) = lock(&self.mentions).as_ref() {
+            return m.clone();
+        }
+        let files = lock(&self.files).clone();
+        let per_file: Vec<Vec<String>> = files
+            .par_iter()
+            .map(|f| {
+                let Ok(bytes) = std::fs::read(f) else { return Vec::new() };
+                let mut words: Vec<&[u8]> = bytes
+                    .split(|b| !(b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80))
+                    .filter(|w| !w.is_empty() && !w[0].is_ascii_digit())
+                    .collect();
+                words.sort_unstable();
+                words.dedup();
+                words.into_iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect()
+            })
+            .collect();
+        let mut index: HashMap<String, Vec<u32>> = HashMap::new();
+        for (i, words) in per_file.into_iter().enumerate() {
+            for w in words {
+                index.entry(w).or_default().push(i as u32);
+            }
+        }
+        let index = Arc::new(index);
+        *lock(&self.mentions) = Some(index.clone());
+        index
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ModuleLoader for Project {
+    fn resolve_module(&self, from: &str, dotted: &str) -> Option<String> {
+        let from = Path::new(from);
+        let dots = dotted.len() - dotted.trim_start_matches('.').len();
+        let rest = &dotted[dots..];
+        let parts: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('.').collect() };
+        if dots > 0 {
+            let mut base = from.parent()?.to_owned();
+            for _ in 1..dots {
+                base = base.parent()?.to_owned();
+            }
+            return self.module_file(&base, &parts).map(|p| Project::key(&p));
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        let mut bases: Vec<PathBuf> = Vec::new();
+        if let Some(root) = self.package_root(from) {
+            bases.push(root);
+        }
+        if let Some(dir) = from.parent() {
+            bases.push(dir.to_owned());
+        }
+        bases.extend(self.roots.iter().cloned());
+        let mut tried: Vec<&Path> = Vec::new();
+        for base in &bases {
+            if tried.contains(&base.as_path()) {
+                continue;
+            }
+            tried.push(base);
+            if let Some(file) = self.module_file(base, &parts) {
+                return Some(Project::key(&file));
+            }
+        }
+        None
+    }
+
+    fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>> {
+        self.module(key).map(|m| m.summary.clone())
+    }
+
+    /// The files of the run that mention both `name` and a name a caller must write to
+    /// import it: the module's own (`evaluation` for `evaluation.py`), or that of a
+    /// package whose `__init__.py` re-exports it (`from pkg import score`).
+    fn candidate_callers(&self, key: &str, name: &str) -> Vec<String> {
+        let files = lock(&self.files).clone();
+        let mentions = self.mentions();
+        let Some(indices) = mentions.get(name) else { return Vec::new() };
+        let mut words: Vec<String> = Vec::new();
+        let path = Path::new(key);
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut dir = path.parent().map(Path::to_owned);
+        if stem == "__init__" {
+            if let Some(d) = &dir {
+                words.extend(d.file_name().map(|n| n.to_string_lossy().into_owned()));
+                dir = d.parent().map(Path::to_owned);
+            }
+        } else {
+            words.push(stem);
+        }
+        while let Some(d) = dir {
+            let init = d.join("__init__.py");
+            if !self.exists(&init) {
+                break;
+            }
+            let reexports = self
+                .summary(&Project::key(&init))
+                .map(|s| s.import(name).is_some() || !s.star_imports.is_empty())
+                .unwrap_or(false);
+            if !reexports {
+                break;
+            }
+            words.extend(d.file_name().map(|n| n.to_string_lossy().into_owned()));
+            dir = d.parent().map(Path::to_owned);
+        }
+        let importing: std::collections::HashSet<u32> =
+            words.iter().filter_map(|w| mentions.get(w)).flatten().copied().collect();
+        indices
+            .iter()
+            .filter(|i| importing.contains(i))
+            .filter_map(|i| files.get(*i as usize))
+            .map(|p| Project::key(p))
+            .filter(|k| k != key)
+            .collect()
+    }
+
+    fn seed(&self, key: &str, text: &str, summary: &dyn Fn() -> ModuleSummary) {
+        let cell = lock(&self.modules).entry(PathBuf::from(key)).or_default().clone();
+        if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
+            return;
+        }
+        if self.summarized.fetch_add(1, Ordering::Relaxed) >= self.limit {
+            self.limit_reached.store(true, Ordering::Relaxed);
+            return;
+        }
+        let _ = cell.set(Some(Arc::new(Module { hash: Project::hash_text(text.as_bytes()), summary: Arc::new(summary()) })));
+    }
+
+}

@@ -1,0 +1,153 @@
+//! `ModuleSummary` and `ProjectResolver` over an in-memory project (no files): what a
+//! summary records, and how names resolve through re-exports, star imports, bases,
+//! factories and cycles.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use memlint_python::project::{scan_imports, StoreKind};
+use memlint_python::{parse, ModuleLoader, ModuleSummary, ProjectIndex, ProjectResolver, Symbol};
+
+/// Modules by path (`pkg/models.py`); `resolve_module` follows Python's rules on them.
+struct Memory(HashMap<String, String>);
+
+impl Memory {
+    fn new(files: &[(&str, &str)]) -> Memory {
+        Memory(files.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect())
+    }
+    fn module_at(&self, dir: &str, parts: &[&str]) -> Option<String> {
+        let base = if dir.is_empty() { parts.join("/") } else if parts.is_empty() { dir.to_owned() } else { format!("{dir}/{}", parts.join("/")) };
+        let file = format!("{base}.py");
+        if !parts.is_empty() && self.0.contains_key(&file) {
+            return Some(file);
+        }
+        let init = if base.is_empty() { "__init__.py".to_owned() } else { format!("{base}/__init__.py") };
+        self.0.contains_key(&init).then_some(init)
+    }
+}
+
+impl ModuleLoader for Memory {
+    fn resolve_module(&self, from: &str, dotted: &str) -> Option<String> {
+        let dots = dotted.len() - dotted.trim_start_matches('.').len();
+        let parts: Vec<&str> = dotted[dots..].split('.').filter(|p| !p.is_empty()).collect();
+        let mut dir: Vec<&str> = from.split('/').collect();
+        dir.pop();
+        if dots == 0 {
+            return self.module_at("", &parts);
+        }
+        for _ in 1..dots {
+            dir.pop()?;
+        }
+        self.module_at(&dir.join("/"), &parts)
+    }
+    fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>> {
+        let text = self.0.get(key)?;
+        let parsed = parse(text);
+        Some(Arc::new(ModuleSummary::new(&parsed.tree, text)))
+    }
+    fn candidate_callers(&self, _key: &str, name: &str) -> Vec<String> {
+        self.0.iter().filter(|(_, t)| t.contains(name)).map(|(k, _)| k.clone()).collect()
+    }
+}
+
+fn is_module(symbol: Option<Symbol>) -> Option<bool> {
+    match symbol? {
+        Symbol::Class { is_module, .. } => Some(is_module),
+        _ => None,
+    }
+}
+
+#[test]
+fn classes_resolve_through_reexports_star_imports_and_base_chains() {
+    let project = Memory::new(&[
+        ("pkg/__init__.py", "from .models import Generator\nfrom .nets import *\n"),
+        ("pkg/base.py", "import torch\nclass Base(torch.nn.Module):\n    pass\n"),
+        ("pkg/models.py", "from .base import Base\nfrom torch import nn\nclass Generator(Base):\n    pass\nclass Plain:\n    pass\nclass Loop(Loop2):\n    pass\nclass Loop2(Loop):\n    pass\n"),
+        ("pkg/nets.py", "import torch.nn as nn\n__all__ = ['Enc']\nclass Enc(nn.Conv2d):\n    pass\nclass Hidden(nn.Module):\n    pass\n"),
+        ("train.py", "from pkg import Generator, Enc\n"),
+    ]);
+    let train = ProjectResolver::new(&project, "train.py");
+    assert_eq!(is_module(train.symbol("pkg.Generator")), Some(true), "re-export, then a base in another module");
+    assert_eq!(is_module(train.symbol("pkg.Enc")), Some(true), "a star import with __all__, a torch.nn base");
+    assert_eq!(train.symbol("pkg.Hidden"), None, "not in __all__: the star import does not bring it");
+    assert_eq!(is_module(train.symbol("pkg.models.Plain")), Some(false));
+    assert_eq!(is_module(train.symbol("pkg.models.Loop")), Some(false), "a cycle of bases ends");
+    assert_eq!(train.symbol("torch.nn.Linear"), None, "a library's name is not the project's");
+    assert_eq!(train.symbol("pkg.models"), Some(Symbol::Module));
+    let models = ProjectResolver::new(&project, "pkg/models.py");
+    assert_eq!(is_module(models.symbol(".nets.Enc")), Some(true), "relative");
+    assert_eq!(is_module(models.symbol("..pkg.models.Generator")), Some(true), "two dots: the folder above the package");
+    assert_eq!(models.symbol("...pkg.models.Generator"), None, "above the top: unknown");
+    let read = train.modules_read();
+    assert!(read.contains(&"pkg/__init__.py".to_owned()) && read.contains(&"pkg/base.py".to_owned()), "{read:?}");
+}
+
+#[test]
+fn factories_and_storing_methods() {
+    let project = Memory::new(&[
+        ("zoo.py", "import torch.nn as nn\nimport torchvision\nclass Net(nn.Module):\n    pass\ndef build():\n    m = Net()\n    return m.cuda()\ndef wrap():\n    return build()\ndef tv():\n    return torchvision.models.resnet18()\ndef config():\n    return dict()\n"),
+        ("meters.py", "HISTORY = []\nclass Meter:\n    def update(self, val, n=1):\n        self.sum += val * n\n    def safe(self, val):\n        self.sum += val.item()\n    def rebinds(self, val):\n        val = float(val)\n        self.sum += val\ndef log(x):\n    HISTORY.append(x)\ndef local(x):\n    items = []\n    items.append(x)\n"),
+        ("train.py", "from zoo import build\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "train.py");
+    let returns = |q: &str| match r.symbol(q) {
+        Some(Symbol::Function { returns_module, .. }) => returns_module,
+        other => panic!("{q}: {other:?}"),
+    };
+    assert!(returns("zoo.build") && returns("zoo.wrap") && returns("zoo.tv"));
+    assert!(!returns("zoo.config"));
+    let Some(Symbol::Class { methods, .. }) = r.symbol("meters.Meter") else { panic!() };
+    let update = methods.iter().find(|m| m.name == "update").unwrap();
+    // Both arguments are added in (`n` too: the rule asks whether the argument passed has history).
+    assert_eq!(update.stores.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["val", "n"]);
+    assert_eq!((update.stores[0].position, update.stores[0].kind, update.stores[0].into.as_str()), (0, StoreKind::Accumulates, "self.sum"));
+    assert!(methods.iter().find(|m| m.name == "safe").unwrap().stores.is_empty(), "a number is stored");
+    assert!(methods.iter().find(|m| m.name == "rebinds").unwrap().stores.is_empty(), "the argument was replaced");
+    let stores = |q: &str| match r.symbol(q) {
+        Some(Symbol::Function { summary, .. }) => summary.stores.len(),
+        other => panic!("{q}: {other:?}"),
+    };
+    assert_eq!(stores("meters.log"), 1, "a module-level list outlives the call");
+    assert_eq!(stores("meters.local"), 0, "a local list does not");
+}
+
+#[test]
+fn callers_elsewhere_with_their_gradient_context() {
+    let project = Memory::new(&[
+        ("evaluation.py", "def score(m, loader):\n    return [m(x) for x in loader]\n"),
+        ("a.py", "import torch\nfrom evaluation import score\nwith torch.no_grad():\n    score(m, l)\n@torch.inference_mode()\ndef f():\n    score(m, l)\n"),
+        ("b.py", "import evaluation as ev\ndef g():\n    ev.score(m, l)\n"),
+        ("c.py", "def score():\n    pass\nscore()\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "evaluation.py");
+    let mut calls = r.external_calls("score");
+    calls.sort();
+    assert_eq!(calls, [false, true, true], "two in a.py without gradients, one in b.py with; c.py's own score is another function");
+}
+
+#[test]
+fn summaries_record_imports_star_imports_all_and_conditional_definitions() {
+    let text = "from . import a\nfrom .. import b\nfrom .c import d as e\nimport f.g\nimport h as i\nfrom j import *\n__all__ = ['X']\n__all__ += ['Y']\ntry:\n    from k import X\nexcept ImportError:\n    X = None\nif True:\n    class Y:\n        pass\n";
+    let parsed = parse(text);
+    let s = ModuleSummary::new(&parsed.tree, text);
+    assert_eq!(s.import("a"), Some(".a"));
+    assert_eq!(s.import("b"), Some("..b"));
+    assert_eq!(s.import("e"), Some(".c.d"));
+    assert_eq!(s.import("f"), Some("f"));
+    assert_eq!(s.import("i"), Some("h"));
+    assert_eq!(s.import("X"), Some("k.X"));
+    assert_eq!(s.star_imports, ["j"]);
+    assert_eq!(s.all.as_deref(), Some(&["X".to_owned(), "Y".to_owned()][..]));
+    assert!(s.class("Y").is_some());
+}
+
+#[test]
+fn import_scan_finds_names_and_modules_without_parsing() {
+    let text = "import torch, numpy as np\nfrom .models import (\n    Generator as G,  # comment\n    Critic,\n)\nfrom nets import *\nx = 1\n";
+    let imports = scan_imports(text);
+    let modules: Vec<&str> = imports.iter().map(|i| i.module).collect();
+    assert_eq!(modules, ["torch", "numpy", ".models", "nets"]);
+    assert_eq!(imports[1].locals, [("numpy".to_owned(), "np")]);
+    assert_eq!(imports[2].locals, [(".models.Generator".to_owned(), "G"), (".models.Critic".to_owned(), "Critic")]);
+    assert!(imports[3].star);
+}

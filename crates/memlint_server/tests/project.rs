@@ -1,0 +1,102 @@
+//! The server's workspace project: an open file is linted with the modules it imports
+//! from the workspace (as `memlint check` lints it), and is linted again when one of
+//! them is saved or changes on disk.
+
+mod common;
+
+use common::{pull_client, push_client, TestClient};
+use memlint_linter::{lint, lint_in_project, LineIndex, LinterSettings};
+use memlint_python::ProjectResolver;
+use serde_json::{json, Value};
+
+// Nothing in preview.py says `g` is a network (no `.eval()`, a name that says nothing):
+// only models.py does.
+const MODELS: &str = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def forward(self, z):\n        return z\n";
+const PREVIEW: &str = "from models import Synth\n\n\ndef show(loader):\n    g = Synth()\n    for z in loader:\n        print(g(z))\n";
+
+fn codes_and_ranges(publish: &Value) -> Vec<(String, Value)> {
+    publish["params"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["code"].as_str().unwrap().to_owned(), d["range"].clone()))
+        .collect()
+}
+
+fn workspace() -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("models.py"), MODELS).unwrap();
+    std::fs::write(root.join("preview.py"), PREVIEW).unwrap();
+    let root_uri = format!("file://{}", root.display());
+    (dir, root, root_uri)
+}
+
+#[tokio::test]
+async fn the_server_reports_what_the_cli_reports_on_a_two_file_project() {
+    let (_dir, root, root_uri) = workspace();
+    // What `memlint check` computes for preview.py: the same entry point over the same project.
+    let project = memlint_project::Project::new(Vec::new(), vec![root.join("models.py"), root.join("preview.py")]);
+    let resolver = ProjectResolver::new(&project, memlint_project::Project::key(&root.join("preview.py")));
+    let expected = lint_in_project(PREVIEW, &LinterSettings::default(), &resolver);
+    assert!(!expected.diagnostics.is_empty(), "the project makes `g` a network");
+    assert!(lint(PREVIEW, &LinterSettings::default()).diagnostics.is_empty(), "alone, preview.py has no finding");
+    let index = LineIndex::new(PREVIEW);
+    let expected: Vec<(String, Value)> = expected
+        .diagnostics
+        .iter()
+        .map(|d| {
+            let (sl, sc) = index.utf16_position(d.range.start, PREVIEW);
+            let (el, ec) = index.utf16_position(d.range.end, PREVIEW);
+            (d.rule.code().to_owned(), json!({"start": {"line": sl, "character": sc}, "end": {"line": el, "character": ec}}))
+        })
+        .collect();
+
+    let mut client = TestClient::start();
+    client.initialize(push_client(), Value::Null, Some(&root_uri)).await;
+    let uri = format!("{root_uri}/preview.py");
+    client.open(&uri, PREVIEW).await;
+    assert_eq!(codes_and_ranges(&client.diagnostics_for(&uri).await), expected);
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_saved_or_changed_module_relints_the_open_files_that_import_it() {
+    let (_dir, root, root_uri) = workspace();
+    let mut client = TestClient::start();
+    client.initialize(push_client(), Value::Null, Some(&root_uri)).await;
+    let uri = format!("{root_uri}/preview.py");
+    let models_uri = format!("{root_uri}/models.py");
+    client.open(&uri, PREVIEW).await;
+    let first = codes_and_ranges(&client.diagnostics_for(&uri).await);
+    assert_eq!(first.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["MEM001"]);
+
+    // models.py saved (by the editor, not open here): Synth is no network any more.
+    std::fs::write(root.join("models.py"), MODELS.replace("(nn.Module)", "")).unwrap();
+    client.notify("textDocument/didSave", json!({"textDocument": {"uri": models_uri}})).await;
+    assert!(codes_and_ranges(&client.diagnostics_for(&uri).await).is_empty(), "re-linted after the save");
+
+    // Changed back on disk by another program: the watcher's notification re-lints it.
+    std::fs::write(root.join("models.py"), MODELS).unwrap();
+    client.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": models_uri, "type": 2}]})).await;
+    assert_eq!(codes_and_ranges(&client.diagnostics_for(&uri).await), first);
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn python_files_are_watched_when_the_client_registers_watchers_dynamically() {
+    let mut client = TestClient::start();
+    client.initialize(pull_client(), Value::Null, None).await;
+    let mut globs = Vec::new();
+    for _ in 0..2 {
+        let registration = client.expect("client/registerCapability").await;
+        for r in registration["params"]["registrations"].as_array().unwrap() {
+            assert_eq!(r["method"], "workspace/didChangeWatchedFiles");
+            for w in r["registerOptions"]["watchers"].as_array().unwrap() {
+                globs.push(w["globPattern"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    assert!(globs.iter().any(|g| g == "**/*.py"), "{globs:?}");
+    assert!(globs.iter().any(|g| g == "**/pyproject.toml"), "{globs:?}");
+}
