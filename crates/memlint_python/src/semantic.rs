@@ -1814,6 +1814,38 @@ impl<'t> SemanticModel<'t> {
         LoopInfo { node, over_eval_data, over_batches }
     }
 
+    /// What a condition tests: the expression a flag was assigned (`do_step = (i + 1) % k
+    /// == 0`, then `if do_step:`), else the condition itself.
+    pub fn flag_value(&self, condition: Node<'t>) -> Node<'t> {
+        if condition.kind_name() != "identifier" {
+            return condition;
+        }
+        self.binding_at(self.text(condition), condition)
+            .and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None })
+            .unwrap_or(condition)
+    }
+
+    /// The period `k` of a condition that holds every k-th step: `i % k == 0`,
+    /// `(it + 1) % every == 0`. `"%d" % x` formats a string and is no period. A flag bound
+    /// to a periodic test is not followed here (`if generator_step:` alternating two
+    /// updates is no rare branch); a rule that wants it asks [`Self::flag_value`] first.
+    pub fn period_of(&self, condition: Node<'t>) -> Option<Node<'t>> {
+        let mut pending = vec![condition];
+        while let Some(n) = pending.pop() {
+            if n.kind_name() == "binary_operator" && n.field("operator").is_some_and(|o| self.text(o) == "%") {
+                if n.field("left").is_some_and(|l| l.kind_name() == "string") {
+                    return None;
+                }
+                return n.field("right").map(unparenthesize);
+            }
+            let mut cursor = n.walk();
+            // Depth-first, left to right: the first `%` in source order.
+            let children: Vec<Node<'t>> = n.named_children(&mut cursor).collect();
+            pending.extend(children.into_iter().rev());
+        }
+        None
+    }
+
     /// What a loop steps through: epochs, steps, or something else. (Walks the loop's
     /// body, so it is computed only when asked for.)
     pub fn loop_kind(&self, node: Node<'t>) -> LoopKind {

@@ -245,19 +245,8 @@ fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node
         if matches!(n.kind_name(), "if_statement" | "elif_clause") {
             if let Some(condition) = n.field("condition") {
                 // `do_step = (i + 1) % k == 0` then `if do_step:`.
-                let condition = if condition.kind_name() == "identifier" {
-                    model
-                        .binding_at(model.text(condition), condition)
-                        .and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None })
-                        .unwrap_or(condition)
-                } else {
-                    condition
-                };
-                let modulus = descendants_where(condition, |c| {
-                    c.kind_name() == "binary_operator" && c.field("operator").map(|o| model.text(o) == "%").unwrap_or(false)
-                });
-                if let Some(k) = modulus.first().and_then(|m| m.field("right")) {
-                    let k = unparenthesize(k);
+                let condition = model.flag_value(condition);
+                if let Some(k) = model.period_of(condition) {
                     if !(k.kind_name() == "integer" && model.text(k) == "1") {
                         return Some((condition, k, n));
                     }

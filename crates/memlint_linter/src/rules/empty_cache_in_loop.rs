@@ -132,12 +132,7 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
 /// (`if (i + 1) % accum_steps == 0: optimizer.step()`) runs once per update, which is
 /// every step as far as the allocator is concerned.
 fn long_period<'t>(model: &SemanticModel<'t>, condition: Node<'t>, branch: Node<'t>) -> bool {
-    let text = model.text(condition);
-    if !text.contains('%') {
-        return false;
-    }
-    let Some(modulo) = first_modulo(model, condition) else { return true };
-    let Some(period) = modulo.field("right") else { return true };
+    let Some(period) = model.period_of(condition) else { return false };
     if let Some(value) = memlint_python::constant_value(model, period).and_then(|c| c.as_f64()) {
         return value >= 50.0;
     }
@@ -150,14 +145,6 @@ fn long_period<'t>(model: &SemanticModel<'t>, condition: Node<'t>, branch: Node<
     }
     // Unknown: a named interval is trusted (logging, evaluation, checkpoints).
     true
-}
-
-fn first_modulo<'t>(model: &SemanticModel<'t>, condition: Node<'t>) -> Option<Node<'t>> {
-    crate::rules::descendants_where(condition, |c| {
-        c.kind_name() == "binary_operator" && c.field("operator").map(|o| model.text(o) == "%").unwrap_or(false)
-    })
-    .into_iter()
-    .next()
 }
 
 /// Does the function (or module) around the call measure memory?

@@ -290,7 +290,7 @@ fn behaviour_reason<'t>(model: &SemanticModel<'t>, flow: &HistoryFlow<'_, 't>, c
         match current.kind_name() {
             "if_statement" if condition.is_none() => {
                 if let Some(c) = current.field("condition") {
-                    if is_periodic(model, c) {
+                    if model.period_of(c).is_some() {
                         condition = Some(c);
                     }
                 }
@@ -318,20 +318,6 @@ fn flow_called_from_forward<'t>(model: &SemanticModel<'t>, flow: &HistoryFlow<'_
             .iter()
             .any(|c| model.enclosing_function(*c).map(|caller| caller.name == "forward").unwrap_or(false))
     })
-}
-
-/// A condition that holds every k-th step: `i % k == 0`, `(it + 1) % every == 0`.
-fn is_periodic<'t>(model: &SemanticModel<'t>, condition: Node<'t>) -> bool {
-    let mut stack = vec![condition];
-    while let Some(n) = stack.pop() {
-        if n.kind_name() == "binary_operator" && n.field("operator").map(|o| model.text(o) == "%").unwrap_or(false) {
-            // `"%d" % x` formats a string.
-            return n.field("left").map(|l| l.kind_name() != "string").unwrap_or(false);
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    false
 }
 
 fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>, names: &EvaluationNames) -> Option<EvaluationReason<'t>> {
