@@ -2,32 +2,10 @@
 //! One `check(input, expect)` per class of misses and false alarms (positives and
 //! negatives side by side); the rule fixtures hold more cases of MEM001, MEM006, MEM011.
 
-use expect_test::{expect, Expect};
-use memlint_linter::{lint, LineIndex, LinterSettings};
+mod common;
 
-fn check(source: &str, expect: Expect) {
-    let source = unindent(source);
-    let result = lint(&source, &LinterSettings::default());
-    let index = LineIndex::new(&source);
-    let mut actual = String::new();
-    for d in &result.diagnostics {
-        let p = index.position(d.range.start, &source);
-        let head: String = d.message.chars().take(60).collect();
-        actual.push_str(&format!("{}:{} {} {}\n", p.row, p.column, d.rule.code(), head));
-    }
-    expect.assert_eq(&actual);
-}
-
-fn unindent(text: &str) -> String {
-    let text = text.strip_prefix('\n').unwrap_or(text);
-    let indent = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    text.lines().map(|l| if l.len() >= indent { &l[indent..] } else { l.trim_start() }).collect::<Vec<_>>().join("\n") + "\n"
-}
+use common::check;
+use expect_test::expect;
 
 // ----- MEM001: a forward pass is a call of a module instance ----------------------
 

@@ -545,7 +545,7 @@ fn returned_callee_of(source: &str) -> impl Fn(Node<'_>) -> Option<String> + '_ 
                     let callee = v.field("function")?;
                     if callee.kind_name() == "attribute" {
                         let method = callee.field("attribute").map(|a| text(source, a)).unwrap_or("");
-                        if matches!(method, "to" | "cuda" | "cpu" | "half" | "float" | "double" | "bfloat16" | "train" | "eval" | "requires_grad_") {
+                        if crate::semantic::MODULE_METHODS_RETURNING_SELF.contains(&method) {
                             v = unparenthesize(callee.field("object")?);
                             continue;
                         }

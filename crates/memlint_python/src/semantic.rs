@@ -550,6 +550,11 @@ pub fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
     outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
 }
 
+/// Methods of an `nn.Module` that return the module itself (`Net().cuda().eval()` is the
+/// network), as the model, the project summaries and the rules follow them.
+pub const MODULE_METHODS_RETURNING_SELF: &[&str] =
+    &["to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_", "type", "share_memory"];
+
 impl<'t> SemanticModel<'t> {
     pub fn new(tree: &'t Tree, source: &'t str) -> Self {
         Self::with_project(tree, source, &crate::NoProject)
@@ -1185,7 +1190,7 @@ impl<'t> SemanticModel<'t> {
                     }
                     "attribute" => {
                         let method = self.text(callee.field("attribute")?);
-                        if matches!(method, "to" | "cuda" | "cpu" | "half" | "float" | "double" | "bfloat16" | "train" | "eval" | "requires_grad_" | "type" | "share_memory") {
+                        if MODULE_METHODS_RETURNING_SELF.contains(&method) {
                             self.instance_class_at(callee.field("object")?, depth + 1)
                         } else {
                             None
@@ -2425,7 +2430,7 @@ impl<'t> SemanticModel<'t> {
                     if matches!(method, "requires_grad_") { ValueKind::GradTensor } else { ValueKind::PlainTensor }
                 }
                 k @ (ValueKind::Model | ValueKind::Loss) => {
-                    if matches!(method, "to" | "cuda" | "cpu" | "half" | "float" | "double" | "bfloat16" | "train" | "eval" | "requires_grad_" | "type" | "share_memory") {
+                    if MODULE_METHODS_RETURNING_SELF.contains(&method) {
                         k
                     } else if self.value_kind_at_depth(callee, depth + 1) == ValueKind::Model {
                         // `self.backbone.layer4(x)`: a submodule by name.
