@@ -205,6 +205,16 @@ pub struct SemanticModel<'t> {
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
     parents: HashMap<NodeKey, Node<'t>>,
+    /// Where each function's scope begins and ends, flattened: `(byte, scope)` in byte
+    /// order, the innermost function at that byte (found by binary search: the scope of a
+    /// node is asked constantly, and walking its ancestors each time showed in profiles).
+    scope_segments: Vec<(usize, ScopeId)>,
+    /// Each function's end byte and the function it is nested in.
+    function_extents: HashMap<usize, (usize, ScopeId)>,
+    /// Index into `imports` of the last module-level import of each local name.
+    module_imports: HashMap<String, usize>,
+    /// Indices into `imports` of function-local imports, by local name.
+    function_imports: HashMap<String, Vec<usize>>,
     /// Does the module have a `from x import *`?
     has_star_import: bool,
     /// Local names bound by any import, to reject non-imported names quickly.
@@ -587,6 +597,10 @@ impl<'t> SemanticModel<'t> {
             no_grad_functions: HashMap::default(),
             value_cache: RefCell::new(HashMap::default()),
             parents: HashMap::default(),
+            scope_segments: Vec::new(),
+            function_extents: HashMap::default(),
+            module_imports: HashMap::default(),
+            function_imports: HashMap::default(),
             imported_names: HashSet::default(),
             has_star_import: false,
             backward_calls: OnceCell::new(),
@@ -603,6 +617,15 @@ impl<'t> SemanticModel<'t> {
         model.parents.reserve(root.descendant_count() / 2);
         model.collect(&mut root.walk(), None, None);
         model.imported_names = model.imports.iter().map(|i| i.local.clone()).collect();
+        for (i, import) in model.imports.iter().enumerate() {
+            match import.scope {
+                None => {
+                    model.module_imports.insert(import.local.clone(), i);
+                }
+                Some(_) => model.function_imports.entry(import.local.clone()).or_default().push(i),
+            }
+        }
+        model.index_scopes();
         for bindings in model.bindings.values_mut().flat_map(|by_scope| by_scope.values_mut()) {
             bindings.sort_by_key(|b| b.position);
         }
@@ -999,18 +1022,51 @@ impl<'t> SemanticModel<'t> {
 
     /// The innermost function around `node` (a `function_definition`), if any.
     pub fn enclosing_function(&self, node: Node<'t>) -> Option<&FunctionInfo<'t>> {
-        let mut current = self.parent(node);
-        while let Some(n) = current {
-            if n.kind_name() == "function_definition" {
-                return self.functions.get(&n.id());
-            }
-            current = self.parent(n);
-        }
-        None
+        self.scope_of(node).and_then(|id| self.functions.get(&id))
     }
 
+    /// Builds `scope_segments`: function ranges nest, so sweeping them in start order with
+    /// a stack of open functions gives, at each start and end, the innermost one.
+    fn index_scopes(&mut self) {
+        let mut spans: Vec<(usize, usize, usize)> =
+            self.functions.values().map(|f| (f.node.start_byte(), f.node.end_byte(), f.node.id())).collect();
+        spans.sort_unstable_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
+        let mut segments = vec![(0, None)];
+        let mut open: Vec<(usize, usize)> = Vec::new();
+        for &(start, end, id) in &spans {
+            while let Some(&(top_end, _)) = open.last() {
+                if top_end > start {
+                    break;
+                }
+                open.pop();
+                segments.push((top_end, open.last().map(|&(_, id)| id)));
+            }
+            self.function_extents.insert(id, (end, open.last().map(|&(_, id)| id)));
+            open.push((end, id));
+            segments.push((start, Some(id)));
+        }
+        while let Some((top_end, _)) = open.pop() {
+            segments.push((top_end, open.last().map(|&(_, id)| id)));
+        }
+        self.scope_segments = segments;
+    }
+
+    /// The function `node` runs in (its nearest `function_definition` ancestor), or `None`
+    /// at module level.
     fn scope_of(&self, node: Node<'t>) -> ScopeId {
-        self.enclosing_function(node).map(|f| f.node.id())
+        let (start, end) = (node.start_byte(), node.end_byte());
+        let at = self.scope_segments.partition_point(|&(byte, _)| byte <= start);
+        let mut scope = at.checked_sub(1).and_then(|i| self.scope_segments[i].1);
+        // A definition is not its own scope; a node reaching past a function's end
+        // (only in broken code) is not inside it.
+        while let Some(id) = scope {
+            let (function_end, outer) = self.function_extents[&id];
+            if id != node.id() && end <= function_end {
+                break;
+            }
+            scope = outer;
+        }
+        scope
     }
 
     /// The statements block that `node`'s scope runs in: the function body, or the module.
@@ -1479,22 +1535,27 @@ impl<'t> SemanticModel<'t> {
             }
             return None;
         }
-        // Innermost function scopes first, then the module; function-local imports count.
-        let mut scopes: Vec<ScopeId> = Vec::new();
-        let mut current = self.parent(at);
-        while let Some(n) = current {
-            if n.kind_name() == "function_definition" {
-                scopes.push(Some(n.id()));
-            }
-            current = self.parent(n);
+        // Innermost function scopes first, then the module; function-local imports count;
+        // in one scope, the last import wins.
+        let mut best: Option<(usize, &Import)> = self.module_imports.get(local).map(|&i| (0, &self.imports[i]));
+        let Some(candidates) = self.function_imports.get(local) else {
+            return best.map(|(_, import)| import.qualified.as_str());
+        };
+        // The functions around `at`, outermost first.
+        let mut chain = Vec::new();
+        let mut scope = self.scope_of(at);
+        while let Some(id) = scope {
+            chain.push(Some(id));
+            scope = self.function_extents[&id].1;
         }
-        scopes.push(None);
-        for scope in scopes {
-            if let Some(import) = self.imports.iter().rev().find(|i| i.scope == scope && i.local == local) {
-                return Some(&import.qualified);
+        chain.reverse();
+        for import in candidates.iter().map(|&i| &self.imports[i]) {
+            let Some(depth) = chain.iter().position(|s| *s == import.scope).map(|i| i + 1) else { continue };
+            if best.map(|(d, _)| depth >= d).unwrap_or(true) {
+                best = Some((depth, import));
             }
         }
-        None
+        best.map(|(_, import)| import.qualified.as_str())
     }
 
     /// The name a module-level import binds `qualified` to (`th` after `import torch as th`).
@@ -1529,7 +1590,9 @@ impl<'t> SemanticModel<'t> {
         let scope = self.scope_of(at);
         let find = |scope: ScopeId| {
             self.bindings_of(scope, name).and_then(|bs| {
-                bs.iter().rev().find(|b| b.position <= position && !self.binding_contains_use(b, at))
+                // Sorted by position: start from the last binding at or before `at`.
+                let before = bs.partition_point(|b| b.position <= position);
+                bs[..before].iter().rev().find(|b| !self.binding_contains_use(b, at))
             })
         };
         match find(scope) {

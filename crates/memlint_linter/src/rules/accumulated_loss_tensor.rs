@@ -100,7 +100,11 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 fn check_calls(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     for range in model.outermost_loop_ranges() {
-        for call in model.calls().iter().copied().filter(|c| range.contains(&c.start_byte())) {
+        // Calls are in source order: those of this loop are one run of them.
+        let calls = model.calls();
+        let first = calls.partition_point(|c| c.start_byte() < range.start);
+        let last = calls.partition_point(|c| c.start_byte() < range.end);
+        for call in calls[first..last].iter().copied() {
             if call.field("function").map(|f| f.kind_name() != "attribute").unwrap_or(true) {
                 continue;
             }
