@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::cell::OnceCell;
 use std::sync::OnceLock;
 
 use memlint_python::tree_sitter::{Node, Query, QueryCursor, Tree};
@@ -67,38 +66,17 @@ fn pattern_root_kind(pattern: &str) -> Option<&str> {
     (!name.is_empty() && name != "_").then_some(name)
 }
 
-/// The nodes of a module where some enabled rule's query pattern can start, in source
-/// order: found in one walk of the tree, shared by every rule of one lint.
-#[derive(Default)]
-pub(crate) struct Candidates<'t> {
-    nodes: OnceCell<Vec<Node<'t>>>,
-}
-
-impl<'t> Candidates<'t> {
-    fn nodes(&self, model: &SemanticModel<'t>, rules: &RuleSelection) -> &[Node<'t>] {
-        self.nodes.get_or_init(|| {
-            let kinds: Vec<&[bool]> = rules.iter().filter_map(root_kinds).collect();
-            let wanted = |id: u16| kinds.iter().any(|k| k.get(id as usize).copied().unwrap_or(false));
-            let mut nodes = Vec::new();
-            let mut cursor = model.root().walk();
-            // Pre-order: nodes come out sorted by start byte.
-            'walk: loop {
-                let node = cursor.node();
-                if node.is_named() && wanted(node.kind_id()) {
-                    nodes.push(node);
-                }
-                if cursor.goto_first_child() {
-                    continue;
-                }
-                while !cursor.goto_next_sibling() {
-                    if !cursor.goto_parent() {
-                        break 'walk;
-                    }
-                }
-            }
-            nodes
-        })
+/// The node kinds (by kind id) where a pattern of some rule of `rules` can start: what the
+/// semantic model indexes during its walk (`SemanticModel::indexing`), so that finding a
+/// query's candidates takes no walk of its own.
+pub(crate) fn query_root_kinds(rules: &RuleSelection) -> Vec<bool> {
+    let mut union = vec![false; memlint_python::language().node_kind_count()];
+    for kinds in rules.iter().filter_map(root_kinds) {
+        for (u, k) in union.iter_mut().zip(kinds) {
+            *u |= *k;
+        }
     }
+    union
 }
 
 /// `ranges` sorted, with overlapping or touching ones merged and empty ones dropped.
@@ -130,9 +108,6 @@ impl<'t> QueryMatch<'t> {
 pub struct Checker<'a, 't> {
     pub model: &'a SemanticModel<'t>,
     pub rule: Rule,
-    candidates: &'a Candidates<'t>,
-    /// The rules of this lint (what `candidates` is built for).
-    rules: &'a RuleSelection,
     diagnostics: Vec<Diagnostic>,
 }
 
@@ -168,7 +143,8 @@ impl<'a, 't> Checker<'a, 't> {
         let query = query(self.rule);
         let names = query.capture_names();
         let source = self.model.source().as_bytes();
-        let candidates = self.candidates.nodes(self.model, self.rules);
+        // Indexed by the model's walk for every rule of this lint.
+        let candidates = self.model.indexed_nodes();
         let mut found = Vec::new();
         let mut cursor = QueryCursor::new();
         // A match starts at its pattern's first node: this one, not a descendant.
@@ -224,10 +200,11 @@ impl<'a, 't> Checker<'a, 't> {
     }
 }
 
-pub(crate) fn run_rules<'t>(model: &SemanticModel<'t>, settings: &LinterSettings, candidates: &Candidates<'t>) -> Vec<Diagnostic> {
+/// Runs the enabled rules; `model` indexed the [`query_root_kinds`] of `settings.rules`.
+pub(crate) fn run_rules<'t>(model: &SemanticModel<'t>, settings: &LinterSettings) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
     for rule in settings.rules.iter() {
-        let mut checker = Checker { model, rule, candidates, rules: &settings.rules, diagnostics: Vec::new() };
+        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
         rule.check(&mut checker);
         diagnostics.append(&mut checker.diagnostics);
     }
@@ -252,11 +229,10 @@ pub(crate) fn run_rules_after_suppression<'t>(
     model: &SemanticModel<'t>,
     settings: &LinterSettings,
     suppressions: &Suppressions<'_>,
-    candidates: &Candidates<'t>,
 ) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
     for rule in settings.rules.iter().filter(|r| r.observes_suppressions()) {
-        let mut checker = Checker { model, rule, candidates, rules: &settings.rules, diagnostics: Vec::new() };
+        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
         rule.check_after_suppression(&mut checker, suppressions);
         diagnostics.append(&mut checker.diagnostics);
     }
@@ -306,6 +282,51 @@ mod tests {
         out
     }
 
+    /// Every named node of `kinds`, by a plain walk of the whole tree in pre-order: what the
+    /// model's walk must index.
+    fn walk_for_kinds<'t>(tree: &'t Tree, kinds: &[bool]) -> Vec<Node<'t>> {
+        let mut nodes = Vec::new();
+        let mut cursor = tree.root_node().walk();
+        'walk: loop {
+            let node = cursor.node();
+            if node.is_named() && kinds.get(node.kind_id() as usize).copied().unwrap_or(false) {
+                nodes.push(node);
+            }
+            if cursor.goto_first_child() {
+                continue;
+            }
+            while !cursor.goto_next_sibling() {
+                if !cursor.goto_parent() {
+                    break 'walk;
+                }
+            }
+        }
+        nodes
+    }
+
+    fn shown_nodes(nodes: &[Node<'_>]) -> Vec<String> {
+        nodes.iter().map(|n| format!("{}@{:?}", n.kind(), n.byte_range())).collect()
+    }
+
+    /// The model's walk indexes exactly the nodes a walk of the whole tree finds, in the same
+    /// order, also in broken code (parameters, bases, imports and error nodes included).
+    #[test]
+    fn model_indexes_every_candidate() {
+        let indexed = query_root_kinds(&RuleSelection::all());
+        let all_kinds = vec![true; memlint_python::language().node_kind_count()];
+        for source in [
+            "import torch as th, os\nfrom a import (b as c, d)\n@dec(f(x))\ndef g(a=h(1), *b: int, **k) -> r(2):\n    return a(b)\nclass C(Base(1), metaclass=M):\n    x = y(z)\n",
+            "def f(:\n    g(x)\n)) h(\nclass (:\n  for x in y(: z(1)\n",
+            "lambda x=f(1): g(x)\n[q(i) for i in r(3) if s(i)]\n",
+        ] {
+            let tree = memlint_python::parse_with(source, None);
+            for kinds in [&indexed, &all_kinds] {
+                let model = SemanticModel::indexing(&tree, source, &memlint_python::NoProject, kinds);
+                assert_eq!(shown_nodes(model.indexed_nodes()), shown_nodes(&walk_for_kinds(&tree, kinds)), "{source}");
+            }
+        }
+    }
+
     /// Matching only at the nodes where a pattern can start finds exactly what walking the
     /// regions finds, for every rule's query, on every fixture and example, over the whole
     /// module and over each function.
@@ -327,11 +348,12 @@ mod tests {
         for path in files {
             let source = std::fs::read_to_string(&path).expect("fixture text");
             let tree = memlint_python::parse_with(&source, None);
-            let model = SemanticModel::new(&tree, &source);
-            let candidates = Candidates::default();
+            let indexed = query_root_kinds(&all);
+            let model = SemanticModel::indexing(&tree, &source, &memlint_python::NoProject, &indexed);
+            assert_eq!(shown_nodes(model.indexed_nodes()), shown_nodes(&walk_for_kinds(&tree, &indexed)), "indexed nodes of {}", path.display());
             for rule in Rule::ALL.iter().copied() {
                 let kinds = root_kinds(rule).unwrap_or_else(|| panic!("{}: every pattern starts with a node kind", rule.name()));
-                let checker = Checker { model: &model, rule, candidates: &candidates, rules: &all, diagnostics: Vec::new() };
+                let checker = Checker { model: &model, rule, diagnostics: Vec::new() };
                 let mut regions = vec![0..source.len()];
                 regions.extend(model.functions().map(|f| f.node.byte_range()));
                 for region in regions {

@@ -160,9 +160,9 @@ fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: 
     }
     let syntax_errors = memlint_python::syntax_errors(tree, source);
     project.seed(tree, source);
-    let model = memlint_python::SemanticModel::with_project(tree, source, project);
-    let candidates = checker::Candidates::default();
-    let mut diagnostics = checker::run_rules(&model, settings, &candidates);
+    let query_roots = checker::query_root_kinds(&settings.rules);
+    let model = memlint_python::SemanticModel::indexing(tree, source, project, &query_roots);
+    let mut diagnostics = checker::run_rules(&model, settings);
     if !syntax_errors.is_empty() {
         diagnostics.retain(|d| !checker::in_error_region(tree, d.range.clone()));
     }
@@ -182,7 +182,7 @@ fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: 
     });
     if settings.rules.iter().any(Rule::observes_suppressions) {
         let suppressions = Suppressions { directives: &directives, used: &used, enabled };
-        let mut more = checker::run_rules_after_suppression(&model, settings, &suppressions, &candidates);
+        let mut more = checker::run_rules_after_suppression(&model, settings, &suppressions);
         if !syntax_errors.is_empty() {
             more.retain(|d| !checker::in_error_region(tree, d.range.clone()));
         }

@@ -215,6 +215,11 @@ pub struct SemanticModel<'t> {
     module_imports: HashMap<String, usize>,
     /// Indices into `imports` of function-local imports, by local name.
     function_imports: HashMap<String, Vec<usize>>,
+    /// Which node kinds (by kind id) to index in `indexed_nodes`: asked for by the caller
+    /// (the linter's rules' query roots), so that no second walk of the tree finds them.
+    indexed_kinds: &'t [bool],
+    /// Every named node of `indexed_kinds`, in source order.
+    indexed_nodes: Vec<Node<'t>>,
     /// Does the module have a `from x import *`?
     has_star_import: bool,
     /// Local names bound by any import, to reject non-imported names quickly.
@@ -573,6 +578,12 @@ impl<'t> SemanticModel<'t> {
     /// The model of a module of a project: names it imports from the project are
     /// resolved through `project` (classes and their bases, factories, callers elsewhere).
     pub fn with_project(tree: &'t Tree, source: &'t str, project: &'t dyn crate::ProjectIndex) -> Self {
+        Self::indexing(tree, source, project, &[])
+    }
+
+    /// [`Self::with_project`] that also indexes every named node whose kind id is `true`
+    /// in `kinds` ([`Self::indexed_nodes`]), during the same walk.
+    pub fn indexing(tree: &'t Tree, source: &'t str, project: &'t dyn crate::ProjectIndex, kinds: &'t [bool]) -> Self {
         let root = tree.root_node();
         let mut model = SemanticModel {
             source,
@@ -598,6 +609,8 @@ impl<'t> SemanticModel<'t> {
             value_cache: RefCell::new(HashMap::default()),
             parents: HashMap::default(),
             scope_segments: Vec::new(),
+            indexed_kinds: kinds,
+            indexed_nodes: Vec::new(),
             function_extents: HashMap::default(),
             module_imports: HashMap::default(),
             function_imports: HashMap::default(),
@@ -722,13 +735,61 @@ impl<'t> SemanticModel<'t> {
         self.calls_by_name.get(name).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// The named nodes of the kinds given to [`Self::indexing`], in source order.
+    pub fn indexed_nodes(&self) -> &[Node<'t>] {
+        &self.indexed_nodes
+    }
+
     // ----- collection -------------------------------------------------------------
+
+    fn is_indexed(&self, node: Node<'t>) -> bool {
+        self.indexed_kinds.get(node.kind_id() as usize).copied().unwrap_or(false) && node.is_named()
+    }
+
+    /// Indexes the nodes of a subtree the model does not otherwise collect (parameters,
+    /// base classes, imports), in source order.
+    fn index_subtree(&mut self, node: Node<'t>) {
+        if self.indexed_kinds.is_empty() {
+            return;
+        }
+        let mut cursor = node.walk();
+        'walk: loop {
+            let current = cursor.node();
+            if self.is_indexed(current) {
+                self.indexed_nodes.push(current);
+            }
+            if cursor.goto_first_child() {
+                continue;
+            }
+            while !cursor.goto_next_sibling() {
+                if !cursor.goto_parent() || cursor.node() == node {
+                    break 'walk;
+                }
+            }
+        }
+    }
+
+    /// Indexes the children of `node` other than `except` (a definition's body, which is
+    /// collected), each with its subtree.
+    fn index_children_except(&mut self, node: Node<'t>, except: Option<Node<'t>>) {
+        if self.indexed_kinds.is_empty() {
+            return;
+        }
+        let mut cursor = node.walk();
+        let children: Vec<Node<'t>> = node.children(&mut cursor).filter(|c| Some(*c) != except).collect();
+        for child in children {
+            self.index_subtree(child);
+        }
+    }
 
     /// Collects what the node at `cursor` defines, binds and calls, and records its
     /// named children's parent; one cursor walks the tree (a cursor per node showed in
     /// profiles), and the cursor is back on the node when this returns.
     fn collect(&mut self, cursor: &mut tree_sitter::TreeCursor<'t>, scope: ScopeId, class: Option<&str>) {
         let node = cursor.node();
+        if self.is_indexed(node) {
+            self.indexed_nodes.push(node);
+        }
         if !self.visit(node, scope, class) {
             return;
         }
@@ -791,7 +852,9 @@ impl<'t> SemanticModel<'t> {
                         }
                     }
                 }
-                if let Some(body) = node.field("body") {
+                let body = node.field("body");
+                self.index_children_except(node, body);
+                if let Some(body) = body {
                     // Methods see their class only for `self` attribute bookkeeping.
                     self.collect(&mut body.walk(), inner, class);
                 }
@@ -825,12 +888,15 @@ impl<'t> SemanticModel<'t> {
                     .collect();
                 self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases, spelled_bases: base_names });
                 self.add_binding(scope, class_name, node, None, BindingKind::Definition);
-                if let Some(body) = node.field("body") {
+                let body = node.field("body");
+                self.index_children_except(node, body);
+                if let Some(body) = body {
                     self.collect(&mut body.walk(), scope, Some(&name));
                 }
                 return false;
             }
             "import_statement" => {
+                self.index_children_except(node, None);
                 for child in named_children(node) {
                     match child.kind_name() {
                         "dotted_name" => {
@@ -855,6 +921,7 @@ impl<'t> SemanticModel<'t> {
                 return false;
             }
             "import_from_statement" => {
+                self.index_children_except(node, None);
                 let module = node
                     .field("module_name")
                     .map(|m| self.text(m).to_owned())
