@@ -1,7 +1,6 @@
 //! Runs the enabled rules over one module: each rule's query finds candidates, the rule
 //! decides with the semantic model.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -95,12 +94,14 @@ fn merge_ranges(ranges: impl IntoIterator<Item = Range<usize>>) -> Vec<Range<usi
 
 /// One match of a rule's query: its captures by name.
 pub struct QueryMatch<'t> {
-    captures: HashMap<&'static str, Node<'t>>,
+    /// In the match's order; a few per match, so a list (a map per match showed in
+    /// profiles). A name captured twice means its last node, as a map built in order would.
+    captures: Vec<(&'static str, Node<'t>)>,
 }
 
 impl<'t> QueryMatch<'t> {
     pub fn get(&self, name: &str) -> Option<Node<'t>> {
-        self.captures.get(name).copied()
+        self.captures.iter().rev().find(|(n, _)| *n == name).map(|(_, node)| *node)
     }
 }
 
