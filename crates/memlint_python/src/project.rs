@@ -157,71 +157,96 @@ impl ModuleSummary {
     /// (`with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(False)`, a function
     /// decorated with them). One walk; the module's own call graph is not followed.
     fn collect_calls(&self, source: &str, node: Node<'_>, disabled: bool, out: &mut Vec<ImportedCall>) {
-        let mut cursor = node.walk();
-        for child in node.named_children(&mut cursor) {
-            let mut inner = disabled;
-            match child.kind_name() {
-                "decorated_definition" => {
-                    let decorators = named_children(child).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0));
-                    inner = decorators.into_iter().any(|d| decorator_disables_grad(source, d));
-                    if let Some(def) = child.field("definition") {
-                        if let Some(body) = def.field("body") {
-                            self.collect_calls(source, body, inner, out);
-                        }
-                    }
-                    continue;
+        self.collect_calls_at(source, &mut node.walk(), disabled, out);
+    }
+
+    /// [`Self::collect_calls`] under the node at `cursor`, which it leaves there: one cursor
+    /// walks the subtree (a cursor per node, each allocating its stack, showed in profiles).
+    fn collect_calls_at<'t>(&self, source: &str, cursor: &mut tree_sitter::TreeCursor<'t>, disabled: bool, out: &mut Vec<ImportedCall>) {
+        if !cursor.goto_first_child() {
+            return;
+        }
+        loop {
+            let child = cursor.node();
+            if child.is_named() && !self.collect_calls_of_definition(source, child, disabled, out) {
+                if child.kind_name() == "call" {
+                    self.record_call(source, child, disabled, out);
                 }
-                "function_definition" => {
-                    // A function runs where it is called: not under the `with` around its def.
-                    if let Some(body) = child.field("body") {
-                        self.collect_calls(source, body, false, out);
-                    }
-                    continue;
-                }
-                "with_statement" => {
-                    let items = named_children(child).into_iter().find(|c| c.kind_name() == "with_clause").map(named_children).unwrap_or_default();
-                    for item in &items {
-                        self.collect_calls(source, *item, disabled, out);
-                    }
-                    let off = items.iter().any(|item| {
-                        let Some(mut value) = item.field("value") else { return false };
-                        if value.kind_name() == "as_pattern" {
-                            match value.named_child(0) {
-                                Some(v) => value = v,
-                                None => return false,
-                            }
-                        }
-                        value.kind_name() == "call" && disables_grad_call(source, value)
-                    });
-                    if let Some(body) = child.field("body") {
-                        self.collect_calls(source, body, disabled || off, out);
-                    }
-                    continue;
-                }
-                "call" => {
-                    if let Some(callee) = child.field("function").and_then(|f| dotted(source, f)) {
-                        let (first, rest) = match callee.split_once('.') {
-                            Some((f, r)) => (f, Some(r)),
-                            None => (callee.as_str(), None),
-                        };
-                        let qualified = match self.import(first) {
-                            Some(q) => Some(match rest {
-                                Some(r) => format!("{q}.{r}"),
-                                None => q.to_owned(),
-                            }),
-                            None if rest.is_none() && !self.star_imports.is_empty() && self.function(first).is_none() && self.class(first).is_none() => {
-                                Some(first.to_owned())
-                            }
-                            None => None,
-                        };
-                        if let Some(q) = qualified.filter(|q| !q.starts_with("torch.")) {
-                            out.push(ImportedCall { callee: q, grad_disabled: disabled });
-                        }
-                    }
-                }
-                _ => {}
+                self.collect_calls_at(source, cursor, disabled, out);
             }
-            self.collect_calls(source, child, inner, out);
+            if !cursor.goto_next_sibling() {
+                break;
+            }
+        }
+        cursor.goto_parent();
+    }
+
+    /// Definitions and `with` blocks change the gradient context of what they contain:
+    /// collects their calls and returns true; false for any other node. Out of
+    /// [`Self::collect_calls_at`] so that its recursion's frame stays small.
+    #[inline(never)]
+    fn collect_calls_of_definition(&self, source: &str, child: Node<'_>, disabled: bool, out: &mut Vec<ImportedCall>) -> bool {
+        match child.kind_name() {
+            "decorated_definition" => {
+                let decorators = named_children(child).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0));
+                let inner = decorators.into_iter().any(|d| decorator_disables_grad(source, d));
+                if let Some(def) = child.field("definition") {
+                    if let Some(body) = def.field("body") {
+                        self.collect_calls(source, body, inner, out);
+                    }
+                }
+                true
+            }
+            "function_definition" => {
+                // A function runs where it is called: not under the `with` around its def.
+                if let Some(body) = child.field("body") {
+                    self.collect_calls(source, body, false, out);
+                }
+                true
+            }
+            "with_statement" => {
+                let items = named_children(child).into_iter().find(|c| c.kind_name() == "with_clause").map(named_children).unwrap_or_default();
+                for item in &items {
+                    self.collect_calls(source, *item, disabled, out);
+                }
+                let off = items.iter().any(|item| {
+                    let Some(mut value) = item.field("value") else { return false };
+                    if value.kind_name() == "as_pattern" {
+                        match value.named_child(0) {
+                            Some(v) => value = v,
+                            None => return false,
+                        }
+                    }
+                    value.kind_name() == "call" && disables_grad_call(source, value)
+                });
+                if let Some(body) = child.field("body") {
+                    self.collect_calls(source, body, disabled || off, out);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A call of an imported name (not torch's), with its gradient context.
+    fn record_call(&self, source: &str, call: Node<'_>, disabled: bool, out: &mut Vec<ImportedCall>) {
+        let Some(callee) = call.field("function").and_then(|f| dotted(source, f)) else { return };
+        let (first, rest) = match callee.split_once('.') {
+            Some((f, r)) => (f, Some(r)),
+            None => (callee.as_str(), None),
+        };
+        let qualified = match self.import(first) {
+            Some(q) => Some(match rest {
+                Some(r) => format!("{q}.{r}"),
+                None => q.to_owned(),
+            }),
+            None if rest.is_none() && !self.star_imports.is_empty() && self.function(first).is_none() && self.class(first).is_none() => {
+                Some(first.to_owned())
+            }
+            None => None,
+        };
+        if let Some(q) = qualified.filter(|q| !q.starts_with("torch.")) {
+            out.push(ImportedCall { callee: q, grad_disabled: disabled });
         }
     }
 
