@@ -286,7 +286,12 @@ pub fn run_once(args: &CheckArgs) -> u8 {
         return write_failed(args, e);
     }
     if let (Some(p), Some(_)) = (&project, std::env::var_os("MEMLINT_PROJECT_STATS")) {
-        eprintln!("project: {} modules summarized for {} files checked", p.modules_summarized(), files.len());
+        eprintln!(
+            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone)",
+            p.modules_summarized(),
+            files.len(),
+            p.modules_parsed_for_summary()
+        );
     }
     if project.as_ref().map(Project::limit_reached).unwrap_or(false) {
         eprintln!(

@@ -54,6 +54,9 @@ pub struct Project {
     hashes: Mutex<HashMap<String, Option<String>>>,
     limit: usize,
     summarized: AtomicUsize,
+    /// Of those, how many were read and parsed for their summary alone (the others came
+    /// from a lint's own parse).
+    parsed_for_summary: AtomicUsize,
     limit_reached: AtomicBool,
 }
 
@@ -74,6 +77,7 @@ impl Project {
             hashes: Mutex::new(HashMap::new()),
             limit,
             summarized: AtomicUsize::new(0),
+            parsed_for_summary: AtomicUsize::new(0),
             limit_reached: AtomicBool::new(false),
         }
     }
@@ -81,6 +85,11 @@ impl Project {
     /// How many modules this project summarized (read and parsed, or seeded by a lint).
     pub fn modules_summarized(&self) -> usize {
         self.summarized.load(Ordering::Relaxed).min(self.limit)
+    }
+
+    /// How many modules were read and parsed only to be summarized (not seeded by a lint).
+    pub fn modules_parsed_for_summary(&self) -> usize {
+        self.parsed_for_summary.load(Ordering::Relaxed)
     }
 
     /// Did some module go unread because of the module limit?
@@ -191,6 +200,7 @@ impl Project {
             let bytes = std::fs::read(&path).ok()?;
             let hash = Project::hash_text(&bytes);
             let text = String::from_utf8_lossy(&bytes);
+            self.parsed_for_summary.fetch_add(1, Ordering::Relaxed);
             let tree = memlint_python::parse_with(&text, None);
             let summary = Arc::new(ModuleSummary::new(&tree, &text));
             Some(Arc::new(Module { hash, summary }))
