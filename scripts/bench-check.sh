@@ -52,18 +52,27 @@ time_runs() {
 }
 
 MEMLINT_CHECK=("$MEMLINT" check --no-cache --output-format concise "$TREE")
+MEMLINT_NO_PROJECT=("$MEMLINT" check --no-cache --no-project --output-format concise "$TREE")
 RUFF_CHECK=(ruff check --isolated --no-cache --output-format concise "$TREE")
+# tree-sitter alone parsing every file on every core: the floor under memlint's time.
+cargo build --release --quiet -p memlint_python --example parse_tree --manifest-path "$ROOT/Cargo.toml"
+PARSE_ALONE=("$ROOT/target/release/examples/parse_tree" "$TREE")
 if command -v ruff > /dev/null; then
-    # Rounds alternate memlint and ruff, so a busy moment slows both: the median of the
-    # per-round ratios is the figure to compare.
+    # Rounds alternate memlint, ruff and the parse alone, so a busy moment slows all
+    # three: the medians of the per-round ratios are the figures to compare.
     rounds=$(for _ in $(seq "$RUNS"); do
-        echo "$(seconds "${MEMLINT_CHECK[@]}") $(seconds "${RUFF_CHECK[@]}")"
+        echo "$(seconds "${MEMLINT_CHECK[@]}") $(seconds "${RUFF_CHECK[@]}") $(seconds "${PARSE_ALONE[@]}") $(seconds "${MEMLINT_NO_PROJECT[@]}")"
     done)
     ml=$(echo "$rounds" | awk '{print $1}' | median)
     rf=$(echo "$rounds" | awk '{print $2}' | median)
     ratio=$(echo "$rounds" | awk '{print $1 / $2}' | median)
+    parse=$(echo "$rounds" | awk '{print $3}' | median)
+    parse_ratio=$(echo "$rounds" | awk '{print $3 / $2}' | median)
+    no_project=$(echo "$rounds" | awk '{print $4}' | median)
+    no_project_ratio=$(echo "$rounds" | awk '{print $4 / $2}' | median)
 else
     ml=$(time_runs "${MEMLINT_CHECK[@]}")
+    parse=$(time_runs "${PARSE_ALONE[@]}")
 fi
 printf 'memlint check: %.3f s  %8.0f files/s  %10.0f lines/s\n' "$ml" "$(awk "BEGIN {print $FILES / $ml}")" "$(awk "BEGIN {print $LINES / $ml}")"
 cached=$(time_runs "$MEMLINT" check --output-format concise --cache-dir "$TREE/.memlint_cache" "$TREE")
@@ -71,6 +80,10 @@ printf 'memlint check (warm cache): %.3f s  %8.0f files/s\n' "$cached" "$(awk "B
 if command -v ruff > /dev/null; then
     printf 'ruff check --isolated: %.3f s  %8.0f files/s  %10.0f lines/s  (%s)\n' "$rf" "$(awk "BEGIN {print $FILES / $rf}")" "$(awk "BEGIN {print $LINES / $rf}")" "$(ruff --version)"
     printf 'memlint / ruff time (median of %s alternating rounds): %.2f\n' "$RUNS" "$ratio"
+    printf 'memlint check --no-project: %.3f s; / ruff: %.2f\n' "$no_project" "$no_project_ratio"
+    printf 'tree-sitter parse alone, every file, every core: %.3f s; parse alone / ruff: %.2f\n' "$parse" "$parse_ratio"
+else
+    printf 'tree-sitter parse alone, every file, every core: %.3f s\n' "$parse"
 fi
 PEFT_FILE=$(find "$TREE" -path '*huggingface+peft/tests/test_gpu_examples.py' -print -quit 2>/dev/null || true)
 if [[ -n "$PEFT_FILE" ]]; then

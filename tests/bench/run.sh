@@ -132,6 +132,8 @@ step "bench-check.sh: the single peft file"
 MEMLINT="$MEMLINT" scripts/bench-check.sh "$TMP/tree" 1 | tee "$TMP/bench.txt"
 grep -q "^memlint check huggingface+peft/tests/test_gpu_examples.py alone (6 lines): [0-9.]* s (median of 1 runs)$" "$TMP/bench.txt" ||
     fail "bench-check.sh did not time the peft file alone"
+grep -qE "^tree-sitter parse alone, every file, every core: [0-9.]+ s" "$TMP/bench.txt" ||
+    fail "bench-check.sh did not time the parse alone"
 
 step "bench-output.sh: the output formats timed on a small dense file"
 MEMLINT="$MEMLINT" STDIO_CLIENT="$CLIENT" scripts/bench-output.sh 300 1 | tee "$TMP/output.txt"
