@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use memlint_python::{ModuleLoader, ModuleSummary};
 use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Modules larger than this are not read for the project (generated code, data).
 pub const MAX_MODULE_BYTES: u64 = 4 << 20;
@@ -49,7 +50,7 @@ pub struct Project {
     /// Does this file exist (module resolution asks the same paths again and again)?
     exists: Mutex<HashMap<PathBuf, bool>>,
     /// Which files of the run mention each identifier (built on the first question).
-    mentions: Mutex<Option<Arc<HashMap<String, Vec<u32>>>>>,
+    mentions: Mutex<Option<Arc<FxHashMap<String, Vec<u32>>>>>,
     /// [`Project::file_hash`]'s answers.
     hashes: Mutex<HashMap<String, Option<String>>>,
     limit: usize,
@@ -210,7 +211,7 @@ impl Project {
 
     /// Which files of the run mention each identifier: one scan of every file, in
     /// parallel, on the first question (and again after [`Project::invalidate`]).
-    fn mentions(&self) -> Arc<HashMap<String, Vec<u32>>> {
+    fn mentions(&self) -> Arc<FxHashMap<String, Vec<u32>>> {
         if let Some(m) = lock(&self.mentions).as_ref() {
             return m.clone();
         }
@@ -219,19 +220,23 @@ impl Project {
             .par_iter()
             .map(|f| {
                 let Ok(bytes) = std::fs::read(f) else { return Vec::new() };
-                let mut words: Vec<&[u8]> = bytes
+                // Each word once per file (a set, not a sort of every occurrence).
+                let words: FxHashSet<&[u8]> = bytes
                     .split(|b| !(b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80))
                     .filter(|w| !w.is_empty() && !w[0].is_ascii_digit())
                     .collect();
-                words.sort_unstable();
-                words.dedup();
                 words.into_iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect()
             })
             .collect();
-        let mut index: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut index: FxHashMap<String, Vec<u32>> = FxHashMap::default();
         for (i, words) in per_file.into_iter().enumerate() {
             for w in words {
-                index.entry(w).or_default().push(i as u32);
+                match index.get_mut(w.as_str()) {
+                    Some(files) => files.push(i as u32),
+                    None => {
+                        index.insert(w, vec![i as u32]);
+                    }
+                }
             }
         }
         let index = Arc::new(index);
