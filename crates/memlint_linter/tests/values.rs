@@ -90,6 +90,38 @@ fn methods_of_the_class_and_helpers_with_model_words_are_not_networks() {
     );
 }
 
+#[test]
+fn methods_named_for_what_is_done_to_a_model_are_not_forward_passes() {
+    // On objects whose value is unknown (library instances), a method name is the only
+    // evidence: `clip_gradients` clips gradients, `model_sharded_context` is a context,
+    // `attach_model_callbacks` attaches callbacks; `peft_model` and `clip_model` are models.
+    check(
+        r#"
+        import torch
+        from lightning.fabric import Fabric
+        from accelerate import Accelerator
+
+        def test_clip(strategy, batch):
+            fabric = Fabric(devices=1)
+            accelerator = Accelerator()
+            fabric.clip_gradients(strategy, max_norm=1.0)
+            accelerator.clip_grad_norm_(strategy.parameters(), 1.0)
+            with strategy.model_sharded_context():
+                strategy.attach_model_callbacks()
+            print(strategy.peft_model(batch).sum().item(), strategy.clip_model(batch).sum().item())
+
+        def test_clip_only():
+            fabric = Fabric(devices=1)
+            model = torch.nn.Linear(3, 2)
+            fabric.clip_gradients(model, max_norm=1.0)
+        "#,
+        expect![[r#"
+            12:11 MEM001 forward pass `strategy.peft_model(batch)` in evaluation code
+            12:52 MEM001 forward pass `strategy.clip_model(batch)` in evaluation code
+        "#]],
+    );
+}
+
 // ----- MEM001: evaluation by behaviour ----------------------------------------------
 
 #[test]

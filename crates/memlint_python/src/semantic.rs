@@ -275,6 +275,10 @@ const NOT_MODEL_NOUNS: &[&str] = &[
     "type", "types", "cls", "class", "id", "ids", "state", "dict", "registry", "mask", "masks",
     "size", "dim", "params", "parameters", "keys", "list", "info", "card", "url", "version",
     "mixin", "output", "outputs", "tokens", "kwarg", "inputs", "generation", "index",
+    // What is done to a model or kept beside it: `clip_gradients`, `clip_grad_norm_`,
+    // `model_sharded_context`, `attach_model_callbacks`, `device_map`, `run_gpt2_test`.
+    "gradients", "gradient", "grads", "grad", "norm", "context", "callbacks", "callback",
+    "hooks", "hook", "attr", "attrs", "map", "usage", "test", "tests",
 ];
 /// Words in a name that say "this is a loss function object".
 const LOSS_WORDS: &[&str] = &["criterion", "criteria", "loss_fn", "lossfn", "loss_func", "loss_function", "loss_module"];
