@@ -114,6 +114,15 @@ fn methods_named_for_what_is_done_to_a_model_are_not_forward_passes() {
             fabric = Fabric(devices=1)
             model = torch.nn.Linear(3, 2)
             fabric.clip_gradients(model, max_norm=1.0)
+
+        def test_frozen(tmp_path, pl_module):
+            class WithFrozen(BoringModel):
+                def configure_model(self):
+                    # `super()` reaches the parent's methods, never a submodule.
+                    super().configure_model()
+                    for param in self.frozen_layer.parameters():
+                        param.requires_grad = False
+            pl_module.configure_model()
         "#,
         expect![[r#"
             12:11 MEM001 forward pass `strategy.peft_model(batch)` in evaluation code

@@ -268,6 +268,7 @@ const NOT_MODEL_VERBS: &[&str] = &[
     "check", "is", "has", "save", "freeze", "unfreeze", "register", "resolve", "validate",
     "maybe", "patch", "replace", "copy", "print", "log", "export", "find", "fetch", "parse",
     "optimize", "extract", "enable", "disable", "reset", "count", "infer", "cast", "move",
+    "configure",
 ];
 /// Last words of a name for something a model has or needs, not the model itself.
 const NOT_MODEL_NOUNS: &[&str] = &[
@@ -2472,6 +2473,11 @@ impl<'t> SemanticModel<'t> {
             } else {
                 ValueKind::Unknown
             };
+        }
+        // `super().configure_model()`: `super()` reaches the parent class's methods, never
+        // a submodule (those are attributes of `self`).
+        if object.kind_name() == "call" && object.field("function").is_some_and(|f| self.text(f) == "super") {
+            return ValueKind::Callable;
         }
         match attr {
             "data" | "grad" => return ValueKind::PlainTensor,
