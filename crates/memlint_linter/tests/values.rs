@@ -131,6 +131,63 @@ fn methods_named_for_what_is_done_to_a_model_are_not_forward_passes() {
     );
 }
 
+#[test]
+fn nested_functions_see_the_bindings_of_the_functions_around_them() {
+    // A helper defined in the enclosing function is a function, not a network; a network
+    // built there is one, also when a nested evaluation function calls it.
+    check(
+        r#"
+        import torch
+
+        def quantize(model):
+            def bert_layer_quantize(layer):
+                return layer
+
+            def quantize_fn(child):
+                bert_layer_quantize(child)
+
+            scorer = torch.nn.Linear(4, 4).cuda()
+
+            def preview(x):
+                print(scorer(x).argmax().item())
+
+            quantize_fn(model)
+            return preview
+        "#,
+        expect![[r#"
+            13:15 MEM001 forward pass `scorer(x)` in evaluation code (`preview()` nev
+        "#]],
+    );
+}
+
+#[test]
+fn tokenizers_and_processors_from_pretrained_are_not_networks() {
+    // MEM012: `from_pretrained` of a tokenizer, processor or feature extractor loads no
+    // parameters; a pretrained model used the same way is flagged.
+    check(
+        r#"
+        import torch
+        from transformers import AutoModel, AutoTokenizer, AutoProcessor, WhisperFeatureExtractor
+
+        def train(loader, opt, head):
+            tokenizer = AutoTokenizer.from_pretrained("gpt2")
+            processor = AutoProcessor.from_pretrained("clip")
+            features = WhisperFeatureExtractor.from_pretrained("whisper")
+            teacher = AutoModel.from_pretrained("bert-base-uncased")
+            for text in loader:
+                ids = tokenizer(text)
+                pixels = processor(text)
+                audio = features(text)
+                loss = head(teacher(ids), pixels, audio)
+                loss.backward()
+                opt.step()
+        "#,
+        expect![[r#"
+            8:15 MEM012 `teacher` is a pretrained network (`AutoModel.from_pretraine
+        "#]],
+    );
+}
+
 // ----- MEM001: evaluation by behaviour ----------------------------------------------
 
 #[test]

@@ -331,7 +331,15 @@ fn module_factory(qualified: &str) -> bool {
     (qualified.starts_with("torchvision.models.") && !qualified.contains("Weights") && last.chars().next().map(char::is_lowercase).unwrap_or(false))
         || qualified == "timm.create_model"
         || qualified == "torch.hub.load"
-        || (qualified.starts_with("transformers.") && last == "from_pretrained" && !qualified.contains("Tokenizer") && !qualified.contains("Processor") && !qualified.contains("Config"))
+        || (qualified.starts_with("transformers.") && last == "from_pretrained" && !pretrained_class_is_not_a_network(qualified))
+}
+
+/// `from_pretrained` of these loads something other than a network: a tokenizer, a
+/// feature extractor or processor, a configuration, a noise scheduler, or a pipeline (which
+/// holds networks but is not one, and runs them under `no_grad`). `class` is the callee
+/// as spelled or qualified (`transformers.AutoTokenizer.from_pretrained`).
+pub fn pretrained_class_is_not_a_network(class: &str) -> bool {
+    ["Tokenizer", "Processor", "FeatureExtractor", "Config", "Scheduler", "Pipeline"].iter().any(|w| class.contains(w))
 }
 
 /// Lightning hooks that run under `torch.no_grad()` already.
@@ -1670,9 +1678,18 @@ impl<'t> SemanticModel<'t> {
         match find(scope) {
             Some(b) => Some(b),
             None if scope.is_some() => {
-                // A name only assigned later in a function is still local, but module-level
-                // bindings are visible anywhere (functions run after the module body).
-                self.bindings_of(None, name).and_then(|bs| bs.iter().rev().find(|b| !self.binding_contains_use(b, at)))
+                // A name only assigned later in a function is still local, but the bindings
+                // of the enclosing functions (a closure, a nested helper) and of the module
+                // are visible anywhere in it (it runs after they are made): innermost first.
+                let visible = |scope: ScopeId| self.bindings_of(scope, name).and_then(|bs| bs.iter().rev().find(|b| !self.binding_contains_use(b, at)));
+                let mut outer = scope.and_then(|id| self.function_extents[&id].1);
+                while let Some(id) = outer {
+                    if let Some(b) = visible(Some(id)) {
+                        return Some(b);
+                    }
+                    outer = self.function_extents[&id].1;
+                }
+                visible(None)
             }
             None => None,
         }

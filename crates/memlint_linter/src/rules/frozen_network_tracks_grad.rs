@@ -152,7 +152,12 @@ fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<S
                     return None;
                 }
                 if method == Some("from_pretrained") {
-                    return Some(format!("`{}`", model.dotted_name(callee).unwrap_or_else(|| "from_pretrained".into())));
+                    let shown = model.dotted_name(callee).unwrap_or_else(|| "from_pretrained".into());
+                    // `AutoTokenizer.from_pretrained(...)`: no parameters to freeze.
+                    if memlint_python::pretrained_class_is_not_a_network(&shown) {
+                        return None;
+                    }
+                    return Some(format!("`{shown}`"));
                 }
                 if let Some(q) = model.qualified_name(callee) {
                     let shown = format!("`{}`", model.text(callee));
