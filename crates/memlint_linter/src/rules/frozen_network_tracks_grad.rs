@@ -7,7 +7,8 @@
 //! A network counts as pretrained when it is built by `X.from_pretrained(...)`,
 //! `torchvision.models.<arch>(weights=...)` / `(pretrained=True)`,
 //! `timm.create_model(..., pretrained=True)` or `torch.hub.load(...)` (also through
-//! `.features`, slicing, `.eval()`, `.to(device)`).
+//! `.features`, slicing, `.eval()`, `.to(device)`). `from_pretrained` of a tokenizer,
+//! processor, feature extractor, configuration, scheduler or pipeline loads no network.
 //!
 //! Not flagged, because the network may be trained or is already frozen: its
 //! `.parameters()` / `named_parameters()` are used anywhere (an optimizer, a freezing
