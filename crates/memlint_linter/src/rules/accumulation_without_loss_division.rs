@@ -14,7 +14,10 @@
 //! quantity (`loss / num_micro_batches`: memlint cannot tell it from `k`, so it trusts it);
 //! Accelerate's `with accelerator.accumulate(model):` and framework `backward`s
 //! (`accelerator.backward`, DeepSpeed's `engine.backward`), which divide themselves; a loss
-//! divided inside apex's `with amp.scale_loss(loss / k, optimizer) as scaled:`. Nor GAN
+//! divided inside apex's `with amp.scale_loss(loss / k, optimizer) as scaled:`; gradients
+//! divided after accumulation, in the step's branch before the optimizer steps
+//! (`p.grad /= k`, `p.grad.div_(k)`, or a call given the network or its parameters and a
+//! quotient, as torchtune's `scale_grads(model, 1 / num_tokens)`). Nor GAN
 //! schedules that are not accumulation: an optimizer that steps every iteration in the same
 //! loop (the critic, beside a generator stepped every `n_critic` iterations), or a periodic
 //! branch that backpropagates its own loss before its optimizer steps.
@@ -101,6 +104,11 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         };
         let (guard, k) = (schedule.guard, schedule.k);
+        // The sum is normalised after the fact: the step's branch divides the gradients
+        // (`p.grad /= n`, `scale_grads(model, 1 / num_tokens)`) before the optimizer steps.
+        if schedule.period.is_some_and(|period| gradients_rescaled_before_step(model, period)) {
+            continue;
+        }
         // The loss: `loss` in `loss.backward()`, `x` in `scaler.scale(x).backward()`.
         let root = scaled_argument(model, receiver).unwrap_or(receiver);
         let mut divisors = Vec::new();
@@ -145,6 +153,73 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     }
 }
 
+/// Does the branch `period` rescale the accumulated gradients before its first optimizer
+/// step: `p.grad /= n`, `p.grad.div_(n)` / `.mul_(1 / n)` (also through `.data`), or a call
+/// given the network (or its parameters) and a quotient, as torchtune's
+/// `scale_grads(model, 1 / num_tokens)`?
+fn gradients_rescaled_before_step<'t>(model: &SemanticModel<'t>, period: Node<'t>) -> bool {
+    let range = period.byte_range();
+    let calls = model.calls();
+    let first = calls.partition_point(|c| c.start_byte() < range.start);
+    let in_period = calls[first..].iter().take_while(|c| c.start_byte() < range.end);
+    let Some(step) = in_period.clone().find(|c| model.is_optimizer_step(**c)).map(|c| c.start_byte()) else { return false };
+    let grads_divided = model.attributes_named_in("grad", range.start..step).iter().any(|grad| {
+        let mut target = *grad;
+        if let Some(data) = model.parent(target).filter(|p| p.kind_name() == "attribute" && p.field("object") == Some(target)) {
+            if data.field("attribute").map(|a| model.text(a)) == Some("data") {
+                target = data;
+            }
+        }
+        let Some(parent) = model.parent(target) else { return false };
+        match parent.kind_name() {
+            "augmented_assignment" => {
+                parent.field("left") == Some(target) && matches!(parent.field("operator").map(|o| model.text(o)), Some("/=" | "*="))
+            }
+            "attribute" => {
+                let method = parent.field("attribute").map(|a| model.text(a));
+                matches!(method, Some("div_" | "mul_")) && model.parent(parent).is_some_and(|c| c.kind_name() == "call")
+            }
+            _ => false,
+        }
+    });
+    grads_divided
+        || in_period.take_while(|c| c.start_byte() < step).any(|call| {
+            let arguments = positional_arguments(*call);
+            let quotient = arguments.iter().any(|a| {
+                let a = unparenthesize(*a);
+                a.kind_name() == "binary_operator" && a.field("operator").map(|o| model.text(o)) == Some("/")
+            });
+            quotient && arguments.iter().any(|a| holds_network_or_parameters(model, *a))
+        })
+}
+
+/// A network (`model`, `self._model`) or its parameters (`model.parameters()`, also
+/// wrapped in `list(...)`).
+fn holds_network_or_parameters<'t>(model: &SemanticModel<'t>, argument: Node<'t>) -> bool {
+    let mut node = unparenthesize(argument);
+    for _ in 0..4 {
+        if model.value_kind(node).is_module() {
+            return true;
+        }
+        if node.kind_name() != "call" {
+            return false;
+        }
+        let Some(callee) = node.field("function") else { return false };
+        match callee.kind_name() {
+            "attribute" => {
+                let method = callee.field("attribute").map(|a| model.text(a));
+                return matches!(method, Some("parameters" | "named_parameters")) && callee.field("object").is_some_and(|o| model.value_kind(o).is_module());
+            }
+            "identifier" if matches!(model.text(callee), "list" | "tuple") => match positional_arguments(node).first() {
+                Some(inner) => node = unparenthesize(*inner),
+                None => return false,
+            },
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// When the optimizer steps, for the backward calls of one loop.
 struct Schedule<'t> {
     /// What decides the step: the `if` condition, or the micro-batch loop's header.
@@ -152,6 +227,8 @@ struct Schedule<'t> {
     /// How many backward passes one step sums.
     k: Node<'t>,
     micro_steps: bool,
+    /// The branch that steps the optimizer (`if (i + 1) % k == 0:`), for a periodic step.
+    period: Option<Node<'t>>,
 }
 
 /// The optimizer steps of `step_loop` (not of a nested loop) all under a periodic guard,
@@ -173,7 +250,7 @@ fn periodic_schedule<'t>(model: &SemanticModel<'t>, step_loop: Node<'t>, body: N
     if model.backward_calls().iter().any(|b| contains(period, *b)) {
         return None;
     }
-    Some(Schedule { guard, k, micro_steps: false })
+    Some(Schedule { guard, k, micro_steps: false, period: Some(period) })
 }
 
 /// `backward` in an inner loop over `k` micro-batches (`for _ in range(k):` fetching with
@@ -199,7 +276,7 @@ fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>) -> Opt
         return None;
     }
     let header = inner.child_by_field_name("right").unwrap_or(inner);
-    Some(Schedule { guard: header, k, micro_steps: true })
+    Some(Schedule { guard: header, k, micro_steps: true, period: None })
 }
 
 /// `k` for an iterable of `k` micro-batches: `range(k)` whose loop body fetches a batch
