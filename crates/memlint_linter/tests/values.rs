@@ -188,6 +188,41 @@ fn tokenizers_and_processors_from_pretrained_are_not_networks() {
     );
 }
 
+#[test]
+fn a_backward_given_the_loss_by_what_holds_the_model_scales_it() {
+    // MEM003: `model.backward(loss)` after `deepspeed.initialize` is the engine's backward,
+    // which scales float16 losses; a tensor's `y.backward(grad)` scales nothing.
+    check(
+        r#"
+        import torch
+        import deepspeed
+
+        def train(loader, config):
+            model = Net().cuda().half()
+            model, *_ = deepspeed.initialize(model=model, config=config)
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                model.backward(loss)
+                model.step()
+        "#,
+        expect![""],
+    );
+    check(
+        r#"
+        import torch
+
+        def train(loader, grad):
+            model = Net().cuda().half()
+            for x in loader:
+                y = model(x)
+                y.backward(grad)
+        "#,
+        expect![[r#"
+            4:13 MEM003 `Net().cuda().half()` trains in float16 without loss scaling
+        "#]],
+    );
+}
+
 // ----- MEM001: evaluation by behaviour ----------------------------------------------
 
 #[test]

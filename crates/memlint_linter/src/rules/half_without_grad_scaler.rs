@@ -9,7 +9,8 @@
 //! or autocast under `torch.no_grad()`) is not flagged either, and neither are backward
 //! passes whose loss is scaled (in a function that calls `scaler.scale(...)`, apex's
 //! `amp.scale_loss` or `FP16_Optimizer`'s `optimizer.backward(loss)`, DeepSpeed's or
-//! Accelerate's `backward`). A `GradScaler` created in another function, or created and
+//! Accelerate's `backward`, any `x.backward(loss)` of something that is not a tensor, given
+//! the loss). A `GradScaler` created in another function, or created and
 //! never used, scales nothing. The dtype may be a name or `getattr(torch, args.dtype)`
 //! with a `"float16"` default; the converted model may be a chained constructor
 //! (`Net().cuda().half()`).
@@ -255,7 +256,7 @@ fn scaling_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
 
 /// `accelerator.backward(loss)`, `model_engine.backward(loss)`, `fabric.backward(loss)`:
 /// frameworks that scale float16 losses themselves.
-fn backward_scales_itself(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
+fn backward_scales_itself<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let object = call
         .field("function")
         .and_then(|f| f.field("object"))
@@ -264,4 +265,15 @@ fn backward_scales_itself(model: &SemanticModel<'_>, call: Node<'_>) -> bool {
     ["accelerator", "fabric", "engine", "deepspeed", "trainer"].iter().any(|w| object.contains(w))
         // apex's `FP16_Optimizer`: `optimizer.backward(loss)` scales the loss.
         || memlint_python::name_says_optimizer(&object)
+        || framework_backward(model, call)
+}
+
+/// `x.backward(loss)` where `x` is not a tensor and `loss` is one with history: the
+/// backward of what holds the model (`model, *_ = deepspeed.initialize(...)` then
+/// `model.backward(loss)`), which owns the loss scaling; `y.backward(grad)` is a tensor's.
+fn framework_backward<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let Some(receiver) = call.field("function").and_then(|f| f.field("object")) else { return false };
+    let receiver_is_tensor = matches!(model.value_kind(receiver), ValueKind::GradTensor | ValueKind::PlainTensor);
+    let loss = crate::rules::positional_arguments(call).first().copied();
+    !receiver_is_tensor && loss.is_some_and(|l| model.has_autograd_history(l))
 }
