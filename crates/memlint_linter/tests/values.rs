@@ -108,6 +108,7 @@ fn methods_named_for_what_is_done_to_a_model_are_not_forward_passes() {
             accelerator.clip_grad_norm_(strategy.parameters(), 1.0)
             with strategy.model_sharded_context():
                 strategy.attach_model_callbacks()
+                strategy.model_to_device()
             print(strategy.peft_model(batch).sum().item(), strategy.clip_model(batch).sum().item())
 
         def test_clip_only():
@@ -125,8 +126,8 @@ fn methods_named_for_what_is_done_to_a_model_are_not_forward_passes() {
             pl_module.configure_model()
         "#,
         expect![[r#"
-            12:11 MEM001 forward pass `strategy.peft_model(batch)` in evaluation code
-            12:52 MEM001 forward pass `strategy.clip_model(batch)` in evaluation code
+            13:11 MEM001 forward pass `strategy.peft_model(batch)` in evaluation code
+            13:52 MEM001 forward pass `strategy.clip_model(batch)` in evaluation code
         "#]],
     );
 }

@@ -277,9 +277,11 @@ const NOT_MODEL_NOUNS: &[&str] = &[
     "size", "dim", "params", "parameters", "keys", "list", "info", "card", "url", "version",
     "mixin", "output", "outputs", "tokens", "kwarg", "inputs", "generation", "index",
     // What is done to a model or kept beside it: `clip_gradients`, `clip_grad_norm_`,
-    // `model_sharded_context`, `attach_model_callbacks`, `device_map`, `run_gpt2_test`.
+    // `model_sharded_context`, `attach_model_callbacks`, `device_map`, `run_gpt2_test`,
+    // `model_to_device`, `set_model_graph`, `attach_model_logging_functions`.
     "gradients", "gradient", "grads", "grad", "norm", "context", "callbacks", "callback",
-    "hooks", "hook", "attr", "attrs", "map", "usage", "test", "tests",
+    "hooks", "hook", "attr", "attrs", "map", "usage", "test", "tests", "device", "graph",
+    "function", "functions", "value", "values",
 ];
 /// Words in a name that say "this is a loss function object".
 const LOSS_WORDS: &[&str] = &["criterion", "criteria", "loss_fn", "lossfn", "loss_func", "loss_function", "loss_module"];
