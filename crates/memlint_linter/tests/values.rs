@@ -208,6 +208,22 @@ fn a_backward_given_the_loss_by_what_holds_the_model_scales_it() {
         "#,
         expect![""],
     );
+    // MEM011: the same engine accumulates over its own `gradient_accumulation_steps`.
+    check(
+        r#"
+        import torch
+        import deepspeed
+
+        def train(loader, config, k):
+            model, *_ = deepspeed.initialize(model=Net().cuda(), config=config)
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                model.backward(loss)
+                if (i + 1) % k == 0:
+                    optimizer.step()
+        "#,
+        expect![""],
+    );
     check(
         r#"
         import torch

@@ -2125,6 +2125,24 @@ impl<'t> SemanticModel<'t> {
         )
     }
 
+    /// `accelerator.backward(loss)`, `model_engine.backward(loss)`, `fabric.backward(loss)`, or
+    /// any `x.backward(loss)` where `x` is not a tensor and the loss carries history (a
+    /// DeepSpeed engine bound to `model`): the backward of a framework that holds the model,
+    /// which scales the loss (and divides it for its own gradient accumulation) itself.
+    /// `y.backward(grad)` is a tensor's.
+    pub fn is_framework_backward(&self, call: Node<'t>) -> bool {
+        let Some(receiver) = call.field("function").filter(|f| f.kind_name() == "attribute").and_then(|f| f.field("object")) else {
+            return false;
+        };
+        let spelled = self.text(receiver).to_lowercase();
+        if ["accelerator", "engine", "deepspeed", "fabric", "trainer"].iter().any(|w| spelled.contains(w)) {
+            return true;
+        }
+        let receiver_is_tensor = matches!(self.value_kind(receiver), ValueKind::GradTensor | ValueKind::PlainTensor);
+        let loss = call.field("arguments").and_then(|a| named_children(a).into_iter().find(|n| n.kind_name() != "keyword_argument" && n.kind_name() != "comment"));
+        !receiver_is_tensor && loss.is_some_and(|l| self.has_autograd_history(l))
+    }
+
     /// `optimizer.step()` (a `.step()` on something named like an optimizer) or `scaler.step(opt)`.
     pub fn is_optimizer_step(&self, call: Node<'t>) -> bool {
         let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else {

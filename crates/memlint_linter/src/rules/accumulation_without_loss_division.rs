@@ -13,7 +13,8 @@
 //! `loss.div(k)`, `loss * (1 / k)`); a loss already normalised by some other fixed
 //! quantity (`loss / num_micro_batches`: memlint cannot tell it from `k`, so it trusts it);
 //! Accelerate's `with accelerator.accumulate(model):` and framework `backward`s
-//! (`accelerator.backward`, DeepSpeed's `engine.backward`), which divide themselves; a loss
+//! (`accelerator.backward`, DeepSpeed's `engine.backward`, any `x.backward(loss)` of
+//! something that is not a tensor, given the loss), which divide themselves; a loss
 //! divided inside apex's `with amp.scale_loss(loss / k, optimizer) as scaled:`; gradients
 //! divided after accumulation, in the step's branch before the optimizer steps
 //! (`p.grad /= k`, `p.grad.div_(k)`, or a call given the network or its parameters and a
@@ -81,16 +82,13 @@ pub fn trigger(words: &Words<'_>) -> bool {
     words.contains("%") && could_run_backward(words) && could_step_an_optimizer(words)
 }
 
-/// Objects whose `backward(loss)` scales for accumulation itself.
-const FRAMEWORKS: &[&str] = &["accelerator", "engine", "deepspeed", "fabric", "trainer"];
-
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     // The query matches `.backward()` calls only.
     for m in checker.matches_at(model.calls_named("backward")) {
         let (Some(backward), Some(receiver)) = (m.get("backward"), m.get("receiver")) else { continue };
-        let receiver_text = model.text(receiver).to_lowercase();
-        if FRAMEWORKS.iter().any(|f| receiver_text.contains(f)) {
+        // A framework's `backward(loss)` divides for its own accumulation.
+        if model.is_framework_backward(backward) {
             continue;
         }
         let Some(step_loop) = model.enclosing_loops(backward).first().copied() else { continue };

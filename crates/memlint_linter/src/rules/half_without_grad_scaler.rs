@@ -254,26 +254,9 @@ fn scaling_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
     scopes
 }
 
-/// `accelerator.backward(loss)`, `model_engine.backward(loss)`, `fabric.backward(loss)`:
-/// frameworks that scale float16 losses themselves.
+/// A framework's backward (see `SemanticModel::is_framework_backward`), or apex's
+/// `FP16_Optimizer`, whose `optimizer.backward(loss)` scales the loss.
 fn backward_scales_itself<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
-    let object = call
-        .field("function")
-        .and_then(|f| f.field("object"))
-        .map(|o| model.text(o).to_lowercase())
-        .unwrap_or_default();
-    ["accelerator", "fabric", "engine", "deepspeed", "trainer"].iter().any(|w| object.contains(w))
-        // apex's `FP16_Optimizer`: `optimizer.backward(loss)` scales the loss.
-        || memlint_python::name_says_optimizer(&object)
-        || framework_backward(model, call)
-}
-
-/// `x.backward(loss)` where `x` is not a tensor and `loss` is one with history: the
-/// backward of what holds the model (`model, *_ = deepspeed.initialize(...)` then
-/// `model.backward(loss)`), which owns the loss scaling; `y.backward(grad)` is a tensor's.
-fn framework_backward<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
-    let Some(receiver) = call.field("function").and_then(|f| f.field("object")) else { return false };
-    let receiver_is_tensor = matches!(model.value_kind(receiver), ValueKind::GradTensor | ValueKind::PlainTensor);
-    let loss = crate::rules::positional_arguments(call).first().copied();
-    !receiver_is_tensor && loss.is_some_and(|l| model.has_autograd_history(l))
+    let object = call.field("function").and_then(|f| f.field("object")).map(|o| model.text(o)).unwrap_or_default();
+    model.is_framework_backward(call) || memlint_python::name_says_optimizer(&object.to_lowercase())
 }
