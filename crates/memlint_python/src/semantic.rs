@@ -1084,6 +1084,11 @@ impl<'t> SemanticModel<'t> {
 
     // ----- scopes, functions ------------------------------------------------------
 
+    /// Every call that starts within `range`, in source order.
+    pub fn calls_in(&self, range: std::ops::Range<usize>) -> &[Node<'t>] {
+        within(&self.calls, range)
+    }
+
     /// The calls of `name` (see [`Self::calls_named`]) that start within `range`, in
     /// source order.
     pub fn calls_named_in(&self, name: &str, range: std::ops::Range<usize>) -> &[Node<'t>] {
@@ -1131,6 +1136,12 @@ impl<'t> SemanticModel<'t> {
             segments.push((top_end, open.last().map(|&(_, id)| id)));
         }
         self.scope_segments = segments;
+    }
+
+    /// The functions around the function `scope` (by node id), innermost first; the
+    /// module is not one of them.
+    fn outer_functions(&self, scope: ScopeId) -> impl Iterator<Item = usize> + use<'_, 't> {
+        std::iter::successors(scope.and_then(|id| self.function_extents[&id].1), move |id| self.function_extents[id].1)
     }
 
     /// The function `node` runs in (its nearest `function_definition` ancestor), or `None`
@@ -1624,12 +1635,8 @@ impl<'t> SemanticModel<'t> {
             return best.map(|(_, import)| import.qualified.as_str());
         };
         // The functions around `at`, outermost first.
-        let mut chain = Vec::new();
-        let mut scope = self.scope_of(at);
-        while let Some(id) = scope {
-            chain.push(Some(id));
-            scope = self.function_extents[&id].1;
-        }
+        let scope = self.scope_of(at);
+        let mut chain: Vec<ScopeId> = scope.into_iter().chain(self.outer_functions(scope)).map(Some).collect();
         chain.reverse();
         for import in candidates.iter().map(|&i| &self.imports[i]) {
             let Some(depth) = chain.iter().position(|s| *s == import.scope).map(|i| i + 1) else { continue };
@@ -1684,14 +1691,7 @@ impl<'t> SemanticModel<'t> {
                 // of the enclosing functions (a closure, a nested helper) and of the module
                 // are visible anywhere in it (it runs after they are made): innermost first.
                 let visible = |scope: ScopeId| self.bindings_of(scope, name).and_then(|bs| bs.iter().rev().find(|b| !self.binding_contains_use(b, at)));
-                let mut outer = scope.and_then(|id| self.function_extents[&id].1);
-                while let Some(id) = outer {
-                    if let Some(b) = visible(Some(id)) {
-                        return Some(b);
-                    }
-                    outer = self.function_extents[&id].1;
-                }
-                visible(None)
+                self.outer_functions(scope).find_map(|id| visible(Some(id))).or_else(|| visible(None))
             }
             None => None,
         }

@@ -100,11 +100,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 fn check_calls(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     for range in model.outermost_loop_ranges() {
-        // Calls are in source order: those of this loop are one run of them.
-        let calls = model.calls();
-        let first = calls.partition_point(|c| c.start_byte() < range.start);
-        let last = calls.partition_point(|c| c.start_byte() < range.end);
-        for call in calls[first..last].iter().copied() {
+        for call in model.calls_in(range).iter().copied() {
             if call.field("function").map(|f| f.kind_name() != "attribute").unwrap_or(true) {
                 continue;
             }

@@ -157,9 +157,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 /// `scale_grads(model, 1 / num_tokens)`?
 fn gradients_rescaled_before_step<'t>(model: &SemanticModel<'t>, period: Node<'t>) -> bool {
     let range = period.byte_range();
-    let calls = model.calls();
-    let first = calls.partition_point(|c| c.start_byte() < range.start);
-    let in_period = calls[first..].iter().take_while(|c| c.start_byte() < range.end);
+    let in_period = model.calls_in(range.clone()).iter();
     let Some(step) = in_period.clone().find(|c| model.is_optimizer_step(**c)).map(|c| c.start_byte()) else { return false };
     let grads_divided = model.attributes_named_in("grad", range.start..step).iter().any(|grad| {
         let mut target = *grad;
