@@ -133,6 +133,38 @@ fn methods_named_for_what_is_done_to_a_model_are_not_forward_passes() {
 }
 
 #[test]
+fn methods_of_an_unknown_object_are_not_networks_by_their_name() {
+    // `get_accelerator().default_generator(idx)` is a method of whatever the call
+    // returns (a random generator), and `self.probe.adapter_model(m)` a method that a
+    // class of this module defines: their names say nothing about a network.
+    check(
+        r#"
+        import torch
+        from accelerator import get_accelerator
+
+        class Probe:
+            def adapter_model(self, method):
+                return build(method), None
+
+        class Task:
+            def check(self):
+                model, _ = self.probe.adapter_model(self.method)
+                print(model)
+
+        def cb(idx, new_state):
+            default_generator = get_accelerator().default_generator(idx)
+            default_generator.set_state(new_state)
+
+        def preview(trainer, z):
+            print(trainer.generator(z).mean().item())
+        "#,
+        expect![[r#"
+            18:11 MEM001 forward pass `trainer.generator(z)` in evaluation code (`pre
+        "#]],
+    );
+}
+
+#[test]
 fn nested_functions_see_the_bindings_of_the_functions_around_them() {
     // A helper defined in the enclosing function is a function, not a network; a network
     // built there is one, also when a nested evaluation function calls it.
@@ -278,6 +310,35 @@ fn a_helper_that_returns_the_output_to_training_is_not_evaluation() {
             trainer.consume(out)
         "#,
         expect![""],
+    );
+}
+
+#[test]
+fn a_tensor_combined_with_the_output_and_returned_carries_its_history() {
+    // `torch.cat([x, out])` has `out`'s history: a helper that returns it hands the
+    // forward pass on to its caller (DeepSpeed's padding before the embeddings).
+    check(
+        r#"
+        import torch
+
+        def pad(ids, x, model_embeddings):
+            if x is not None:
+                out = model_embeddings(ids)
+                x = torch.cat([x, out], dim=-2)
+            return x
+
+        def pad_stacked(ids, x, model_embeddings):
+            out = model_embeddings(ids)
+            return torch.stack((x, out)).sum(0)
+
+        def measure(ids, x, model_embeddings):
+            out = model_embeddings(ids)
+            merged = torch.cat([x, out], dim=-2)
+            print(merged.shape)
+        "#,
+        expect![[r#"
+            14:11 MEM001 forward pass `model_embeddings(ids)` in evaluation code (`me
+        "#]],
     );
 }
 

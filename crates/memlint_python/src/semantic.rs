@@ -2534,6 +2534,12 @@ impl<'t> SemanticModel<'t> {
             k if !k.is_module() && is_class_name(attr) => self.class_value(attr),
             // `q1.train_net`: a method of a local module class, not a submodule.
             k if k.is_module() && self.methods_by_name.contains_key(attr) => ValueKind::Callable,
+            // `self.probe.adapter_model`: on an object of unknown value, a name that a class
+            // of this module defines as a method is that method.
+            ValueKind::Unknown if self.methods_by_name.contains_key(attr) => ValueKind::Callable,
+            // `get_accelerator().default_generator`: an attribute of what an unknown call
+            // returns; its name is no evidence of a network.
+            ValueKind::Unknown if unparenthesize(object).kind_name() == "call" => ValueKind::Unknown,
             _ => {
                 if name_says_loss(attr) {
                     ValueKind::Loss
@@ -2554,8 +2560,21 @@ impl<'t> SemanticModel<'t> {
                 "list_splat" | "dictionary_splat" => a.named_child(0),
                 _ => Some(a),
             };
-            value.map(|v| self.value_kind_at_depth(v, depth + 1) == ValueKind::GradTensor).unwrap_or(false)
+            value.map(|v| self.holds_history(v, depth + 1)).unwrap_or(false)
         })
+    }
+
+    /// Does `expr` hold a tensor with history, itself or as an element of a literal list
+    /// or tuple (`torch.cat([x, out])`, `torch.stack((a, b))`)?
+    fn holds_history(&self, expr: Node<'t>, depth: usize) -> bool {
+        let expr = unparenthesize(expr);
+        match expr.kind_name() {
+            "list" | "tuple" => named_children(expr).into_iter().any(|e| {
+                let e = if e.kind_name() == "list_splat" { e.named_child(0).unwrap_or(e) } else { e };
+                self.holds_history(e, depth + 1)
+            }),
+            _ => self.value_kind_at_depth(expr, depth) == ValueKind::GradTensor,
+        }
     }
 
     fn call_kind(&self, call: Node<'t>, depth: usize) -> ValueKind {
