@@ -575,3 +575,35 @@ fn a_total_reset_every_log_interval_survives_the_steps_between() {
         "#]],
     );
 }
+
+#[test]
+fn a_total_reset_at_every_optimizer_step_holds_one_accumulation_window() {
+    // torchtune's recipes: each micro-batch's loss is backpropagated and summed for the
+    // log, and the sum is reset in the branch that steps the optimizer.
+    check(
+        r#"
+        for idx, batch in enumerate(dataloader):
+            current_loss = loss_fn(model(batch), labels) / grad_accum_steps
+            running_loss += current_loss
+            current_loss.backward()
+            if (idx + 1) % grad_accum_steps == 0:
+                if clip:
+                    clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                print(running_loss.detach().item())
+                running_loss = 0
+        for idx, batch in enumerate(dataloader):
+            current_loss = loss_fn(model(batch), labels)
+            running_loss += current_loss
+            current_loss.backward()
+            optimizer.step()
+            if (idx + 1) % log_every == 0:
+                print(running_loss.detach().item())
+                running_loss = 0
+        "#,
+        expect![[r#"
+            14:5 MEM002 `running_loss += current_loss` keeps each step's graph nodes
+        "#]],
+    );
+}

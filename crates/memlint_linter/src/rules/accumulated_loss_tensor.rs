@@ -13,7 +13,9 @@
 //! A list of other per-batch outputs (`preds.append(out)`) is `gpu-tensors-collected`.
 //!
 //! A total reset only periodically (`if i % log_interval == 0: total = 0`) survives
-//! the iterations in between and is flagged.
+//! the iterations in between and is flagged. A reset in the branch that steps the
+//! optimizer under gradient accumulation (`if (i + 1) % accum_steps == 0:
+//! optimizer.step(); ...; total = 0`) runs once per update, and is not.
 //!
 //! Not flagged: accumulating `loss.item()`, `loss.detach()` or `float(loss)`; and the sum
 //! of per-step losses inside one iteration that is then backpropagated (BPTT-style
@@ -223,7 +225,10 @@ fn conditional_within<'t>(model: &SemanticModel<'t>, node: Node<'t>, body: Node<
             return false;
         }
         if matches!(n.kind_name(), "if_statement" | "elif_clause") {
-            let periodic = n.field("condition").map(|c| model.text(c).contains('%')).unwrap_or(false);
+            // The branch that steps the optimizer runs once per update: a total reset there
+            // holds one accumulation window at most.
+            let periodic = n.field("condition").map(|c| model.text(c).contains('%')).unwrap_or(false)
+                && !(n.kind_name() == "if_statement" && crate::rules::branch_steps_an_optimizer(model, n));
             let in_consequence = n.field("consequence").map(|c| contains(c, node)).unwrap_or(false);
             if periodic && in_consequence {
                 return true;

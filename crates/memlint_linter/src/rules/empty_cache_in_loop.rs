@@ -136,11 +136,7 @@ fn long_period<'t>(model: &SemanticModel<'t>, condition: Node<'t>, branch: Node<
     if let Some(value) = memlint_python::constant_value(model, period).and_then(|c| c.as_f64()) {
         return value >= 50.0;
     }
-    let steps_optimizer = branch
-        .field("consequence")
-        .map(|body| !crate::rules::descendants_where(body, |c| c.kind_name() == "call" && model.is_optimizer_step(c)).is_empty())
-        .unwrap_or(false);
-    if steps_optimizer {
+    if crate::rules::branch_steps_an_optimizer(model, branch) {
         return false;
     }
     // Unknown: a named interval is trusted (logging, evaluation, checkpoints).

@@ -271,6 +271,16 @@ pub(crate) fn is_primary(expr: Node<'_>) -> bool {
 
 /// Every node under `node` (inclusive) that satisfies `predicate`, not looking into nested
 /// functions, classes or lambdas (they run at another time).
+/// Does the `if` statement `branch` step an optimizer in its consequence? Under gradient
+/// accumulation (`if (i + 1) % accum_steps == 0: optimizer.step()`) that branch runs once
+/// per update: every step, as far as memory is concerned.
+pub(crate) fn branch_steps_an_optimizer<'t>(model: &SemanticModel<'t>, branch: Node<'t>) -> bool {
+    branch
+        .field("consequence")
+        .map(|body| !descendants_where(body, |c| c.kind_name() == "call" && model.is_optimizer_step(c)).is_empty())
+        .unwrap_or(false)
+}
+
 pub(crate) fn descendants_where<'t>(node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> Vec<Node<'t>> {
     let mut found = Vec::new();
     let mut stack = vec![node];
