@@ -165,6 +165,25 @@ fn methods_of_an_unknown_object_are_not_networks_by_their_name() {
 }
 
 #[test]
+fn a_tensor_of_a_model_is_not_a_network_by_its_name() {
+    check(
+        r#"
+        import torch
+
+        def train_fp16(model, state_dict, batch):
+            for orig_param, saved_model_param in zip(model.parameters(), state_dict.values()):
+                saved_model_param = saved_model_param.half()
+                assert torch.equal(orig_param, saved_model_param)
+            student_model = student_model.half()
+            student_model(batch).sum().backward()
+        "#,
+        expect![[r#"
+            7:21 MEM003 `student_model.half()` trains in float16 without loss scalin
+        "#]],
+    );
+}
+
+#[test]
 fn nested_functions_see_the_bindings_of_the_functions_around_them() {
     // A helper defined in the enclosing function is a function, not a network; a network
     // built there is one, also when a nested evaluation function calls it.

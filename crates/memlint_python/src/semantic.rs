@@ -282,6 +282,8 @@ const NOT_MODEL_NOUNS: &[&str] = &[
     "gradients", "gradient", "grads", "grad", "norm", "context", "callbacks", "callback",
     "hooks", "hook", "attr", "attrs", "map", "usage", "test", "tests", "device", "graph",
     "function", "functions", "value", "values",
+    // A tensor of a model: `saved_model_param`, `model_weights`, `model_buffer`.
+    "param", "parameter", "weight", "weights", "tensor", "tensors", "buffer", "buffers",
 ];
 /// Words in a name that say "this is a loss function object".
 const LOSS_WORDS: &[&str] = &["criterion", "criteria", "loss_fn", "lossfn", "loss_func", "loss_function", "loss_module"];
