@@ -287,10 +287,11 @@ pub fn run_once(args: &CheckArgs) -> u8 {
     }
     if let (Some(p), Some(_)) = (&project, std::env::var_os("MEMLINT_PROJECT_STATS")) {
         eprintln!(
-            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone)",
+            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone, of which {} trees went on to their file's lint)",
             p.modules_summarized(),
             files.len(),
-            p.modules_parsed_for_summary()
+            p.modules_parsed_for_summary(),
+            p.trees_handed_to_lint()
         );
     }
     if project.as_ref().map(Project::limit_reached).unwrap_or(false) {

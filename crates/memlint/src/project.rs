@@ -20,7 +20,7 @@ pub fn for_files(files: &[FileToLint]) -> Project {
             roots.push(f.settings.root.clone());
         }
     }
-    Project::new(roots, files.iter().map(|f| f.path.clone()).collect())
+    Project::new(roots, files.iter().map(|f| f.path.clone()).collect()).keeping_trees()
 }
 
 /// The project of a file given on standard input (its folder's modules are read from

@@ -54,7 +54,7 @@ pub fn lint_in_project(source: &str, settings: &LinterSettings, project: &dyn Pr
     if !possible.any_enabled() {
         return LintResult::default();
     }
-    let tree = memlint_python::parse_with(source, None);
+    let tree = project.parsed_tree(source).unwrap_or_else(|| memlint_python::parse_with(source, None));
     lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
 }
 
@@ -127,7 +127,7 @@ pub fn lint_unfiltered_in_project(source: &str, settings: &LinterSettings, proje
     if !settings.rules.any_enabled() {
         return LintResult::default();
     }
-    let tree = memlint_python::parse_with(source, None);
+    let tree = project.parsed_tree(source).unwrap_or_else(|| memlint_python::parse_with(source, None));
     lint_possible(source, &tree, settings, &settings.rules, project)
 }
 

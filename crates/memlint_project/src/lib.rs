@@ -29,6 +29,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Modules larger than this are not read for the project (generated code, data).
 pub const MAX_MODULE_BYTES: u64 = 4 << 20;
+/// How much text the trees kept for their files' lints may hold at once
+/// ([`Project::keeping_trees`]); a tree takes several times its text's size.
+pub const KEPT_TREES_TEXT_BUDGET: usize = 4 << 20;
 /// How many modules one run summarizes at most.
 pub const DEFAULT_MODULE_LIMIT: usize = 50_000;
 
@@ -59,6 +62,15 @@ pub struct Project {
     /// from a lint's own parse).
     parsed_for_summary: AtomicUsize,
     limit_reached: AtomicBool,
+    /// The files of the run whose lint is still to come, when trees are kept
+    /// ([`Project::keeping_trees`]): a module parsed for its summary keeps its text and
+    /// tree here until its own lint takes them, so no file of the run is parsed twice.
+    pending_lints: Option<FxHashSet<PathBuf>>,
+    kept_trees: Mutex<FxHashMap<PathBuf, (String, memlint_python::tree_sitter::Tree)>>,
+    /// The text those trees hold now, in bytes; past [`KEPT_TREES_TEXT_BUDGET`] a tree is
+    /// dropped (its file is parsed again for its lint).
+    kept_bytes: AtomicUsize,
+    trees_taken: AtomicUsize,
 }
 
 impl Project {
@@ -80,7 +92,20 @@ impl Project {
             summarized: AtomicUsize::new(0),
             parsed_for_summary: AtomicUsize::new(0),
             limit_reached: AtomicBool::new(false),
+            pending_lints: None,
+            kept_trees: Mutex::new(FxHashMap::default()),
+            kept_bytes: AtomicUsize::new(0),
+            trees_taken: AtomicUsize::new(0),
         }
+    }
+
+    /// Keeps the tree of each file of the run that is parsed for its summary, for that
+    /// file's own lint to take ([`memlint_python::ModuleLoader::take_tree`]). For a run
+    /// that lints every file once (the CLI), not for a long-lived project (the server),
+    /// which would keep trees nobody takes.
+    pub fn keeping_trees(mut self) -> Project {
+        self.pending_lints = Some(lock(&self.files).iter().cloned().collect());
+        self
     }
 
     /// How many modules this project summarized (read and parsed, or seeded by a lint).
@@ -91,6 +116,12 @@ impl Project {
     /// How many modules were read and parsed only to be summarized (not seeded by a lint).
     pub fn modules_parsed_for_summary(&self) -> usize {
         self.parsed_for_summary.load(Ordering::Relaxed)
+    }
+
+    /// How many files' lints took the tree their summary was parsed into
+    /// ([`Project::keeping_trees`]) instead of parsing again.
+    pub fn trees_handed_to_lint(&self) -> usize {
+        self.trees_taken.load(Ordering::Relaxed)
     }
 
     /// Did some module go unread because of the module limit?
@@ -204,6 +235,13 @@ impl Project {
             self.parsed_for_summary.fetch_add(1, Ordering::Relaxed);
             let tree = memlint_python::parse_with(&text, None);
             let summary = Arc::new(ModuleSummary::new(&tree, &text));
+            if self.pending_lints.as_ref().is_some_and(|files| files.contains(&path)) {
+                if self.kept_bytes.fetch_add(text.len(), Ordering::Relaxed) + text.len() <= KEPT_TREES_TEXT_BUDGET {
+                    lock(&self.kept_trees).insert(path.clone(), (text.into_owned(), tree));
+                } else {
+                    self.kept_bytes.fetch_sub(text.len(), Ordering::Relaxed);
+                }
+            }
             Some(Arc::new(Module { hash, summary }))
         })
         .clone()
@@ -335,6 +373,16 @@ impl ModuleLoader for Project {
             .collect()
     }
 
+    fn take_tree(&self, key: &str, text: &str) -> Option<memlint_python::tree_sitter::Tree> {
+        self.pending_lints.as_ref()?;
+        let (kept_text, tree) = lock(&self.kept_trees).remove(Path::new(key))?;
+        self.kept_bytes.fetch_sub(kept_text.len(), Ordering::Relaxed);
+        (kept_text == text).then(|| {
+            self.trees_taken.fetch_add(1, Ordering::Relaxed);
+            tree
+        })
+    }
+
     fn seed(&self, key: &str, text: &str, summary: &dyn Fn() -> ModuleSummary) {
         let cell = lock(&self.modules).entry(PathBuf::from(key)).or_default().clone();
         if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
@@ -347,4 +395,50 @@ impl ModuleLoader for Project {
         let _ = cell.set(Some(Arc::new(Module { hash: Project::hash_text(text.as_bytes()), summary: Arc::new(summary()) })));
     }
 
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A project of two files, `train.py` importing `models.py`, in a fresh folder.
+    fn two_files() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let models = dir.path().join("models.py");
+        let train = dir.path().join("train.py");
+        std::fs::write(&models, "import torch.nn as nn\n\nclass Net(nn.Module):\n    pass\n").expect("write models.py");
+        std::fs::write(&train, "from models import Net\n\nnet = Net()\n").expect("write train.py");
+        (dir, models, train)
+    }
+
+    #[test]
+    fn a_file_parsed_for_its_summary_hands_its_tree_to_its_lint_once() {
+        let (_dir, models, train) = two_files();
+        let project = Project::new(Vec::new(), vec![models.clone(), train.clone()]).keeping_trees();
+        let key = Project::key(&models);
+        assert!(project.summary(&key).is_some(), "models.py is summarized");
+        let text = std::fs::read_to_string(&models).expect("read models.py");
+        assert!(project.take_tree(&key, "class Other: pass\n").is_none(), "a different text gets no tree");
+        assert!(project.take_tree(&key, &text).is_none(), "a tree offered for another text is dropped");
+        // Summarized again after the project forgets it: now the text matches.
+        project.invalidate(&models, None);
+        assert!(project.summary(&key).is_some());
+        let tree = project.take_tree(&key, &text).expect("the kept tree");
+        assert_eq!(tree.root_node().to_sexp(), memlint_python::parse_with(&text, None).root_node().to_sexp());
+        assert!(project.take_tree(&key, &text).is_none(), "handed over once");
+        assert_eq!(project.trees_handed_to_lint(), 1);
+    }
+
+    #[test]
+    fn trees_are_kept_only_when_asked_and_only_for_files_of_the_run() {
+        let (_dir, models, train) = two_files();
+        let text = std::fs::read_to_string(&models).expect("read models.py");
+        let key = Project::key(&models);
+        let server_like = Project::new(Vec::new(), vec![models.clone(), train.clone()]);
+        assert!(server_like.summary(&key).is_some());
+        assert!(server_like.take_tree(&key, &text).is_none(), "a long-lived project keeps no tree");
+        let only_train = Project::new(Vec::new(), vec![train]).keeping_trees();
+        assert!(only_train.summary(&key).is_some());
+        assert!(only_train.take_tree(&key, &text).is_none(), "models.py is not linted in this run");
+    }
 }

@@ -617,6 +617,13 @@ pub trait ProjectIndex: Sync {
     /// The linter parsed the linted module: a chance to summarize it from that tree.
     fn seed(&self, _tree: &Tree, _source: &str) {}
 
+    /// The tree of the linted module, when the project already parsed exactly `source`
+    /// (for the module's summary, before its lint): the linter then does not parse it
+    /// again. See [`ModuleLoader::take_tree`].
+    fn parsed_tree(&self, _source: &str) -> Option<Tree> {
+        None
+    }
+
     /// Does the index know anything at all? (An empty one lets the linter skip work.)
     fn is_empty(&self) -> bool {
         false
@@ -658,6 +665,12 @@ pub trait ModuleLoader: Sync {
     /// instead of reading and parsing the file again (only when `text` is what the file
     /// holds on disk: the CLI's files, not an editor's unsaved buffer).
     fn seed(&self, _key: &str, _text: &str, _summary: &dyn Fn() -> ModuleSummary) {}
+    /// The tree of module `key` if the loader parsed exactly `text` for its summary and
+    /// kept the tree for the module's own lint: handed over once, so a file of the run is
+    /// parsed once however its summary and its lint are ordered.
+    fn take_tree(&self, _key: &str, _text: &str) -> Option<Tree> {
+        None
+    }
 }
 
 /// What a name resolves to.
@@ -895,6 +908,11 @@ impl ProjectIndex for ProjectResolver<'_> {
         if self.seeds && self.from.ends_with(".py") {
             self.loader.seed(&self.from, source, &|| ModuleSummary::new(tree, source));
         }
+    }
+
+    fn parsed_tree(&self, source: &str) -> Option<Tree> {
+        // Only the text on disk (what seeds the summary) is what the loader parsed.
+        if self.seeds && self.from.ends_with(".py") { self.loader.take_tree(&self.from, source) } else { None }
     }
 
     fn external_calls(&self, function: &str) -> Vec<bool> {
