@@ -65,6 +65,42 @@ fn every_finding_is_in_a_file_its_rule_triggers_on() {
     }
 }
 
+/// Each fixture and example cut into small files: its module-level statements (imports,
+/// globals) with one top-level definition at a time. A trigger must hold on the words of
+/// the file it reports in, not borrow them from a neighbouring case of the same fixture.
+fn units() -> Vec<(String, String)> {
+    let mut units = Vec::new();
+    for (name, source) in corpus() {
+        let tree = memlint_python::parse_with(&source, None);
+        let root = tree.root_node();
+        let mut cursor = root.walk();
+        let children: Vec<_> = root.named_children(&mut cursor).collect();
+        let is_definition = |kind: &str| matches!(kind, "function_definition" | "class_definition" | "decorated_definition");
+        let prelude: String = children.iter().filter(|c| !is_definition(c.kind())).map(|c| format!("{}\n", &source[c.byte_range()])).collect();
+        for definition in children.iter().filter(|c| is_definition(c.kind())) {
+            let line = definition.start_position().row + 1;
+            units.push((format!("{name}:{line}"), format!("{prelude}\n\n{}\n", &source[definition.byte_range()])));
+        }
+    }
+    units
+}
+
+#[test]
+fn triggers_hold_on_each_case_cut_out_of_its_fixture() {
+    let settings = LinterSettings::default();
+    let mut findings = 0;
+    for (name, source) in units() {
+        let unfiltered = lint_unfiltered(&source, &settings).diagnostics;
+        let words = memlint_linter::prefilter::Words::scan(&source);
+        for d in &unfiltered {
+            assert!(d.rule.trigger(&words), "{name}: {} reports but its trigger does not hold:\n{source}", d.rule.code());
+        }
+        assert_eq!(lint(&source, &settings).diagnostics, unfiltered, "{name}");
+        findings += unfiltered.len();
+    }
+    assert!(findings > 100, "only {findings} findings in the cut-out cases");
+}
+
 /// `evaluate` is only called under `no_grad` imported under another name: nothing to
 /// report, whether the file goes through the pre-filter or not (the removed word-level
 /// copy of the "only called without gradients" fixed point did not know aliases, so
