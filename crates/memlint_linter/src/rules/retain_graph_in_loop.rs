@@ -4,6 +4,10 @@
 //! on a graph built in the same iteration, when no second backward follows in that
 //! iteration.
 //!
+//! Also in a helper outside any loop of its own (`def backward_step(loss):
+//! loss.backward(retain_graph=True)`) when every call of it in this module is in a loop
+//! over batches and nothing backpropagates again after it in the calling iteration.
+//!
 //! Not flagged: GAN-style or gradient-penalty code that backpropagates again later in
 //! the iteration (`d_loss.backward(retain_graph=True)` then `g_loss.backward()`,
 //! `autograd.grad(..., retain_graph=True)` then `(loss + penalty).backward()`); a loop
@@ -69,7 +73,13 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if keyword_argument(model, call, "create_graph").map(|v| model.text(v) != "False").unwrap_or(false) {
             continue;
         }
-        let Some(innermost) = model.enclosing_loops(call).first().copied() else { continue };
+        let Some(innermost) = model.enclosing_loops(call).first().copied() else {
+            // Outside a loop: a helper that the step loop calls once per iteration.
+            if let Some(report) = in_helper_called_per_step(model, call) {
+                checker.report(report.into_diagnostic(checker.rule, model, call));
+            }
+            continue;
+        };
         let Some(body) = innermost.node.field("body") else { continue };
         let Some(root) = backpropagated_tensor(model, call) else { continue };
         let names = graph_names(model, root, body);
@@ -103,6 +113,80 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 .with_severity(severity),
         );
     }
+}
+
+/// A backward with `retain_graph=True` in a helper (`def backward_step(loss):
+/// loss.backward(retain_graph=True)`) outside any loop of its own, where the helper is
+/// called from a loop over batches of this module and nothing backpropagates again: not
+/// later in the helper, nor later in the calling iteration (no other backward, no other
+/// call of a local function that runs one).
+struct HelperCalledPerStep<'t> {
+    helper: String,
+    loop_header: Node<'t>,
+}
+
+impl<'t> HelperCalledPerStep<'t> {
+    fn into_diagnostic(self, rule: crate::Rule, model: &SemanticModel<'t>, call: Node<'t>) -> Diagnostic {
+        let shown = snippet(model, call);
+        let line = self.loop_header.start_position().row + 1;
+        Diagnostic::new(
+            rule,
+            call.byte_range(),
+            format!(
+                "`{shown}` retains the graph in `{}()`, which the loop over batches at line {line} calls every step, and nothing backpropagates through that graph again: its saved activations stay alive through the next step's forward pass (about double the activation peak)",
+                self.helper
+            ),
+        )
+        .with_help("drop `retain_graph=True`; it is only needed when a second backward goes through the same graph")
+        .with_severity(Severity::Warning)
+    }
+}
+
+fn in_helper_called_per_step<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<HelperCalledPerStep<'t>> {
+    let function = model.enclosing_function(call)?;
+    let runs_backward = |node: Node<'t>| !descendants_where(node, |n| n.kind_name() == "call" && model.is_backward_call(n)).is_empty();
+    let body = function.node.field("body")?;
+    let later_in_helper = descendants_where(body, |n| n.kind_name() == "call" && n.start_byte() >= call.end_byte() && model.is_backward_call(n));
+    if !later_in_helper.is_empty() {
+        return None;
+    }
+    let calls_helper = |site: Node<'t>| {
+        let Some(callee) = site.field("function") else { return false };
+        match (&function.class, callee.kind_name()) {
+            (None, "identifier") => true,
+            (Some(_), "attribute") => callee.field("object").map(|o| model.text(o) == "self").unwrap_or(false),
+            _ => false,
+        }
+    };
+    // Calls of local functions that run a backward pass.
+    let runs_local_backward = |site: Node<'t>| {
+        let Some(callee) = site.field("function") else { return false };
+        let name = match callee.kind_name() {
+            "identifier" => model.text(callee),
+            "attribute" => callee.field("attribute").map(|a| model.text(a)).unwrap_or(""),
+            _ => return false,
+        };
+        model.functions().any(|f| f.name == name && f.node.field("body").map(runs_backward).unwrap_or(false))
+    };
+    let mut found = None;
+    for site in model.calls_named(&function.name).iter().copied().filter(|c| calls_helper(*c)) {
+        if contains(function.node, site) {
+            return None;
+        }
+        let loop_ = model.enclosing_loops(site).first().copied()?;
+        if !loop_.over_batches {
+            return None;
+        }
+        let loop_body = loop_.node.field("body")?;
+        let again = descendants_where(loop_body, |n| {
+            n.kind_name() == "call" && n.start_byte() >= site.end_byte() && (model.is_backward_call(n) || runs_local_backward(n))
+        });
+        if !again.is_empty() {
+            return None;
+        }
+        found = Some(HelperCalledPerStep { helper: function.name.clone(), loop_header: loop_.node });
+    }
+    found
 }
 
 /// The tensor a backward call starts from: `loss` in `loss.backward()`, the first argument
