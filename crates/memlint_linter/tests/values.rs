@@ -626,3 +626,29 @@ fn a_total_reset_at_every_optimizer_step_holds_one_accumulation_window() {
         "#]],
     );
 }
+
+#[test]
+fn a_step_functions_outputs_kept_after_their_loss_is_backpropagated() {
+    check(
+        r#"
+        def fit(module, loader, optimizer, logs):
+            for batch in loader:
+                out = module.training_step(batch)
+                out["loss"].backward()
+                optimizer.step()
+                logs.append(out)
+            history = []
+            for batch in loader:
+                out = module.training_step(batch)
+                out["loss"].backward()
+                optimizer.step()
+                history.append({k: v.item() for k, v in out.items()})
+            for batch in loader:
+                stats = module.log_step(batch)
+                logs.append(stats)
+        "#,
+        expect![[r#"
+            6:9 MEM002 `logs.append(out)` keeps each step's graph nodes and loss te
+        "#]],
+    );
+}

@@ -704,6 +704,34 @@ impl<'t> SemanticModel<'t> {
         by_scope.get(&self.scope_of(node)).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// Is a part of what the name `ident` holds backpropagated in its scope
+    /// (`out["loss"].backward()`, `out.loss.backward()`), through the same binding? Then it
+    /// holds a tensor with history whatever produced it (`out = module.training_step(b)`).
+    pub fn part_is_backpropagated(&self, ident: Node<'t>) -> bool {
+        if ident.kind_name() != "identifier" {
+            return false;
+        }
+        let name = self.text(ident);
+        let binding = self.binding_at(name, ident).map(|b| b.statement.id());
+        if binding.is_none() {
+            return false;
+        }
+        self.backward_calls_in_scope_of(ident).iter().any(|call| {
+            let Some(receiver) = call.field("function").filter(|f| f.kind_name() == "attribute").and_then(|f| f.field("object")) else {
+                return false;
+            };
+            let receiver = unparenthesize(receiver);
+            let base = match receiver.kind_name() {
+                "subscript" => receiver.field("value"),
+                "attribute" => receiver.field("object"),
+                _ => None,
+            };
+            base.is_some_and(|b| {
+                b.kind_name() == "identifier" && self.text(b) == name && self.binding_at(name, b).map(|x| x.statement.id()) == binding
+            })
+        })
+    }
+
     /// Is `name` backpropagated after `statement` in the same scope (`total.backward()`,
     /// `torch.stack(losses).mean().backward()`, `scaler.scale(total).backward()`)?
     pub fn backpropagated_after(&self, name: &str, statement: Node<'t>) -> bool {

@@ -17,6 +17,9 @@
 //! optimizer under gradient accumulation (`if (i + 1) % accum_steps == 0:
 //! optimizer.step(); ...; total = 0`) runs once per update, and is not.
 //!
+//! Also a step's outputs kept whole when part of them is backpropagated (`out =
+//! module.training_step(batch)`, `out["loss"].backward()`, `logs.append(out)`).
+//!
 //! Not flagged: accumulating `loss.item()`, `loss.detach()` or `float(loss)`; and the sum
 //! of per-step losses inside one iteration that is then backpropagated (BPTT-style
 //! `loss += criterion(out[t], y[t])` followed by `loss.backward()`), or any accumulator
@@ -58,10 +61,10 @@
 
 use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
-use memlint_python::{contains, BindingKind, SemanticModel};
+use memlint_python::{contains, unparenthesize, BindingKind, SemanticModel};
 
 use crate::prefilter::Words;
-use crate::rules::{could_loop_over_batches, could_hold_a_model};
+use crate::rules::{could_hold_a_model, could_loop_over_batches, could_run_backward};
 use crate::checker::Checker;
 use crate::rules::{is_loss_like, snippet};
 use crate::{Diagnostic, Edit, Fix, Severity};
@@ -72,9 +75,12 @@ pub const FIXABLE: bool = true;
 
 /// The trigger: what a file must contain for this rule to report anything in it.
 /// An addition or `append` (or a method of a project class that stores its argument), a
-/// loop over batches, and something that could be a network or a loss.
+/// loop over batches, and something that could be a network or a loss, or a backward pass
+/// (what it backpropagates has history, whatever produced it).
 pub fn trigger(words: &Words<'_>) -> bool {
-    (words.contains("+") || words.has("append") || words.project_values()) && could_loop_over_batches(words) && could_hold_a_model(words)
+    (words.contains("+") || words.has("append") || words.project_values())
+        && could_loop_over_batches(words)
+        && (could_hold_a_model(words) || could_run_backward(words))
 }
 
 pub fn check(checker: &mut Checker<'_, '_>) {
@@ -84,12 +90,15 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         let (Some(statement), Some(accumulator), Some(term)) = (m.get("accumulation"), m.get("accumulator"), m.get("term")) else {
             continue;
         };
-        if !model.has_autograd_history(term) {
+        // A step's outputs whose loss is backpropagated (`out = module.training_step(b);
+        // out["loss"].backward(); logs.append(out)`) hold that loss and its graph.
+        let holds_backpropagated_loss = model.part_is_backpropagated(unparenthesize(term));
+        if !model.has_autograd_history(term) && !holds_backpropagated_loss {
             continue;
         }
         let Some(base) = accumulator_base(model, accumulator) else { continue };
         // Any other collected tensor is `gpu-tensors-collected`'s business.
-        if statement.kind_name() == "call" && !is_loss_like(model, term, 0) {
+        if statement.kind_name() == "call" && !is_loss_like(model, term, 0) && !holds_backpropagated_loss {
             continue;
         }
         report(checker, statement, &base, term, None);
