@@ -652,3 +652,36 @@ fn a_step_functions_outputs_kept_after_their_loss_is_backpropagated() {
         "#]],
     );
 }
+
+#[test]
+fn a_total_started_lazily_on_the_first_batch_survives_the_rest() {
+    check(
+        r#"
+        def train(model, train_loader, criterion, optimizer):
+            total = None
+            for x, y in train_loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                if total is None:
+                    total = loss
+                else:
+                    total += loss
+
+        def train_chunks(model, train_loader, criterion, optimizer):
+            for x, y in train_loader:
+                total = None
+                for chunk in x.chunk(4):
+                    loss = criterion(model(chunk), y)
+                    if total is None:
+                        total = loss
+                    else:
+                        total += loss
+                total.backward()
+                optimizer.step()
+        "#,
+        expect![[r#"
+            10:13 MEM002 `total += loss` keeps each step's graph nodes and loss tenso
+        "#]],
+    );
+}

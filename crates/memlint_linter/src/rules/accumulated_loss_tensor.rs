@@ -66,7 +66,7 @@ use memlint_python::{contains, unparenthesize, BindingKind, SemanticModel};
 use crate::prefilter::Words;
 use crate::rules::{could_hold_a_model, could_loop_over_batches, could_run_backward};
 use crate::checker::Checker;
-use crate::rules::{is_loss_like, snippet};
+use crate::rules::{is_lazy_initialization, is_loss_like, snippet};
 use crate::{Diagnostic, Edit, Fix, Severity};
 
 pub const SUMMARY: &str = "Tensor with autograd history accumulated across loop iterations";
@@ -158,6 +158,8 @@ fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, te
                 .iter()
                 .filter(|b| matches!(b.kind, BindingKind::Assign | BindingKind::LoopTarget | BindingKind::WithTarget))
                 .filter(|b| !contains(b.statement, statement))
+                // `if total is None: total = loss` starts the total once.
+                .filter(|b| !is_lazy_initialization(model, b.statement, &base))
                 .map(|b| b.statement)
                 .collect()
         };

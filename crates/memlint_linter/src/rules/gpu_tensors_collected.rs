@@ -1,7 +1,8 @@
 //! ## What it does
 //! Checks for per-batch GPU results kept across the per-step loop: appended to a list
 //! (`outputs.append(pred)`), stored in a dict or list (`store[key] = pred`), or written in
-//! place into a preallocated tensor buffer (`buf[idx] = out`), without `.detach()` /
+//! place into a preallocated tensor buffer (`buf[idx] = out`, also one created lazily on
+//! the first batch: `if buf is None: buf = torch.zeros(...)`), without `.detach()` /
 //! `.cpu()`. The loop must go over batches: its iterable names data (`loader`,
 //! `dataset`, `batches`), or its body calls `backward()` or steps an optimizer; a loop
 //! inside a forward pass (over layers, tiles, timesteps) needs what it collects.
@@ -63,7 +64,7 @@ use memlint_python::{contains, unparenthesize, BindingKind, SemanticModel, Value
 use crate::prefilter::Words;
 use crate::rules::{could_loop_over_batches};
 use crate::checker::Checker;
-use crate::rules::{call_on, descendants_where, is_loss_like, is_primary, keyword_argument, positional_arguments, snippet};
+use crate::rules::{call_on, descendants_where, is_lazy_initialization, is_loss_like, is_primary, keyword_argument, positional_arguments, snippet};
 use crate::{Diagnostic, Fix, Severity};
 
 pub const SUMMARY: &str = "Per-batch GPU results kept across the loop";
@@ -112,6 +113,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 .iter()
                 .filter(|b| matches!(b.kind, BindingKind::Assign | BindingKind::LoopTarget | BindingKind::WithTarget))
                 .filter(|b| !contains(b.statement, statement))
+                // `if buf is None: buf = torch.zeros(...)` creates the buffer once.
+                .filter(|b| !is_lazy_initialization(model, b.statement, &base))
                 .map(|b| b.statement)
                 .collect()
         };

@@ -281,6 +281,20 @@ pub(crate) fn branch_steps_an_optimizer<'t>(model: &SemanticModel<'t>, branch: N
         .unwrap_or(false)
 }
 
+/// Is `definition` (a statement binding `name`) a lazy initialization, run once: in the
+/// consequence of `if name is None:` (or `if not name:`)? Inside a loop it does not
+/// create a fresh value each iteration (`if buf is None: buf = torch.zeros(...)`).
+pub(crate) fn is_lazy_initialization<'t>(model: &SemanticModel<'t>, definition: Node<'t>, name: &str) -> bool {
+    let Some(parent) = model.parent(definition) else { return false };
+    let Some(if_statement) = model.parent(parent).filter(|p| p.kind_name() == "if_statement") else { return false };
+    if if_statement.field("consequence").map(|c| c.id()) != Some(parent.id()) {
+        return false;
+    }
+    let Some(condition) = if_statement.field("condition").map(unparenthesize) else { return false };
+    let text: String = model.text(condition).split_whitespace().collect::<Vec<_>>().join(" ");
+    text == format!("{name} is None") || text == format!("not {name}")
+}
+
 pub(crate) fn descendants_where<'t>(node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> Vec<Node<'t>> {
     let mut found = Vec::new();
     let mut stack = vec![node];
