@@ -313,6 +313,25 @@ fn an_inference_script_never_backpropagates() {
 }
 
 #[test]
+fn a_forward_backpropagated_in_its_own_expression_is_training() {
+    check(
+        r#"
+        import torch
+
+        def test_gradients_flow(model, x):
+            model(x).sum().backward()
+            assert model.weight.grad is not None
+
+        def test_outputs(model, x):
+            print(model(x).sum().item())
+        "#,
+        expect![[r#"
+            8:11 MEM001 forward pass `model(x)` in evaluation code (in `test_outputs
+        "#]],
+    );
+}
+
+#[test]
 fn a_helper_that_returns_the_output_to_training_is_not_evaluation() {
     check(
         r#"
@@ -506,6 +525,44 @@ fn half_on_a_chained_constructor_and_an_unused_scaler() {
         expect![[r#"
             4:14 MEM010 `torch.cuda.amp.GradScaler()` uses `torch.cuda.amp.GradScale
             5:12 MEM003 `Net().cuda().half()` trains in float16 without loss scaling
+        "#]],
+    );
+}
+
+#[test]
+fn a_local_network_halved_for_a_library_call_is_not_trained_here() {
+    // peft's tests: `.half()` on a model given to `prepare_model_for_kbit_training` (which
+    // casts it back) in a test that never backpropagates; another test does.
+    check(
+        r#"
+        import torch
+        from peft import prepare_model_for_kbit_training
+
+        def test_kbit(self):
+            model = torch.nn.Sequential(torch.nn.Linear(3, 3)).half()
+            model = prepare_model_for_kbit_training(model)
+            assert model[0].weight.dtype == torch.float32
+
+        def test_train(self, model, x):
+            model(x).sum().backward()
+
+        def test_trained_here(self, x):
+            net = torch.nn.Linear(3, 3).half()
+            net(x).sum().backward()
+
+        def build():
+            net = torch.nn.Linear(3, 3)
+            net.half()
+            return net
+
+        def test_handed_to_training(self, x):
+            net = torch.nn.Linear(3, 3).half()
+            test_train(self, net, x)
+        "#,
+        expect![[r#"
+            13:11 MEM003 `torch.nn.Linear(3, 3).half()` trains in float16 without los
+            18:5 MEM003 `net.half()` trains in float16 without loss scaling: gradien
+            22:11 MEM003 `torch.nn.Linear(3, 3).half()` trains in float16 without los
         "#]],
     );
 }

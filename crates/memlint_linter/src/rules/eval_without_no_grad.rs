@@ -376,10 +376,11 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
 fn needs_gradients<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let after = call.end_byte();
     let back_to_training = |until: usize| !model.calls_named_in("train", after..until).is_empty();
-    model
-        .backward_calls_in_scope_of(call)
-        .iter()
-        .any(|b| b.start_byte() >= after && !back_to_training(b.start_byte()))
+    model.backward_calls_in_scope_of(call).iter().any(|b| {
+        // `model(x).sum().backward()`: the backward's own expression holds the forward.
+        (b.start_byte() <= call.start_byte() && call.end_byte() <= b.end_byte())
+            || (b.start_byte() >= after && !back_to_training(b.start_byte()))
+    })
 }
 
 fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &EvaluationReason<'t>) -> Option<Fix> {

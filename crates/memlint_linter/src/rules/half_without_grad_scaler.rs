@@ -11,7 +11,10 @@
 //! `amp.scale_loss` or `FP16_Optimizer`'s `optimizer.backward(loss)`, DeepSpeed's or
 //! Accelerate's `backward`, any `x.backward(loss)` of something that is not a tensor, given
 //! the loss). A `GradScaler` created in another function, or created and
-//! never used, scales nothing. The dtype may be a name or `getattr(torch, args.dtype)`
+//! never used, scales nothing. A network converted inside a function that does not
+//! backpropagate must leave it (returned, stored on `self`, or given to a function of
+//! this module that backpropagates) to count: a local model halved for inference or for a
+//! library call is not trained here. The dtype may be a name or `getattr(torch, args.dtype)`
 //! with a `"float16"` default; the converted model may be a chained constructor
 //! (`Net().cuda().half()`).
 //!
@@ -117,6 +120,9 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             if !to_fp16 || model.value_kind(receiver) != ValueKind::Model {
                 continue;
             }
+            if !may_be_trained(model, conversion, receiver, &backward_calls) {
+                continue;
+            }
             checker.report(
                 Diagnostic::new(
                     checker.rule,
@@ -156,6 +162,58 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             );
         }
     }
+}
+
+/// Can the network converted by `conversion` reach one of the unscaled `backward_calls`?
+/// At module level (a program), or where its function backpropagates, yes; in another
+/// function only when the network leaves it: returned (a factory), stored on `self`, or
+/// handed to a function of this module that backpropagates. A local network converted for
+/// inference or for a library call (`prepare_model_for_kbit_training(model)`) does not.
+fn may_be_trained<'t>(model: &SemanticModel<'t>, conversion: Node<'t>, receiver: Node<'t>, backward_calls: &[Node<'t>]) -> bool {
+    let Some(function) = model.enclosing_function(conversion) else { return true };
+    let scope = function.node.id();
+    let in_scope = |n: Node<'t>| model.enclosing_function(n).map(|f| f.node.id()) == Some(scope);
+    if backward_calls.iter().any(|b| in_scope(*b)) {
+        return true;
+    }
+    // The names that hold the network: the receiver's (`model.half()` converts `model` in
+    // place) and the assignment's target (`net = Net().half()`).
+    let mut names: Vec<String> = model.dotted_name(receiver).into_iter().collect();
+    let mut current = model.parent(conversion);
+    while let Some(n) = current {
+        match n.kind_name() {
+            "return_statement" => return true,
+            "assignment" => {
+                if let Some(target) = n.field("left").and_then(|l| model.dotted_name(l)) {
+                    names.push(target);
+                }
+                break;
+            }
+            "expression_statement" | "block" | "function_definition" => break,
+            _ => {}
+        }
+        current = model.parent(n);
+    }
+    if names.iter().any(|n| n.starts_with("self.")) {
+        return true;
+    }
+    let Some(body) = function.node.field("body") else { return true };
+    let mentions = |node: Node<'t>| model.identifiers_in(node).iter().any(|i| names.iter().any(|n| n == i));
+    let returned = crate::rules::descendants_where(body, |n| n.kind_name() == "return_statement" && in_scope(n) && mentions(n));
+    if !returned.is_empty() {
+        return true;
+    }
+    // Handed to a function of this module that backpropagates without scaling.
+    let trains = |name: &str| {
+        model.functions().any(|f| f.name == name && backward_calls.iter().any(|b| model.enclosing_function(*b).map(|g| g.node.id()) == Some(f.node.id())))
+    };
+    model.calls_in(body.byte_range()).iter().any(|call| {
+        let callee = call.field("function").map(|f| match f.kind_name() {
+            "attribute" => f.field("attribute").map(|a| model.text(a)).unwrap_or(""),
+            _ => model.text(f),
+        });
+        callee.is_some_and(trains) && call.field("arguments").is_some_and(mentions)
+    })
 }
 
 fn argument_value(arg: Node<'_>) -> Node<'_> {
