@@ -742,3 +742,30 @@ fn a_total_started_lazily_on_the_first_batch_survives_the_rest() {
         "#]],
     );
 }
+
+// ----- MEM010: version switches -------------------------------------------------------
+
+#[test]
+fn the_fallback_of_a_version_switch_to_torch_amp_is_not_deprecated_use() {
+    check(
+        r#"
+        import torch
+
+        def make_scaler(device):
+            return torch.amp.GradScaler(device=device) if TORCH_2_4 else torch.cuda.amp.GradScaler()
+
+        def make_autocast():
+            if hasattr(torch, "autocast"):
+                ctx = torch.autocast("cuda")
+            else:
+                ctx = torch.cuda.amp.autocast()
+            return ctx
+
+        def legacy(flag):
+            return torch.cuda.amp.GradScaler() if flag else None
+        "#,
+        expect![[r#"
+            14:12 MEM010 `torch.cuda.amp.GradScaler()` uses `torch.cuda.amp.GradScale
+        "#]],
+    );
+}

@@ -6,7 +6,9 @@
 //!
 //! Not flagged: type annotations (`scaler: torch.cuda.amp.GradScaler`) and other
 //! references that construct nothing (`isinstance(s, GradScaler)`), `torch.amp.*`,
-//! `torch.autocast`, and same-named classes of other libraries.
+//! `torch.autocast`, and same-named classes of other libraries; nor the fallback branch of a
+//! version switch whose other branch uses the replacement (`torch.amp.GradScaler("cuda") if
+//! TORCH_2_4 else torch.cuda.amp.GradScaler()`): it runs only on an older PyTorch.
 //!
 //! ## Why is this bad?
 //! Since PyTorch 2.4 both are deprecated aliases that emit a `FutureWarning` each time
@@ -76,7 +78,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     candidates.extend(calls_that_may_resolve_to(model, GRAD_SCALER));
     for m in checker.matches_at(&candidates) {
         let Some(call) = m.get("call") else { continue };
-        if in_annotation(call) {
+        if in_annotation(call) || fallback_of_the_replacement(model, call) {
             continue;
         }
         let (is_autocast, class) = if model.call_resolves_to(call, AUTOCAST).is_some() {
@@ -101,6 +103,47 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             .with_fix(fix),
         );
     }
+}
+
+/// Is `call` the fallback branch of a version switch whose other branch already uses the
+/// replacement (`torch.amp.GradScaler("cuda") if TORCH_2_4 else torch.cuda.amp.GradScaler()`,
+/// or the same as an `if`/`else` statement)? That branch runs only on a PyTorch where
+/// `torch.cuda.amp` is not deprecated.
+fn fallback_of_the_replacement<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let uses_replacement = |branch: Node<'t>| {
+        model.calls_in(branch.byte_range()).iter().any(|c| {
+            c.field("function")
+                .and_then(|f| model.qualified_name(f))
+                .is_some_and(|q| q.starts_with("torch.amp.") || q == "torch.autocast")
+        })
+    };
+    let mut node = call;
+    while let Some(parent) = model.parent(node) {
+        match parent.kind_name() {
+            // `a if condition else b`: the branches are the first and last named children.
+            "conditional_expression" => {
+                let branches = memlint_python::named_children(parent);
+                let other = match (branches.first(), branches.last()) {
+                    (Some(first), Some(last)) if memlint_python::contains(*first, call) => *last,
+                    (Some(first), Some(last)) if memlint_python::contains(*last, call) => *first,
+                    _ => return false,
+                };
+                return uses_replacement(other);
+            }
+            "if_statement" => {
+                let consequence = parent.field("consequence");
+                let alternatives = memlint_python::named_children(parent).into_iter().filter(|c| matches!(c.kind_name(), "else_clause" | "elif_clause"));
+                let branches: Vec<Node<'t>> = consequence.into_iter().chain(alternatives).collect();
+                if branches.len() < 2 {
+                    return false;
+                }
+                return branches.iter().filter(|b| !memlint_python::contains(**b, call)).any(|b| uses_replacement(*b));
+            }
+            "function_definition" | "class_definition" | "module" => return false,
+            _ => node = parent,
+        }
+    }
+    false
 }
 
 /// Edits common to both fixes: the callee becomes `<torch>.amp.<class>`, and `torch` is
