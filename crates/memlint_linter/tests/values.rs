@@ -184,6 +184,59 @@ fn a_tensor_of_a_model_is_not_a_network_by_its_name() {
 }
 
 #[test]
+fn a_network_peft_loads_frozen_records_no_graph() {
+    // `PeftModel.from_pretrained` loads for inference (`is_trainable=False`): no parameter
+    // requires grad, so token ids through it build no graph.
+    check(
+        r#"
+        import torch
+        from peft import PeftModel, PeftMixedModel, AutoPeftModelForCausalLM
+
+        def test_loaded(self, base, tmp_path, input_ids):
+            peft_model = PeftModel.from_pretrained(base, tmp_path)
+            assert peft_model(input_ids).logits.shape[0] == 1
+
+        def test_auto(self, tmp_path, input_ids):
+            model = AutoPeftModelForCausalLM.from_pretrained(tmp_path).to("cuda")
+            print(model(input_ids).logits.argmax(-1))
+
+        def test_trainable(self, base, tmp_path, input_ids):
+            peft_model = PeftModel.from_pretrained(base, tmp_path, is_trainable=True)
+            assert peft_model(input_ids).logits.shape[0] == 1
+
+        def test_unfrozen(self, base, tmp_path, input_ids):
+            peft_model = PeftModel.from_pretrained(base, tmp_path)
+            for p in peft_model.parameters():
+                p.requires_grad = True
+            assert peft_model(input_ids).logits.shape[0] == 1
+
+        def test_adapter_set(self, base, tmp_path, input_ids):
+            # `set_adapter` makes the adapter trainable again; so does `PeftMixedModel`'s load.
+            peft_model = PeftModel.from_pretrained(base, tmp_path / "first", adapter_name="first")
+            peft_model.load_adapter(tmp_path / "second", "second")
+            peft_model.set_adapter("second")
+            mixed = PeftMixedModel.from_pretrained(base, tmp_path / "first")
+            print(peft_model(input_ids).logits.sum().item(), mixed(input_ids).logits.sum().item())
+
+        def train(base, tmp_path, loader, optimizer):
+            teacher = PeftModel.from_pretrained(base, tmp_path)
+            student = torch.nn.Linear(3, 3)
+            for x, y in loader:
+                loss = (student(x) - teacher(x)).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+        "#,
+        expect![[r#"
+            13:18 MEM012 `peft_model` is a pretrained network (`PeftModel.from_pretra
+            14:12 MEM001 forward pass `peft_model(input_ids)` in evaluation code (in 
+            20:12 MEM001 forward pass `peft_model(input_ids)` in evaluation code (in 
+            27:13 MEM012 `mixed` is a pretrained network (`PeftMixedModel.from_pretra
+            28:11 MEM001 forward pass `peft_model(input_ids)` in evaluation code (in 
+        "#]],
+    );
+}
+
+#[test]
 fn nested_functions_see_the_bindings_of_the_functions_around_them() {
     // A helper defined in the enclosing function is a function, not a network; a network
     // built there is one, also when a nested evaluation function calls it.

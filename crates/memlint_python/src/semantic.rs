@@ -346,6 +346,21 @@ pub fn pretrained_class_is_not_a_network(class: &str) -> bool {
     ["Tokenizer", "Processor", "FeatureExtractor", "Config", "Scheduler", "Pipeline"].iter().any(|w| class.contains(w))
 }
 
+/// `from_pretrained` of these loads a network with every parameter frozen unless it is
+/// given `is_trainable=True`: PEFT's `PeftModel`, `PeftModelFor*` and `AutoPeftModel*` load
+/// for inference by default (not `PeftMixedModel`, which activates, and so unfreezes, the
+/// adapter it loads). `class` as for [`pretrained_class_is_not_a_network`].
+pub fn pretrained_class_loads_frozen(class: &str) -> bool {
+    let last_class = class.trim_end_matches(".from_pretrained").rsplit('.').next().unwrap_or("");
+    ["PeftModel", "AutoPeftModel"].iter().any(|p| last_class.starts_with(p)) && !last_class.starts_with("PeftMixedModel")
+}
+
+/// Methods after which a network PEFT loaded frozen may train again: asked for its
+/// parameters (a loop may set `requires_grad`), `requires_grad_`, and PEFT's own
+/// `set_adapter` / `set_requires_grad` / `add_adapter`, which make adapters trainable
+/// (`load_adapter` does only with `is_trainable=True`).
+const UNFREEZING_METHODS: &[&str] = &["requires_grad_", "parameters", "named_parameters", "set_adapter", "set_requires_grad", "add_adapter"];
+
 /// Lightning hooks that run under `torch.no_grad()` already.
 const NO_GRAD_HOOKS: &[&str] = &["validation_step", "test_step", "predict_step"];
 
@@ -730,6 +745,52 @@ impl<'t> SemanticModel<'t> {
                 b.kind_name() == "identifier" && self.text(b) == name && self.binding_at(name, b).map(|x| x.statement.id()) == binding
             })
         })
+    }
+
+    /// Is the network `expr` holds frozen, every parameter without `requires_grad`: loaded
+    /// by a `from_pretrained` that freezes ([`pretrained_class_loads_frozen`]) without
+    /// `is_trainable=True`, through the methods that return the network itself, and its
+    /// name never given `requires_grad_` nor asked for its parameters in that scope (which
+    /// may unfreeze them)?
+    pub fn is_frozen_network(&self, expr: Node<'t>) -> bool {
+        let expr = unparenthesize(expr);
+        if expr.kind_name() != "identifier" {
+            return false;
+        }
+        let name = self.text(expr);
+        let Some(binding) = self.binding_at(name, expr) else { return false };
+        let (BindingKind::Assign, Some(mut value)) = (binding.kind, binding.value) else { return false };
+        let scope = self.enclosing_function(expr).map(|f| f.node.byte_range()).unwrap_or(0..self.source.len());
+        let on_name = |a: &Node<'t>| a.field("object").is_some_and(|o| self.text(o) == name);
+        let unfreezes = UNFREEZING_METHODS.iter().any(|m| self.attributes_named_in(m, scope.clone()).iter().any(on_name))
+            || self.attributes_named_in("load_adapter", scope.clone()).iter().filter(|a| on_name(a)).any(|a| {
+                self.parent(*a).is_some_and(|call| self.text(call).split_whitespace().collect::<String>().contains("is_trainable=True"))
+            });
+        if unfreezes {
+            return false;
+        }
+        for _ in 0..8 {
+            value = unparenthesize(value);
+            let Some(callee) = value.field("function").filter(|_| value.kind_name() == "call") else { return false };
+            let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
+            if method == "from_pretrained" {
+                let class = self.qualified_name(callee).or_else(|| self.dotted_name(callee)).unwrap_or_default();
+                let trainable = value.field("arguments").is_some_and(|args| {
+                    named_children(args).into_iter().any(|a| {
+                        a.kind_name() == "keyword_argument"
+                            && a.field("name").is_some_and(|n| self.text(n) == "is_trainable")
+                            && a.field("value").is_none_or(|v| self.text(v) != "False")
+                    })
+                });
+                return pretrained_class_loads_frozen(&class) && !trainable;
+            }
+            if !MODULE_METHODS_RETURNING_SELF.contains(&method) || method == "requires_grad_" {
+                return false;
+            }
+            let Some(object) = callee.field("object") else { return false };
+            value = object;
+        }
+        false
     }
 
     /// Is `name` backpropagated after `statement` in the same scope (`total.backward()`,

@@ -138,7 +138,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         let Some(reason) = evaluation_reason(model, call, module, &names).or_else(|| behaviour_reason(model, &flow, call)) else { continue };
-        if needs_gradients(model, call) {
+        if needs_gradients(model, call) || frozen_and_given_no_history(model, call, module) {
             continue;
         }
         // Last, as it may read other modules: callers elsewhere all disable gradients.
@@ -373,6 +373,22 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
 /// `.train()` in between (adversarial examples, saliency maps)? A training loop earlier in
 /// the function (which runs again on the next epoch) does not backpropagate through an
 /// evaluation pass that follows it.
+/// A frozen network (every parameter without `requires_grad`, as PEFT loads one for
+/// inference) given no tensor with history records no graph: nothing to save.
+fn frozen_and_given_no_history<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> bool {
+    model.is_frozen_network(module)
+        && !call.field("arguments").is_some_and(|args| {
+            memlint_python::named_children(args).into_iter().any(|a| {
+                let value = match a.kind_name() {
+                    "keyword_argument" => a.field("value"),
+                    "list_splat" | "dictionary_splat" => a.named_child(0),
+                    _ => Some(a),
+                };
+                value.is_some_and(|v| model.has_autograd_history(v))
+            })
+        })
+}
+
 fn needs_gradients<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let after = call.end_byte();
     let back_to_training = |until: usize| !model.calls_named_in("train", after..until).is_empty();

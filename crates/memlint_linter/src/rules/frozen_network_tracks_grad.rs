@@ -8,7 +8,9 @@
 //! `torchvision.models.<arch>(weights=...)` / `(pretrained=True)`,
 //! `timm.create_model(..., pretrained=True)` or `torch.hub.load(...)` (also through
 //! `.features`, slicing, `.eval()`, `.to(device)`). `from_pretrained` of a tokenizer,
-//! processor, feature extractor, configuration, scheduler or pipeline loads no network.
+//! processor, feature extractor, configuration, scheduler or pipeline loads no network,
+//! and PEFT's `PeftModel` / `AutoPeftModel*.from_pretrained` (without `is_trainable=True`)
+//! loads one already frozen.
 //!
 //! Not flagged, because the network may be trained or is already frozen: its
 //! `.parameters()` / `named_parameters()` are used anywhere (an optimizer, a freezing
@@ -156,6 +158,11 @@ fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<S
                     let shown = model.dotted_name(callee).unwrap_or_else(|| "from_pretrained".into());
                     // `AutoTokenizer.from_pretrained(...)`: no parameters to freeze.
                     if memlint_python::pretrained_class_is_not_a_network(&shown) {
+                        return None;
+                    }
+                    // `PeftModel.from_pretrained(base, path)`: loaded frozen, for inference.
+                    let trainable = keyword_argument(model, node, "is_trainable").is_some_and(|v| model.text(v) != "False");
+                    if memlint_python::pretrained_class_loads_frozen(&shown) && !trainable {
                         return None;
                     }
                     return Some(format!("`{shown}`"));
