@@ -1,13 +1,14 @@
 //! ## What it does
 //! Checks for float16 training without loss scaling: a model converted with `.half()` or
 //! `.to(torch.float16)`, or `autocast` with `dtype=torch.float16` (or CUDA autocast's
-//! default dtype, which is float16), in a module that calls `.backward()` and uses no
-//! `GradScaler`.
+//! default dtype, which is float16), in a module that calls `.backward()`, steps an
+//! optimizer, and uses no `GradScaler`.
 //!
 //! bfloat16 (`.bfloat16()`, `autocast(dtype=torch.bfloat16)`, CPU autocast's default) is
-//! not flagged: it has float32's exponent range. Inference-only code (no `.backward()`,
-//! or autocast under `torch.no_grad()`) is not flagged either, and neither are backward
-//! passes whose loss is scaled (in a function that calls `scaler.scale(...)`, apex's
+//! not flagged: it has float32's exponent range. Nor are inference-only code (no
+//! `.backward()`, or autocast under `torch.no_grad()`), code that computes gradients but
+//! never steps an optimizer (to compare them with a reference), and backward passes
+//! whose loss is scaled (in a function that calls `scaler.scale(...)`, apex's
 //! `amp.scale_loss` or `FP16_Optimizer`'s `optimizer.backward(loss)`, DeepSpeed's or
 //! Accelerate's `backward`, any `x.backward(loss)` of something that is not a tensor, given
 //! the loss). A `GradScaler` created in another function, or created and
@@ -88,6 +89,15 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         .filter(|c| !scaling_scopes.contains(&model.enclosing_function(*c).map(|f| f.node.id())))
         .collect();
     if backward_calls.is_empty() {
+        return;
+    }
+    // Underflowing gradients matter where they update weights: code that only computes
+    // gradients (to compare them with a reference, to inspect them) trains nothing.
+    let steps_weights = model.calls_named("step").iter().any(|c| {
+        model.is_optimizer_step(*c)
+            || c.field("function").and_then(|f| f.field("object")).is_some_and(|o| model.value_kind(o) == ValueKind::Optimizer)
+    });
+    if !steps_weights {
         return;
     }
     // The query matches `.half()` / `.to(...)` calls and calls of a name ending in `autocast`.
