@@ -214,16 +214,11 @@ fn may_be_trained<'t>(model: &SemanticModel<'t>, conversion: Node<'t>, receiver:
         return true;
     }
     // Handed to a function of this module that backpropagates without scaling.
-    let trains = |name: &str| {
-        model.functions().any(|f| f.name == name && backward_calls.iter().any(|b| model.enclosing_function(*b).map(|g| g.node.id()) == Some(f.node.id())))
-    };
-    model.calls_in(body.byte_range()).iter().any(|call| {
-        let callee = call.field("function").map(|f| match f.kind_name() {
-            "attribute" => f.field("attribute").map(|a| model.text(a)).unwrap_or(""),
-            _ => model.text(f),
-        });
-        callee.is_some_and(trains) && call.field("arguments").is_some_and(mentions)
-    })
+    let trains = |f: &memlint_python::FunctionInfo<'t>| backward_calls.iter().any(|b| model.enclosing_function(*b).map(|g| g.node.id()) == Some(f.node.id()));
+    model
+        .calls_in(body.byte_range())
+        .iter()
+        .any(|call| call.field("arguments").is_some_and(mentions) && crate::rules::local_functions_called(model, *call).any(trains))
 }
 
 fn argument_value(arg: Node<'_>) -> Node<'_> {

@@ -295,6 +295,17 @@ pub(crate) fn is_lazy_initialization<'t>(model: &SemanticModel<'t>, definition: 
     text == format!("{name} is None") || text == format!("not {name}")
 }
 
+/// The functions of this module that `call` may run: those named as its callee's last
+/// name part (`f(...)`, `self.f(...)`, `x.f(...)`).
+pub(crate) fn local_functions_called<'a, 't>(model: &'a SemanticModel<'t>, call: Node<'t>) -> impl Iterator<Item = &'a memlint_python::FunctionInfo<'t>> + 'a {
+    let name = call.field("function").and_then(|callee| match callee.kind_name() {
+        "identifier" => Some(model.text(callee)),
+        "attribute" => callee.field("attribute").map(|a| model.text(a)),
+        _ => None,
+    });
+    model.functions().filter(move |f| name == Some(f.name.as_str()))
+}
+
 pub(crate) fn descendants_where<'t>(node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> Vec<Node<'t>> {
     let mut found = Vec::new();
     let mut stack = vec![node];

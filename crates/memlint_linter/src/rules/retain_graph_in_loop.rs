@@ -159,15 +159,8 @@ fn in_helper_called_per_step<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> O
         }
     };
     // Calls of local functions that run a backward pass.
-    let runs_local_backward = |site: Node<'t>| {
-        let Some(callee) = site.field("function") else { return false };
-        let name = match callee.kind_name() {
-            "identifier" => model.text(callee),
-            "attribute" => callee.field("attribute").map(|a| model.text(a)).unwrap_or(""),
-            _ => return false,
-        };
-        model.functions().any(|f| f.name == name && f.node.field("body").map(runs_backward).unwrap_or(false))
-    };
+    let runs_local_backward =
+        |site: Node<'t>| crate::rules::local_functions_called(model, site).any(|f| f.node.field("body").is_some_and(runs_backward));
     let mut found = None;
     for site in model.calls_named(&function.name).iter().copied().filter(|c| calls_helper(*c)) {
         if contains(function.node, site) {
