@@ -381,6 +381,48 @@ fn a_forward_backpropagated_in_its_own_expression_is_training() {
 }
 
 #[test]
+fn a_forward_in_a_lambda_other_code_runs_is_that_codes() {
+    check(
+        r#"
+        import torch
+        from lightning.fabric.utilities.throughput import measure_flops
+
+        def test_measure_flops(model, x):
+            model_fwd = lambda: model(x)
+            print(measure_flops(model, model_fwd, lambda y: y.sum()))
+
+        def test_corda(model, data, preprocess_corda, config):
+            preprocess_corda(model, config, run_model=lambda: model(data))
+
+        def test_mapped(model, batches):
+            print(list(map(lambda x: model(x).argmax(1), batches)))
+        "#,
+        expect![[r#"
+            12:30 MEM001 forward pass `model(x)` in evaluation code (in `test_mapped(
+        "#]],
+    );
+}
+
+#[test]
+fn what_a_with_statement_enters_is_not_a_forward_pass() {
+    check(
+        r#"
+        import torch
+
+        def test_sharded(fabric, model, x):
+            with fabric.sharded_model():
+                pass
+            with fabric.sharded_model() as ctx, torch.no_grad():
+                print(ctx)
+            print(fabric.sharded_model(x).sum().item())
+        "#,
+        expect![[r#"
+            8:11 MEM001 forward pass `fabric.sharded_model(x)` in evaluation code (i
+        "#]],
+    );
+}
+
+#[test]
 fn a_helper_that_returns_the_output_to_training_is_not_evaluation() {
     check(
         r#"

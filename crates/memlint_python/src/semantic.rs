@@ -2254,6 +2254,15 @@ impl<'t> SemanticModel<'t> {
 
     /// The module expression a forward call calls (`model` in `model(x)` and `model.forward(x)`).
     pub fn forward_callee(&self, call: Node<'t>) -> Option<Node<'t>> {
+        // `with fabric.sharded_model():`: what a `with` enters is a context manager, not a
+        // network's output, whatever the callee is called.
+        let parent = self.parent(call);
+        let entered = parent.is_some_and(|p| {
+            p.kind_name() == "with_item" || (p.kind_name() == "as_pattern" && self.parent(p).is_some_and(|g| g.kind_name() == "with_item"))
+        });
+        if entered {
+            return None;
+        }
         let module = self.forward_callee_by_value(call)?;
         // A class, function or module of the project is not a module instance: calling it
         // builds one (`Generator(cfg)`), or runs code that is not a forward pass. (Asked

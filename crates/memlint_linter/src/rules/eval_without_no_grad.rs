@@ -134,7 +134,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }
         let Some(call) = m.get("call") else { continue };
         let Some(module) = model.forward_callee(call) else { continue };
-        if model.grad_context(call) != GradContext::Enabled {
+        if model.grad_context(call) != GradContext::Enabled || runs_elsewhere_in_a_lambda(model, call) {
             continue;
         }
         let Some(reason) = evaluation_reason(model, call, module, &names).or_else(|| behaviour_reason(model, &flow, call)) else { continue };
@@ -373,6 +373,35 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
 /// `.train()` in between (adversarial examples, saliency maps)? A training loop earlier in
 /// the function (which runs again on the next epoch) does not backpropagate through an
 /// evaluation pass that follows it.
+/// Is `call` in a lambda that other code runs (`run_model=lambda: model(x)` given to a
+/// function, or bound to a name and handed on)? Its gradient context and what happens to
+/// its result are that code's. A lambda given to `map`, `filter`, `sorted`, `min` or `max`
+/// runs here.
+fn runs_elsewhere_in_a_lambda<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let mut node = call;
+    let lambda = loop {
+        let Some(parent) = model.parent(node) else { return false };
+        match parent.kind_name() {
+            "lambda" => break parent,
+            "function_definition" | "class_definition" | "module" => return false,
+            _ => node = parent,
+        }
+    };
+    let Some(mut holder) = model.parent(lambda) else { return false };
+    if holder.kind_name() == "keyword_argument" {
+        let Some(args) = model.parent(holder) else { return false };
+        holder = args;
+    }
+    match holder.kind_name() {
+        "argument_list" => {
+            let callee = model.parent(holder).and_then(|c| c.field("function")).map(|f| model.text(f)).unwrap_or("");
+            !matches!(callee, "map" | "filter" | "sorted" | "min" | "max")
+        }
+        "assignment" => true,
+        _ => false,
+    }
+}
+
 /// A frozen network (every parameter without `requires_grad`, as PEFT loads one for
 /// inference) given no tensor with history records no graph: nothing to save.
 fn frozen_and_given_no_history<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> bool {
