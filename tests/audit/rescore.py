@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Which audited findings of memlint on the engine tree does a build still report?
 
-The audit (`tree-findings.csv`) judged findings that memlint reported on the tree of
-`scripts/fetch-engine-tree.sh` (its pinned commits): a seeded sample of 50 MEM001 findings
-and every finding of the rarer rules plus 20 MEM008 ones, outside diffusers (reserved for
-independent evaluation). Each row is a finding read in the code and judged a true positive,
-a false positive (with the pattern that fooled memlint) or unsure.
+The audit (`tree-findings.csv`, see README.md here) judged findings that memlint reported
+on the tree of `scripts/fetch-engine-tree.sh` (its pinned commits), outside diffusers
+(reserved for independent evaluation), in two samples. Each row is a finding read in the
+code and judged a true positive, a false positive (with the pattern that fooled memlint) or
+unsure.
 
     python3 tests/audit/rescore.py MEMLINT TREE
 
@@ -53,17 +53,17 @@ def main(argv):
     counts = collections.Counter()
     still = collections.Counter()
     for r in rows:
-        key = (r["rule"], r["verdict"])
+        key = (r["sample"], r["rule"], r["verdict"])
         counts[key] += 1
         path = r["repo"].replace("/", "+") + "/" + r["path"]
         if (path, int(r["line"]), r["rule"]) in reported:
             still[key] += 1
-    print(f"{'rule':7} {'verdict':15} {'audited':>7} {'still reported':>14}")
+    print(f"{'sample':7} {'rule':7} {'verdict':15} {'audited':>7} {'still reported':>14}")
     for key in sorted(counts):
-        print(f"{key[0]:7} {key[1]:15} {counts[key]:7} {still[key]:14}")
-    tp = sum(v for (rule, verdict), v in still.items() if verdict == "true-positive")
-    fp = sum(v for (rule, verdict), v in still.items() if verdict == "false-positive")
-    lost = sum(v for (rule, verdict), v in counts.items() if verdict == "true-positive") - tp
+        print(f"{key[0]:7} {key[1]:7} {key[2]:15} {counts[key]:7} {still[key]:14}")
+    tp = sum(v for (_, _, verdict), v in still.items() if verdict == "true-positive")
+    fp = sum(v for (_, _, verdict), v in still.items() if verdict == "false-positive")
+    lost = sum(v for (_, _, verdict), v in counts.items() if verdict == "true-positive") - tp
     print(f"true positives still reported: {tp} (lost: {lost}); false positives still reported: {fp}")
     return 0
 
