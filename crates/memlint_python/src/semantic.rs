@@ -2652,6 +2652,12 @@ impl<'t> SemanticModel<'t> {
         }
     }
 
+    /// Is some argument of `call` (by position, keyword or splat; also an element of a
+    /// literal list or tuple) a tensor with history?
+    pub fn gives_history(&self, call: Node<'t>) -> bool {
+        self.any_argument_has_history(call, 0)
+    }
+
     fn any_argument_has_history(&self, call: Node<'t>, depth: usize) -> bool {
         let Some(args) = call.field("arguments") else { return false };
         named_children(args).into_iter().any(|a| {

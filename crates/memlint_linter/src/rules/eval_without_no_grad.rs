@@ -405,17 +405,7 @@ fn runs_elsewhere_in_a_lambda<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> 
 /// A frozen network (every parameter without `requires_grad`, as PEFT loads one for
 /// inference) given no tensor with history records no graph: nothing to save.
 fn frozen_and_given_no_history<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> bool {
-    model.is_frozen_network(module)
-        && !call.field("arguments").is_some_and(|args| {
-            memlint_python::named_children(args).into_iter().any(|a| {
-                let value = match a.kind_name() {
-                    "keyword_argument" => a.field("value"),
-                    "list_splat" | "dictionary_splat" => a.named_child(0),
-                    _ => Some(a),
-                };
-                value.is_some_and(|v| model.has_autograd_history(v))
-            })
-        })
+    model.is_frozen_network(module) && !model.gives_history(call)
 }
 
 fn needs_gradients<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
