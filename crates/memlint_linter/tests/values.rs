@@ -340,6 +340,90 @@ fn a_backward_given_the_loss_by_what_holds_the_model_scales_it() {
     );
 }
 
+// ----- scopes: a comprehension, a lambda or a class body binds only inside it -------
+
+#[test]
+fn a_comprehension_target_does_not_hide_the_loss_after_it() {
+    // `loss` after the comprehension is the step's loss, not the comprehension's target.
+    check(
+        r#"
+        import torch.nn.functional as F
+
+        def train(model, loader, opt):
+            total = 0
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                parts = [loss.item() for loss in model.aux_losses()]
+                total += loss
+            return total
+        "#,
+        expect![[r#"
+            11:9 MEM002 `total += loss` keeps each step's graph nodes and loss tenso
+        "#]],
+    );
+}
+
+#[test]
+fn a_class_attribute_is_not_seen_by_methods_nor_outside_the_class() {
+    // In `show()`, `enc` is the module-level network, not the class attribute.
+    check(
+        r#"
+        import torch
+        from torch import nn
+
+        class Encoder(nn.Module):
+            def forward(self, x):
+                return x
+
+        enc = Encoder().cuda()
+
+        class Report:
+            enc = "utf-8"
+
+            def show(self, loader):
+                for x in loader:
+                    print(enc(x).argmax(1).tolist())
+
+        class Codec:
+            enc = Encoder()
+            name = enc.__class__.__name__
+
+        def show(loader):
+            for x in loader:
+                print(x.encode(Codec.name))
+        "#,
+        expect![[r#"
+            15:19 MEM001 forward pass `enc(x)` in evaluation code (`show()` never bac
+        "#]],
+    );
+}
+
+#[test]
+fn a_lambda_parameter_is_not_the_network_of_the_same_name() {
+    // Inside the lambda, `enc` is its parameter (a string), not the network the function
+    // put in eval mode; the default `enc=enc` and the code after the lambda see the network.
+    check(
+        r#"
+        import torch
+        from torch import nn
+
+        def report(loader, names):
+            enc = nn.Linear(4, 2).cuda()
+            enc.eval()
+            keep = lambda x, enc=enc: x
+            for x in loader:
+                print(list(map(lambda enc: enc("utf-8"), names)))
+                print(enc(x).tolist())
+        "#,
+        expect![[r#"
+            10:15 MEM001 forward pass `enc(x)` in evaluation code (after `enc.eval()`
+        "#]],
+    );
+}
+
 // ----- MEM001: evaluation by behaviour ----------------------------------------------
 
 #[test]

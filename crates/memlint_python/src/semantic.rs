@@ -211,6 +211,17 @@ pub struct SemanticModel<'t> {
     scope_segments: Vec<(usize, ScopeId)>,
     /// Each function's end byte and the function it is nested in.
     function_extents: HashMap<usize, (usize, ScopeId)>,
+    /// Classes, lambdas and comprehensions (start, end, node id), in the order the walk
+    /// meets them: scopes of their own for the names they bind (a class body's
+    /// attributes and methods, a lambda's parameters, a comprehension's targets), which
+    /// are visible only inside them (a class's not in its methods either).
+    local_scopes: Vec<(usize, usize, usize)>,
+    /// `local_scopes` flattened like `scope_segments`: the innermost class, lambda or
+    /// comprehension at each byte, `None` outside all of them.
+    local_scope_segments: Vec<(usize, ScopeId)>,
+    /// Each local scope's end byte, the local scope it is nested in (`None`: directly in
+    /// its function or the module), and its start byte.
+    local_scope_extents: HashMap<usize, (usize, ScopeId, usize)>,
     /// Index into `imports` of the last module-level import of each local name.
     module_imports: HashMap<String, usize>,
     /// Indices into `imports` of function-local imports, by local name.
@@ -644,6 +655,9 @@ impl<'t> SemanticModel<'t> {
             indexed_kinds: kinds,
             indexed_nodes: Vec::new(),
             function_extents: HashMap::default(),
+            local_scopes: Vec::new(),
+            local_scope_segments: Vec::new(),
+            local_scope_extents: HashMap::default(),
             module_imports: HashMap::default(),
             function_imports: HashMap::default(),
             imported_names: HashSet::default(),
@@ -671,6 +685,7 @@ impl<'t> SemanticModel<'t> {
             }
         }
         model.index_scopes();
+        model.index_local_scopes();
         for bindings in model.bindings.values_mut().flat_map(|by_scope| by_scope.values_mut()) {
             bindings.sort_by_key(|b| b.position);
         }
@@ -997,7 +1012,10 @@ impl<'t> SemanticModel<'t> {
                 let body = node.field("body");
                 self.index_children_except(node, body);
                 if let Some(body) = body {
-                    self.collect(&mut body.walk(), scope, Some(&name));
+                    // The class body binds in the class's own scope: its names (class
+                    // attributes, methods) are not seen by the methods nor outside.
+                    self.local_scopes.push((node.start_byte(), node.end_byte(), node.id()));
+                    self.collect(&mut body.walk(), Some(node.id()), Some(&name));
                 }
                 return false;
             }
@@ -1068,12 +1086,40 @@ impl<'t> SemanticModel<'t> {
                     self.bind_target(scope, left, statement, value, BindingKind::AugAssign);
                 }
             }
-            "for_statement" | "for_in_clause" => {
-                if node.kind_name() == "for_statement" {
-                    self.loops.push(node);
-                }
+            "for_statement" => {
+                self.loops.push(node);
                 if let Some(left) = node.field("left") {
                     self.bind_target(scope, left, node, None, BindingKind::LoopTarget);
+                }
+            }
+            // A comprehension's targets bind in the comprehension's own scope.
+            "for_in_clause" => {
+                if let (Some(left), Some(comprehension)) = (node.field("left"), self.parent(node)) {
+                    self.bind_target(Some(comprehension.id()), left, node, None, BindingKind::LoopTarget);
+                }
+            }
+            "list_comprehension" | "set_comprehension" | "dictionary_comprehension" | "generator_expression" => {
+                self.local_scopes.push((node.start_byte(), node.end_byte(), node.id()));
+            }
+            // A lambda's parameters bind in the lambda's own scope.
+            "lambda" => {
+                self.local_scopes.push((node.start_byte(), node.end_byte(), node.id()));
+                // Defaults are evaluated outside the lambda: its parameters take effect
+                // where its body starts.
+                let body_start = node.field("body").map(|b| b.start_byte()).unwrap_or(node.end_byte());
+                if let Some(params) = node.field("parameters") {
+                    for param in named_children(params) {
+                        let ident = match param.kind_name() {
+                            "identifier" => Some(param),
+                            "default_parameter" => param.field("name"),
+                            "list_splat_pattern" | "dictionary_splat_pattern" => param.named_child(0),
+                            _ => None,
+                        };
+                        if let Some(ident) = ident.filter(|i| i.kind_name() == "identifier") {
+                            let binding = Binding { position: body_start, statement: param, value: None, kind: BindingKind::Parameter };
+                            self.push_binding(Some(node.id()), self.text(ident), binding);
+                        }
+                    }
                 }
             }
             "while_statement" => self.loops.push(node),
@@ -1165,12 +1211,11 @@ impl<'t> SemanticModel<'t> {
                 .unwrap_or_else(|| statement.start_byte()),
             _ => statement.start_byte(),
         };
-        self.bindings
-            .entry(name)
-            .or_default()
-            .entry(scope)
-            .or_default()
-            .push(Binding { position, statement, value, kind });
+        self.push_binding(scope, name, Binding { position, statement, value, kind });
+    }
+
+    fn push_binding(&mut self, scope: ScopeId, name: &'t str, binding: Binding<'t>) {
+        self.bindings.entry(name).or_default().entry(scope).or_default().push(binding);
     }
 
     // ----- scopes, functions ------------------------------------------------------
@@ -1227,6 +1272,61 @@ impl<'t> SemanticModel<'t> {
             segments.push((top_end, open.last().map(|&(_, id)| id)));
         }
         self.scope_segments = segments;
+    }
+
+    /// Builds `local_scope_segments` and `local_scope_extents` from `local_scopes`, as
+    /// [`Self::index_scopes`] does for functions.
+    fn index_local_scopes(&mut self) {
+        let mut spans = std::mem::take(&mut self.local_scopes);
+        spans.sort_unstable_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
+        let mut segments = vec![(0, None)];
+        let mut open: Vec<(usize, usize)> = Vec::new();
+        for &(start, end, id) in &spans {
+            while let Some(&(top_end, _)) = open.last() {
+                if top_end > start {
+                    break;
+                }
+                open.pop();
+                segments.push((top_end, open.last().map(|&(_, id)| id)));
+            }
+            self.local_scope_extents.insert(id, (end, open.last().map(|&(_, id)| id), start));
+            open.push((end, id));
+            segments.push((start, Some(id)));
+        }
+        while let Some((top_end, _)) = open.pop() {
+            segments.push((top_end, open.last().map(|&(_, id)| id)));
+        }
+        self.local_scope_segments = segments;
+    }
+
+    /// The classes, lambdas and comprehensions around `node` (not `node` itself) inside
+    /// the function it runs in, innermost first: the scopes whose names it sees before
+    /// its function's. A class around that function is not one of them (a method does
+    /// not see its class's names).
+    fn local_scopes_of(&self, node: Node<'t>) -> impl Iterator<Item = usize> + use<'_, 't> {
+        let (start, end) = (node.start_byte(), node.end_byte());
+        let mut scope = None;
+        if !self.local_scope_extents.is_empty() {
+            let at = self.local_scope_segments.partition_point(|&(byte, _)| byte <= start);
+            scope = at.checked_sub(1).and_then(|i| self.local_scope_segments[i].1);
+            while let Some(id) = scope {
+                let (scope_end, outer, _) = self.local_scope_extents[&id];
+                if id != node.id() && end <= scope_end {
+                    break;
+                }
+                scope = outer;
+            }
+        }
+        // Local scopes that start before the function are outside it.
+        let function_start = self.enclosing_function(node).map(|f| f.node.start_byte()).unwrap_or(0);
+        std::iter::successors(scope, move |id| self.local_scope_extents[id].1)
+            .take_while(move |id| self.local_scope_extents[id].2 >= function_start)
+    }
+
+    /// The scope whose names `node` sees first: its innermost class body, lambda or
+    /// comprehension, else its function, else the module.
+    fn binding_scope_of(&self, node: Node<'t>) -> ScopeId {
+        self.local_scopes_of(node).next().or_else(|| self.scope_of(node))
     }
 
     /// The functions around the function `scope` (by node id), innermost first; the
@@ -1767,7 +1867,6 @@ impl<'t> SemanticModel<'t> {
     /// then the module scope).
     pub fn binding_at(&self, name: &str, at: Node<'t>) -> Option<&Binding<'t>> {
         let position = at.start_byte();
-        let scope = self.scope_of(at);
         let find = |scope: ScopeId| {
             self.bindings_of(scope, name).and_then(|bs| {
                 // Sorted by position: start from the last binding at or before `at`.
@@ -1775,6 +1874,12 @@ impl<'t> SemanticModel<'t> {
                 bs[..before].iter().rev().find(|b| !self.binding_contains_use(b, at))
             })
         };
+        // The class bodies, lambdas and comprehensions around `at` in its function,
+        // innermost first: their names shadow the function's and are not seen outside.
+        if let Some(binding) = self.local_scopes_of(at).find_map(|id| find(Some(id))) {
+            return Some(binding);
+        }
+        let scope = self.scope_of(at);
         match find(scope) {
             Some(b) => Some(b),
             None if scope.is_some() => {
@@ -1793,9 +1898,10 @@ impl<'t> SemanticModel<'t> {
         matches!(binding.kind, BindingKind::Assign | BindingKind::AugAssign) && contains(binding.statement, at)
     }
 
-    /// Every binding of `name` in the scope of `at` (the function, or the module).
+    /// Every binding of `name` in the scope of `at` (its lambda or comprehension, its
+    /// function, or the module).
     pub fn bindings_in_scope(&self, name: &str, at: Node<'t>) -> &[Binding<'t>] {
-        self.bindings_of(self.scope_of(at), name).map(Vec::as_slice).unwrap_or(&[])
+        self.bindings_of(self.binding_scope_of(at), name).map(Vec::as_slice).unwrap_or(&[])
     }
 
     // ----- gradient context -------------------------------------------------------
@@ -2443,8 +2549,11 @@ impl<'t> SemanticModel<'t> {
         if from_binding != ValueKind::Unknown {
             return from_binding;
         }
-        // What is done with the name: `x.eval()`, `x.parameters()` only exist on modules.
-        if self.is_module_by_use(self.scope_of(expr), name) {
+        // What is done with the name: `x.eval()`, `x.parameters()` only exist on modules
+        // (in the function; a lambda's parameter or a comprehension's target of the same
+        // name is another value).
+        let bound_locally = || self.local_scopes_of(expr).any(|id| self.bindings_of(Some(id), name).is_some());
+        if self.is_module_by_use(self.scope_of(expr), name) && !bound_locally() {
             return if name_says_loss(name) { ValueKind::Loss } else { ValueKind::Model };
         }
         // Unknown value (a parameter, a call we cannot see into): fall back to what the
