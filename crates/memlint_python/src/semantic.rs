@@ -1852,6 +1852,67 @@ impl<'t> SemanticModel<'t> {
         self.imports.iter().filter(|i| i.qualified == qualified).map(|i| i.local.as_str()).collect()
     }
 
+    /// Does `node` run only where CUDA is unavailable: in the `elif`/`else` branches of
+    /// `if torch.cuda.is_available():` (or of a name bound to it once:
+    /// `use_cuda = torch.cuda.is_available()`), in the body of
+    /// `if not torch.cuda.is_available():`, or the `else` part of a conditional expression
+    /// on it? (Within its function: a `def` runs where it is called.)
+    pub fn runs_only_without_cuda(&self, node: Node<'t>) -> bool {
+        let mut child = node;
+        while let Some(parent) = self.parent(child) {
+            match parent.kind_name() {
+                "function_definition" | "lambda" | "class_definition" => return false,
+                "if_statement" => {
+                    if let Some(condition) = parent.field("condition") {
+                        let in_body = parent.field("consequence").map(|b| contains(b, child)).unwrap_or(false);
+                        let in_else = !in_body && condition.id() != child.id() && !contains(condition, child);
+                        match self.cuda_availability_test(condition) {
+                            Some(true) if in_else => return true,
+                            Some(false) if in_body => return true,
+                            _ => {}
+                        }
+                    }
+                }
+                "conditional_expression" => {
+                    // `a if condition else b`
+                    let parts = named_children(parent);
+                    if let [consequence, condition, alternative] = parts[..] {
+                        let within = |part: Node<'t>| part.id() == child.id() || contains(part, child);
+                        match self.cuda_availability_test(condition) {
+                            Some(true) if within(alternative) => return true,
+                            Some(false) if within(consequence) => return true,
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+            child = parent;
+        }
+        false
+    }
+
+    /// `Some(true)` when `condition` is `torch.cuda.is_available()` (through imports, or a
+    /// name bound to it), `Some(false)` when it is its negation, `None` otherwise.
+    fn cuda_availability_test(&self, condition: Node<'t>) -> Option<bool> {
+        let condition = unparenthesize(condition);
+        match condition.kind_name() {
+            "not_operator" => self.cuda_availability_test(condition.field("argument")?).map(|b| !b),
+            "call" => self.call_resolves_to(condition, &["torch.cuda.is_available"]).map(|_| true),
+            "identifier" => {
+                let binding = self.binding_at(self.text(condition), condition)?;
+                let value = binding.value.filter(|_| binding.kind == BindingKind::Assign)?;
+                let all = self.bindings_in_scope(self.text(condition), binding.statement);
+                // Bound once in its scope: the name is the test.
+                if all.len() != 1 || unparenthesize(value).kind_name() != "call" {
+                    return None;
+                }
+                self.call_resolves_to(unparenthesize(value), &["torch.cuda.is_available"]).map(|_| true)
+            }
+            _ => None,
+        }
+    }
+
     /// Does the callee of `call` resolve to one of `names` (fully qualified)?
     pub fn call_resolves_to(&self, call: Node<'t>, names: &[&str]) -> Option<String> {
         let callee = call.field("function")?;

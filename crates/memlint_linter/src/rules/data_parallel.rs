@@ -3,8 +3,9 @@
 //! functional `torch.nn.parallel.data_parallel(model, inputs)`, under any import spelling
 //! (`nn.DataParallel`, `from torch.nn import DataParallel as DP`, a function-local import).
 //!
-//! Not flagged: `DataParallel` with a single device (`device_ids=[0]`), which makes no
-//! replicas; references that do not construct one (`isinstance(model, nn.DataParallel)`
+//! Not flagged: `DataParallel` with a single device (`device_ids=[0]`), or on the branch
+//! that runs only without CUDA (`else:` of `if torch.cuda.is_available():`), which make
+//! no replicas; references that do not construct one (`isinstance(model, nn.DataParallel)`
 //! to unwrap a model); and classes of the same name from other libraries
 //! (`torch_geometric.nn.DataParallel`).
 //!
@@ -75,7 +76,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         } else {
             continue;
         };
-        if single_device(model, call, functional) {
+        // Without CUDA, `DataParallel` runs the module as it is: no replicas.
+        if single_device(model, call, functional) || model.runs_only_without_cuda(call) {
             continue;
         }
         let what = if functional { "`data_parallel()`" } else { "`DataParallel`" };
