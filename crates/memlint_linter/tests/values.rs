@@ -340,6 +340,40 @@ fn a_backward_given_the_loss_by_what_holds_the_model_scales_it() {
     );
 }
 
+#[test]
+fn an_instance_of_a_local_loss_class_is_a_loss_not_a_network() {
+    // `CrossEntropyLoss2d` derives nn.Module, and its name says what it computes: in the
+    // evaluation loop only the network's forward is reported, not the loss on its output.
+    check(
+        r#"
+        import torch
+        from torch import nn
+
+        class CrossEntropyLoss2d(nn.Module):
+            def forward(self, outputs, targets):
+                return nn.functional.nll_loss(outputs.log_softmax(1), targets)
+
+        class Segmenter(nn.Module):
+            def forward(self, x):
+                return x
+
+        def validate(loader):
+            model = Segmenter().cuda()
+            criterion = CrossEntropyLoss2d()
+            model.eval()
+            losses = []
+            for images, labels in loader:
+                outputs = model(images)
+                loss = criterion(outputs, labels)
+                losses.append(loss.item())
+            return losses
+        "#,
+        expect![[r#"
+            18:19 MEM001 forward pass `model(images)` in evaluation code (in `validat
+        "#]],
+    );
+}
+
 // ----- scopes: a comprehension, a lambda or a class body binds only inside it -------
 
 #[test]

@@ -532,6 +532,15 @@ pub fn name_says_model(name: &str) -> bool {
 }
 
 /// Does a name say it holds a loss function object (`criterion`, `loss_fn`)?
+/// Does the name of a module class say it computes a loss (`FocalLoss`, `CrossEntropyLoss2d`,
+/// `DiceLoss3D`, `perceptual_loss`)? Asked only of a class known to build a module, to tell
+/// a loss from a network.
+pub fn class_name_says_loss(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let stem = last.trim_end_matches(['d', 'D']).trim_end_matches(|c: char| c.is_ascii_digit());
+    name_says_loss(last) || last.ends_with("Loss") || (stem.len() < last.len() && stem.ends_with("Loss"))
+}
+
 pub fn name_says_loss(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
     if !LOSS_FILTER.may_match(last) {
@@ -1391,7 +1400,7 @@ impl<'t> SemanticModel<'t> {
             // `transformers.AutoTokenizer`): the library is known.
             return false;
         }
-        is_class_name(last) && (name_says_model(last) || name_says_loss(last) || last.ends_with("Loss"))
+        is_class_name(last) && (name_says_model(last) || class_name_says_loss(last))
     }
 
     /// The method `name` of a local class, looked up through its local bases.
@@ -1454,7 +1463,7 @@ impl<'t> SemanticModel<'t> {
             return ValueKind::DataLoader;
         }
         if self.is_module_class(qualified) {
-            return if last.ends_with("Loss") || name_says_loss(last) { ValueKind::Loss } else { ValueKind::Model };
+            return if class_name_says_loss(last) { ValueKind::Loss } else { ValueKind::Model };
         }
         ValueKind::Unknown
     }
@@ -1653,7 +1662,7 @@ impl<'t> SemanticModel<'t> {
         }
         match self.project_callee(call)? {
             crate::Symbol::Class { is_module: true, .. } => {
-                Some(if name_says_loss(name) || name.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model })
+                Some(if class_name_says_loss(name) { ValueKind::Loss } else { ValueKind::Model })
             }
             crate::Symbol::Class { is_module: false, .. } => Some(ValueKind::Unknown),
             crate::Symbol::Function { returns_module: true, .. } => Some(ValueKind::Model),
@@ -2943,7 +2952,7 @@ impl<'t> SemanticModel<'t> {
             }
             if self.classes.contains_key(name) {
                 return if self.is_module_class(name) {
-                    if name_says_loss(name) || name.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model }
+                    if class_name_says_loss(name) { ValueKind::Loss } else { ValueKind::Model }
                 } else {
                     ValueKind::Unknown
                 };
@@ -2966,7 +2975,7 @@ impl<'t> SemanticModel<'t> {
             ValueKind::ModuleClass => {
                 let name = call.field("function").map(|c| self.text(c)).unwrap_or("");
                 let last = name.rsplit('.').next().unwrap_or(name);
-                if name_says_loss(last) || last.ends_with("Loss") { ValueKind::Loss } else { ValueKind::Model }
+                if class_name_says_loss(last) { ValueKind::Loss } else { ValueKind::Model }
             }
             ValueKind::Model => self.grad_or_plain(call),
             ValueKind::Loss => {
@@ -2990,7 +2999,7 @@ impl<'t> SemanticModel<'t> {
         }
         let first_upper = last.chars().next().map(char::is_uppercase).unwrap_or(false);
         if qualified.starts_with("torch.nn.") && !qualified.starts_with("torch.nn.functional.") && !qualified.starts_with("torch.nn.utils") && !qualified.starts_with("torch.nn.init") && first_upper {
-            if last.ends_with("Loss") {
+            if class_name_says_loss(last) {
                 return ValueKind::Loss;
             }
             if matches!(last, "Parameter" | "ParameterList" | "ParameterDict") {
