@@ -88,6 +88,14 @@ fn accumulation_through_a_method_of_a_class_from_another_module() {
 }
 
 #[test]
+fn a_class_from_another_module_that_loads_a_pretrained_network() {
+    // `TruncatedVGG` (models.py) loads `vgg19(pretrained=True)` in its `__init__` and never
+    // freezes it; train.py mentions no pretrained source of its own.
+    assert_eq!(findings("pretrained", &[]), ["train.py:5 MEM012"]);
+    assert!(findings("pretrained", &["--no-project"]).is_empty());
+}
+
+#[test]
 fn a_changed_sibling_module_relints_the_importing_file() {
     let dir = tempfile::tempdir().unwrap();
     // Nothing in preview.py says `g` is a network (no `.eval()`, a name that says nothing):
@@ -137,7 +145,7 @@ fn a_project_module_that_does_not_parse_or_read_is_unknown_not_an_error() {
 
 #[test]
 fn the_prefilter_drops_no_finding_that_the_project_adds() {
-    for name in ["sibling", "factory", "callers_no_grad", "callers_grad", "meter"] {
+    for name in ["sibling", "factory", "callers_no_grad", "callers_grad", "meter", "pretrained"] {
         assert_eq!(findings(name, &[]), findings(name, &["--no-prefilter"]), "{name}");
     }
 }

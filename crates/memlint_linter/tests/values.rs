@@ -292,6 +292,64 @@ fn tokenizers_and_processors_from_pretrained_are_not_networks() {
 }
 
 #[test]
+fn an_instance_of_a_class_that_loads_a_pretrained_network_is_one() {
+    // MEM012: `VGGFeatures()` builds a pretrained VGG in its `__init__` and never freezes
+    // it; `Frozen` does, `Inference` runs it without autograd, `Scratch` loads no weights.
+    check(
+        r#"
+        import torch
+        import torchvision
+        from torch import nn
+
+        class VGGFeatures(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vgg = torchvision.models.vgg19(pretrained=True).features[:16]
+
+            def forward(self, x):
+                return self.vgg(x)
+
+        class Frozen(VGGFeatures):
+            def __init__(self):
+                super().__init__()
+                self.vgg = torchvision.models.vgg19(weights="DEFAULT").features[:16]
+                self.vgg.requires_grad_(False)
+
+        class Inference(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vgg = torchvision.models.vgg19(weights="DEFAULT")
+
+            @torch.no_grad()
+            def forward(self, x):
+                return self.vgg(x)
+
+        class Scratch(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vgg = torchvision.models.vgg19()
+
+        def train(generator, loader, opt):
+            content = VGGFeatures().cuda()
+            frozen = Frozen().cuda()
+            inference = Inference().cuda()
+            scratch = Scratch().cuda()
+            content.eval()
+            for x, y in loader:
+                fake = generator(x)
+                loss = (content(fake) - content(y)).pow(2).mean() + frozen(fake).mean()
+                loss = loss + inference(fake).mean() + scratch(fake).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        "#,
+        expect![[r#"
+            34:15 MEM012 `content` is a pretrained network (`VGGFeatures`, which load
+        "#]],
+    );
+}
+
+#[test]
 fn a_backward_given_the_loss_by_what_holds_the_model_scales_it() {
     // MEM003: `model.backward(loss)` after `deepspeed.initialize` is the engine's backward,
     // which scales float16 losses; a tensor's `y.backward(grad)` scales nothing.

@@ -60,7 +60,22 @@ pub struct ClassSummary {
     /// The bases, dotted as this module spells them (resolved through its imports later).
     pub bases: Vec<String>,
     pub methods: Vec<FunctionSummary>,
+    /// The calls of its `__init__` that may load a pretrained network (resolved through
+    /// the module's imports later, see [`crate::loads_pretrained_network`]); empty when
+    /// the class may freeze them (`crate::semantic::class_may_freeze`).
+    pub pretrained_calls: Vec<PretrainedCall>,
 }
+
+/// A call that may load a pretrained network: the callee as the module spells it, and
+/// its keyword arguments that decide (`pretrained`, `weights`, `is_trainable`) as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PretrainedCall {
+    pub callee: String,
+    pub keywords: Vec<(String, String)>,
+}
+
+/// The keyword arguments [`crate::loads_pretrained_network`] reads.
+const PRETRAINED_KEYWORDS: &[&str] = &["pretrained", "weights", "is_trainable"];
 
 /// What other files need to know of one module, computed from its tree in one walk of its
 /// top-level statements and class bodies (function bodies only for their returns and
@@ -377,7 +392,9 @@ fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
         .map(|s| named_children(s).into_iter().filter_map(|b| dotted(source, b)).collect())
         .unwrap_or_default();
     let mut methods = Vec::new();
+    let mut pretrained_calls = Vec::new();
     if let Some(body) = class.field("body") {
+        let may_freeze = crate::semantic::class_may_freeze(text(source, body));
         for item in named_children(body) {
             let (def, decorators) = match item.kind_name() {
                 "function_definition" => (item, Vec::new()),
@@ -393,10 +410,44 @@ fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
             let is_static = decorators.iter().any(|d| text(source, *d) == "staticmethod");
             let mut f = function_summary(source, def, !is_static);
             f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
+            if f.name == "__init__" && !may_freeze {
+                if let Some(init_body) = def.field("body") {
+                    pretrained_calls_in(source, init_body, &mut pretrained_calls);
+                }
+            }
             methods.push(f);
         }
     }
-    ClassSummary { name, bases, methods }
+    ClassSummary { name, bases, methods, pretrained_calls }
+}
+
+/// The calls under `node` that may load a pretrained network: `from_pretrained`, a call
+/// given `pretrained=` or `weights=`, a `load` (`torch.hub.load`).
+fn pretrained_calls_in(source: &str, node: Node<'_>, out: &mut Vec<PretrainedCall>) {
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if matches!(n.kind_name(), "function_definition" | "class_definition" | "lambda") && n.id() != node.id() {
+            continue;
+        }
+        if n.kind_name() == "call" {
+            if let Some(callee) = n.field("function").and_then(|f| dotted(source, f)) {
+                let keywords: Vec<(String, String)> = n
+                    .field("arguments")
+                    .map(named_children)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|a| a.kind_name() == "keyword_argument")
+                    .filter_map(|a| Some((text(source, a.field("name")?).to_owned(), text(source, a.field("value")?).to_owned())))
+                    .filter(|(k, _)| PRETRAINED_KEYWORDS.contains(&k.as_str()))
+                    .collect();
+                let last = callee.rsplit('.').next().unwrap_or(&callee);
+                if last == "from_pretrained" || last == "load" || keywords.iter().any(|(k, _)| k != "is_trainable") {
+                    out.push(PretrainedCall { callee, keywords });
+                }
+            }
+        }
+        stack.extend(named_children(n));
+    }
 }
 
 /// The methods of a class definition of the linted module (for `meter.update(loss)` on
@@ -589,8 +640,9 @@ fn returned_callee_of(source: &str) -> impl Fn(Node<'_>) -> Option<String> + '_ 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Symbol {
     /// A class; `is_module` when it derives `torch.nn.Module` (through any chain of local,
-    /// project and library bases).
-    Class { is_module: bool, methods: Vec<FunctionSummary> },
+    /// project and library bases); `pretrained`: the callee (as its module spells it) of a
+    /// pretrained network its `__init__` loads and the class never freezes.
+    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String> },
     /// A function; `returns_module` when calling it returns a module instance (a factory).
     Function { returns_module: bool, summary: FunctionSummary },
     /// A module of the project.
@@ -840,8 +892,19 @@ impl<'a> ProjectResolver<'a> {
         match target {
             Target::Class(m, n) => {
                 let is_module = self.class_is_module(&m, &n, &mut HashSet::new(), 0);
-                let methods = self.summary(&m)?.class(&n)?.methods.clone();
-                Some(Symbol::Class { is_module, methods })
+                let summary = self.summary(&m)?;
+                let class = summary.class(&n)?;
+                let pretrained = class.pretrained_calls.iter().find_map(|call| {
+                    let qualified = match self.resolve_spelled(&m, &call.callee, &mut HashSet::new()) {
+                        Some(Target::External(q)) => q,
+                        // `from_pretrained` of a class memlint cannot resolve: judged as spelled.
+                        None => call.callee.clone(),
+                        Some(_) => return None,
+                    };
+                    let keyword = |name: &str| call.keywords.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+                    crate::loads_pretrained_network(&qualified, &keyword).then(|| call.callee.clone())
+                });
+                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained })
             }
             Target::Function(m, n) => {
                 let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);
@@ -1049,7 +1112,7 @@ fn locals_in<'s>(list: &str, source: &'s str) -> Vec<(String, &'s str)> {
 /// factory, or something whose methods or itself store arguments beyond the call?
 pub fn symbol_matters(symbol: &Symbol) -> bool {
     match symbol {
-        Symbol::Class { is_module, methods } => *is_module || methods.iter().any(|m| !m.stores.is_empty()),
+        Symbol::Class { is_module, methods, .. } => *is_module || methods.iter().any(|m| !m.stores.is_empty()),
         Symbol::Function { returns_module, summary } => *returns_module || !summary.stores.is_empty(),
         Symbol::Module => false,
     }

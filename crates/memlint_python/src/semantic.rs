@@ -366,6 +366,33 @@ pub fn pretrained_class_loads_frozen(class: &str) -> bool {
     ["PeftModel", "AutoPeftModel"].iter().any(|p| last_class.starts_with(p)) && !last_class.starts_with("PeftMixedModel")
 }
 
+/// Does a call of `callee` (qualified through imports; a `from_pretrained` call also as
+/// spelled) load a pretrained network that trains unless frozen? `keyword` gives a keyword
+/// argument's text as written. `X.from_pretrained` of a network (not a tokenizer, and not
+/// a PEFT model loaded frozen), `torchvision.models.<arch>(weights=...)` or
+/// `(pretrained=True)`, `timm.create_model(..., pretrained=True)`, `torch.hub.load(...)`.
+pub fn loads_pretrained_network(callee: &str, keyword: &dyn Fn(&str) -> Option<String>) -> bool {
+    let last = callee.rsplit('.').next().unwrap_or(callee);
+    if last == "from_pretrained" {
+        let trainable = keyword("is_trainable").is_some_and(|v| v != "False");
+        return !pretrained_class_is_not_a_network(callee) && !(pretrained_class_loads_frozen(callee) && !trainable);
+    }
+    if callee.starts_with("torchvision.models.") {
+        return keyword("weights").is_some_and(|w| w != "None") || keyword("pretrained").as_deref() == Some("True");
+    }
+    if callee == "timm.create_model" {
+        return keyword("pretrained").as_deref() == Some("True");
+    }
+    callee == "torch.hub.load"
+}
+
+/// May a class whose source is `text` freeze the pretrained network it loads, or run it
+/// without autograd? It mentions `requires_grad` (`p.requires_grad = False`,
+/// `requires_grad_(False)`), `no_grad` or `inference_mode`.
+pub(crate) fn class_may_freeze(text: &str) -> bool {
+    ["requires_grad", "no_grad", "inference_mode"].iter().any(|w| text.contains(w))
+}
+
 /// Methods after which a network PEFT loaded frozen may train again: asked for its
 /// parameters (a loop may set `requires_grad`), `requires_grad_`, and PEFT's own
 /// `set_adapter` / `set_requires_grad` / `add_adapter`, which make adapters trainable
@@ -1728,6 +1755,42 @@ impl<'t> SemanticModel<'t> {
         };
         let value = unparenthesize(value);
         (value.kind_name() == "call").then_some(value)
+    }
+
+    /// Does building an instance of the class `class` (as spelled here: a local class, or
+    /// one imported from the project) load a pretrained network that the class never
+    /// freezes? Its `__init__` calls one of [`loads_pretrained_network`]'s constructions
+    /// and the class does not look like it freezes it ([`class_may_freeze`]). Gives that
+    /// construction's callee as spelled in the class's module.
+    pub fn class_loads_pretrained_network(&self, class: &str) -> Option<String> {
+        if self.classes.contains_key(class) {
+            let def = self.bindings_of(None, class)?.iter().rev().find(|b| b.statement.kind_name() == "class_definition")?.statement;
+            if class_may_freeze(self.text(def)) {
+                return None;
+            }
+            let init = self.method_of(class, "__init__")?;
+            return self.calls_in(init.byte_range()).iter().find_map(|call| {
+                let callee = call.field("function")?;
+                let spelled = self.dotted_name(callee)?;
+                let qualified = self.qualified_name(callee).unwrap_or_else(|| spelled.clone());
+                let keyword = |name: &str| self.keyword_value(*call, name).map(|v| self.text(v).to_owned());
+                loads_pretrained_network(&qualified, &keyword).then_some(spelled)
+            });
+        }
+        match self.project_symbol_spelled(class)? {
+            crate::Symbol::Class { pretrained, .. } => pretrained,
+            _ => None,
+        }
+    }
+
+    /// The value of the keyword argument `name` of `call`, if given.
+    pub fn keyword_value(&self, call: Node<'t>, name: &str) -> Option<Node<'t>> {
+        let arguments = call.field("arguments")?;
+        named_children(arguments)
+            .into_iter()
+            .filter(|a| a.kind_name() == "keyword_argument")
+            .find(|a| a.field("name").is_some_and(|k| self.text(k) == name))
+            .and_then(|a| a.field("value"))
     }
 
     /// The method summaries of a class this module defines (`callee` names it).

@@ -112,6 +112,57 @@ fn factories_and_storing_methods() {
 }
 
 #[test]
+fn classes_whose_init_loads_a_pretrained_network_they_never_freeze() {
+    let project = Memory::new(&[
+        (
+            "losses.py",
+            concat!(
+                "import torch\n",
+                "import torch.nn as nn\n",
+                "from torchvision import models as tvm\n",
+                "from transformers import AutoModel, AutoTokenizer\n",
+                "class VGGLoss(nn.Module):\n",
+                "    def __init__(self):\n",
+                "        super().__init__()\n",
+                "        self.vgg = tvm.vgg19(pretrained=True).features[:16]\n",
+                "class Frozen(nn.Module):\n",
+                "    def __init__(self):\n",
+                "        super().__init__()\n",
+                "        self.vgg = tvm.vgg19(weights='DEFAULT')\n",
+                "        self.vgg.requires_grad_(False)\n",
+                "class NoGrad(nn.Module):\n",
+                "    def __init__(self):\n",
+                "        self.enc = AutoModel.from_pretrained('bert-base-uncased')\n",
+                "    def forward(self, x):\n",
+                "        with torch.no_grad():\n",
+                "            return self.enc(x)\n",
+                "class Scratch(nn.Module):\n",
+                "    def __init__(self):\n",
+                "        self.vgg = tvm.vgg19()\n",
+                "class Text(nn.Module):\n",
+                "    def __init__(self):\n",
+                "        self.tok = AutoTokenizer.from_pretrained('bert-base-uncased')\n",
+                "class Hub(nn.Module):\n",
+                "    def __init__(self):\n",
+                "        self.net = torch.hub.load('pytorch/vision', 'resnet18')\n",
+            ),
+        ),
+        ("train.py", "from losses import VGGLoss\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "train.py");
+    let pretrained = |q: &str| match r.symbol(q) {
+        Some(Symbol::Class { pretrained, .. }) => pretrained,
+        other => panic!("{q}: {other:?}"),
+    };
+    assert_eq!(pretrained("losses.VGGLoss").as_deref(), Some("tvm.vgg19"));
+    assert_eq!(pretrained("losses.Frozen"), None, "frozen with requires_grad_");
+    assert_eq!(pretrained("losses.NoGrad"), None, "run under no_grad");
+    assert_eq!(pretrained("losses.Scratch"), None, "no weights loaded");
+    assert_eq!(pretrained("losses.Text"), None, "a tokenizer is no network");
+    assert_eq!(pretrained("losses.Hub").as_deref(), Some("torch.hub.load"));
+}
+
+#[test]
 fn callers_elsewhere_with_their_gradient_context() {
     let project = Memory::new(&[
         ("evaluation.py", "def score(m, loader):\n    return [m(x) for x in loader]\n"),

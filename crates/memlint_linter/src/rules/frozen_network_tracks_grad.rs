@@ -7,7 +7,10 @@
 //! A network counts as pretrained when it is built by `X.from_pretrained(...)`,
 //! `torchvision.models.<arch>(weights=...)` / `(pretrained=True)`,
 //! `timm.create_model(..., pretrained=True)` or `torch.hub.load(...)` (also through
-//! `.features`, slicing, `.eval()`, `.to(device)`). `from_pretrained` of a tokenizer,
+//! `.features`, slicing, `.eval()`, `.to(device)`), or is an instance of a class, defined
+//! here or in another module of the project, whose `__init__` loads one that the class
+//! neither freezes nor runs without autograd (it never mentions `requires_grad`,
+//! `no_grad` or `inference_mode`). `from_pretrained` of a tokenizer,
 //! processor, feature extractor, configuration, scheduler or pipeline loads no network,
 //! and PEFT's `PeftModel` / `AutoPeftModel*.from_pretrained` (without `is_trainable=True`)
 //! loads one already frozen.
@@ -73,9 +76,11 @@ pub const CAPTURES: &[&str] = &["construction", "network", "value"];
 pub const FIXABLE: bool = true;
 
 /// The trigger: what a file must contain for this rule to report anything in it.
-/// A pretrained-network source (`from_pretrained`, torchvision, timm, `torch.hub`) and a backward pass.
+/// A pretrained-network source (`from_pretrained`, torchvision, timm, `torch.hub`, or a
+/// class of the project, whose `__init__` may load one) and a backward pass.
 pub fn trigger(words: &Words<'_>) -> bool {
-    ["from_pretrained", "torchvision", "timm", "hub"].iter().any(|w| words.contains(w)) && could_run_backward(words)
+    (["from_pretrained", "torchvision", "timm", "hub"].iter().any(|w| words.contains(w)) || words.project_values())
+        && could_run_backward(words)
 }
 
 /// Methods of a network that run its forward pass (besides calling it).
@@ -154,33 +159,22 @@ fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<S
                     // Already frozen (or explicitly trainable) in the chain.
                     return None;
                 }
+                let keyword = |name: &str| keyword_argument(model, node, name).map(|v| model.text(v).to_owned());
                 if method == Some("from_pretrained") {
+                    // Not a tokenizer; not PEFT's `PeftModel.from_pretrained(base, path)`,
+                    // loaded frozen for inference.
                     let shown = model.dotted_name(callee).unwrap_or_else(|| "from_pretrained".into());
-                    // `AutoTokenizer.from_pretrained(...)`: no parameters to freeze.
-                    if memlint_python::pretrained_class_is_not_a_network(&shown) {
-                        return None;
+                    return memlint_python::loads_pretrained_network(&shown, &keyword).then(|| format!("`{shown}`"));
+                }
+                // An instance of a class (here or in the project) whose `__init__` loads one.
+                if let Some(class) = model.dotted_name(callee) {
+                    if let Some(inner) = model.class_loads_pretrained_network(&class) {
+                        return Some(format!("`{class}`, which loads `{inner}`"));
                     }
-                    // `PeftModel.from_pretrained(base, path)`: loaded frozen, for inference.
-                    let trainable = keyword_argument(model, node, "is_trainable").is_some_and(|v| model.text(v) != "False");
-                    if memlint_python::pretrained_class_loads_frozen(&shown) && !trainable {
-                        return None;
-                    }
-                    return Some(format!("`{shown}`"));
                 }
                 if let Some(q) = model.qualified_name(callee) {
                     let shown = format!("`{}`", model.text(callee));
-                    if q.starts_with("torchvision.models.") {
-                        let weights = keyword_argument(model, node, "weights").map(|w| model.text(w) != "None").unwrap_or(false);
-                        let pretrained = keyword_argument(model, node, "pretrained").map(|p| model.text(p) == "True").unwrap_or(false);
-                        return (weights || pretrained).then_some(shown);
-                    }
-                    if q == "timm.create_model" {
-                        return keyword_argument(model, node, "pretrained").filter(|p| model.text(*p) == "True").map(|_| shown);
-                    }
-                    if q == "torch.hub.load" {
-                        return Some(shown);
-                    }
-                    return None;
+                    return memlint_python::loads_pretrained_network(&q, &keyword).then_some(shown);
                 }
                 node = callee.field("object")?;
             }

@@ -203,12 +203,7 @@ pub(crate) fn snippet(model: &SemanticModel<'_>, node: Node<'_>) -> String {
 
 /// The value of a keyword argument `name=...` of `call`.
 pub(crate) fn keyword_argument<'t>(model: &SemanticModel<'t>, call: Node<'t>, name: &str) -> Option<Node<'t>> {
-    let args = call.field("arguments")?;
-    let mut cursor = args.walk();
-    let found = args.named_children(&mut cursor).find(|a| {
-        a.kind_name() == "keyword_argument" && a.field("name").map(|n| model.text(n) == name).unwrap_or(false)
-    });
-    found.and_then(|a| a.field("value"))
+    model.keyword_value(call, name)
 }
 
 /// The positional arguments of `call` (no keywords, no splats, no comments).
