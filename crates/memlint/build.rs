@@ -7,7 +7,10 @@ mod build_id;
 use std::path::Path;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Read when the script runs, not when it was compiled: a build script compiled for
+    // another checkout sharing this target folder would otherwise hash that checkout.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR for build scripts");
+    let root = Path::new(&manifest_dir).join("../..");
     for path in build_id::LINTER_SOURCES {
         // For a folder, cargo re-runs this script when anything under it changes.
         println!("cargo:rerun-if-changed={}", root.join(path).display());
