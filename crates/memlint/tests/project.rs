@@ -77,6 +77,13 @@ fn an_evaluation_function_called_only_under_no_grad_from_another_module_is_not_f
 }
 
 #[test]
+fn a_method_called_only_under_no_grad_on_instances_in_another_module_is_not_flagged() {
+    // train.py builds `ddpm = DDPM(...).to(device)` and samples under `torch.no_grad()`.
+    assert!(findings("method_callers_no_grad", &[]).is_empty());
+    assert_eq!(findings("method_callers_no_grad", &["--no-project"]), ["ddpm.py:18 MEM001"], "alone, it is flagged");
+}
+
+#[test]
 fn an_evaluation_function_called_with_gradients_from_another_module_is_flagged() {
     assert_eq!(findings("callers_grad", &[]), ["evaluation.py:5 MEM001"]);
 }
@@ -145,7 +152,7 @@ fn a_project_module_that_does_not_parse_or_read_is_unknown_not_an_error() {
 
 #[test]
 fn the_prefilter_drops_no_finding_that_the_project_adds() {
-    for name in ["sibling", "factory", "callers_no_grad", "callers_grad", "meter", "pretrained"] {
+    for name in ["sibling", "factory", "callers_no_grad", "callers_grad", "meter", "pretrained", "method_callers_no_grad"] {
         assert_eq!(findings(name, &[]), findings(name, &["--no-prefilter"]), "{name}");
     }
 }

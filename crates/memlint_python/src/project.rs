@@ -10,7 +10,7 @@
 //! `from . import nets`, `nets.Net` is `.nets.Net`; after `from nets import *`, a name the
 //! module does not bind is looked up in `nets`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tree_sitter::{Node, Tree};
@@ -92,7 +92,9 @@ pub struct ModuleSummary {
     pub star_imports: Vec<String>,
     /// `__all__` when it is a literal list or tuple of strings.
     pub all: Option<Vec<String>>,
-    /// The calls of names it imports (see [`ImportedCall`]).
+    /// The calls of names it imports, and of methods on names holding an instance of an
+    /// imported class (`ddpm = DDPM(); ddpm.sample()` gives `DDPM.sample`, qualified
+    /// through the imports; see [`ImportedCall`]).
     pub calls: Vec<ImportedCall>,
 }
 
@@ -104,6 +106,30 @@ pub struct ImportedCall {
     /// this module does not bind (possibly from a star import).
     pub callee: String,
     pub grad_disabled: bool,
+}
+
+/// What the walk of a module's calls gathers: the calls of imported names, and the method
+/// calls on names that hold an instance of an imported class (`ddpm = DDPM(...)`, then
+/// `ddpm.sample(...)`), recorded as calls of `DDPM.sample`.
+#[derive(Default)]
+struct CallCollector {
+    calls: Vec<ImportedCall>,
+    /// (receiver name, method, gradients disabled).
+    receiver_calls: Vec<(String, String, bool)>,
+    /// What each name holds: the imported class it is built from (as this module spells
+    /// it through its imports), `None` when it holds instances of different classes.
+    instances: HashMap<String, Option<String>>,
+}
+
+impl CallCollector {
+    fn finish(mut self) -> Vec<ImportedCall> {
+        for (receiver, method, grad_disabled) in std::mem::take(&mut self.receiver_calls) {
+            if let Some(Some(class)) = self.instances.get(&receiver) {
+                self.calls.push(ImportedCall { callee: format!("{class}.{method}"), grad_disabled });
+            }
+        }
+        self.calls
+    }
 }
 
 /// The qualified name an import binds, from the module text of `from M import name`:
@@ -162,30 +188,32 @@ impl ModuleSummary {
         for statement in named_children(root) {
             summary.statement(source, statement);
         }
-        let mut calls = Vec::new();
-        summary.collect_calls(source, root, false, &mut calls);
-        summary.calls = calls;
+        let mut collector = CallCollector::default();
+        summary.collect_calls(source, root, false, &mut collector);
+        summary.calls = collector.finish();
         summary
     }
 
     /// The calls of imported names under `node`, with whether gradients are disabled there
     /// (`with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(False)`, a function
     /// decorated with them). One walk; the module's own call graph is not followed.
-    fn collect_calls(&self, source: &str, node: Node<'_>, disabled: bool, out: &mut Vec<ImportedCall>) {
+    fn collect_calls(&self, source: &str, node: Node<'_>, disabled: bool, out: &mut CallCollector) {
         self.collect_calls_at(source, &mut node.walk(), disabled, out);
     }
 
     /// [`Self::collect_calls`] under the node at `cursor`, which it leaves there: one cursor
     /// walks the subtree (a cursor per node, each allocating its stack, showed in profiles).
-    fn collect_calls_at<'t>(&self, source: &str, cursor: &mut tree_sitter::TreeCursor<'t>, disabled: bool, out: &mut Vec<ImportedCall>) {
+    fn collect_calls_at<'t>(&self, source: &str, cursor: &mut tree_sitter::TreeCursor<'t>, disabled: bool, out: &mut CallCollector) {
         if !cursor.goto_first_child() {
             return;
         }
         loop {
             let child = cursor.node();
             if child.is_named() && !self.collect_calls_of_definition(source, child, disabled, out) {
-                if child.kind_name() == "call" {
-                    self.record_call(source, child, disabled, out);
+                match child.kind_name() {
+                    "call" => self.record_call(source, child, disabled, out),
+                    "assignment" => self.record_instance(source, child, out),
+                    _ => {}
                 }
                 self.collect_calls_at(source, cursor, disabled, out);
             }
@@ -200,7 +228,7 @@ impl ModuleSummary {
     /// collects their calls and returns true; false for any other node. Out of
     /// [`Self::collect_calls_at`] so that its recursion's frame stays small.
     #[inline(never)]
-    fn collect_calls_of_definition(&self, source: &str, child: Node<'_>, disabled: bool, out: &mut Vec<ImportedCall>) -> bool {
+    fn collect_calls_of_definition(&self, source: &str, child: Node<'_>, disabled: bool, out: &mut CallCollector) -> bool {
         match child.kind_name() {
             "decorated_definition" => {
                 let decorators = named_children(child).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0));
@@ -244,7 +272,7 @@ impl ModuleSummary {
     }
 
     /// A call of an imported name (not torch's), with its gradient context.
-    fn record_call(&self, source: &str, call: Node<'_>, disabled: bool, out: &mut Vec<ImportedCall>) {
+    fn record_call(&self, source: &str, call: Node<'_>, disabled: bool, out: &mut CallCollector) {
         let Some(callee) = call.field("function").and_then(|f| dotted(source, f)) else { return };
         let (first, rest) = match callee.split_once('.') {
             Some((f, r)) => (f, Some(r)),
@@ -260,8 +288,61 @@ impl ModuleSummary {
             }
             None => None,
         };
-        if let Some(q) = qualified.filter(|q| !q.starts_with("torch.")) {
-            out.push(ImportedCall { callee: q, grad_disabled: disabled });
+        match qualified {
+            Some(q) if !q.starts_with("torch.") => out.calls.push(ImportedCall { callee: q, grad_disabled: disabled }),
+            Some(_) => {}
+            // `ddpm.sample(...)` on a name this module binds: a method of what it holds.
+            None => {
+                if let Some(method) = rest.filter(|r| !r.contains('.')) {
+                    if self.function(first).is_none() && self.class(first).is_none() {
+                        out.receiver_calls.push((first.to_owned(), method.to_owned(), disabled));
+                    }
+                }
+            }
+        }
+    }
+
+    /// `ddpm = DDPM(...)` (also `DDPM(...).to(device)`, `.cuda()`, `.eval()`): the name
+    /// holds an instance of an imported class, for the method calls on it.
+    fn record_instance(&self, source: &str, assignment: Node<'_>, out: &mut CallCollector) {
+        let (Some(left), Some(mut value)) = (assignment.field("left"), assignment.field("right")) else { return };
+        if left.kind_name() != "identifier" {
+            return;
+        }
+        // Through the methods that return the module itself.
+        loop {
+            value = unparenthesize(value);
+            if value.kind_name() != "call" {
+                return;
+            }
+            let Some(callee) = value.field("function") else { return };
+            let returns_self = callee.kind_name() == "attribute"
+                && callee.field("attribute").is_some_and(|a| crate::semantic::MODULE_METHODS_RETURNING_SELF.contains(&text(source, a)));
+            match (returns_self, callee.field("object")) {
+                (true, Some(object)) => value = object,
+                _ => break,
+            }
+        }
+        let Some(callee) = value.field("function").and_then(|f| dotted(source, f)) else { return };
+        let (first, rest) = match callee.split_once('.') {
+            Some((f, r)) => (f, Some(r)),
+            None => (callee.as_str(), None),
+        };
+        let Some(q) = self.import(first) else { return };
+        let class = match rest {
+            Some(r) => format!("{q}.{r}"),
+            None => q.to_owned(),
+        };
+        let name = text(source, left).to_owned();
+        // One name holding instances of two classes in this module: neither is followed.
+        match out.instances.get(&name) {
+            Some(Some(existing)) if *existing != class => {
+                out.instances.insert(name, None);
+            }
+            Some(_) => {}
+            None => {
+                out.instances.insert(name, Some(class));
+            }
         }
     }
 
@@ -657,9 +738,10 @@ pub trait ProjectIndex: Sync {
     /// the project's (a library, a typo) or the project does not know.
     fn symbol(&self, qualified: &str) -> Option<Symbol>;
 
-    /// The calls of the linted module's top-level function `function` from other modules
-    /// of the project: for each, whether it runs with gradients disabled. Empty when
-    /// there are none (or the project does not know).
+    /// The calls of the linted module's top-level function `function` (or, spelled
+    /// `Class.method`, of a method of one of its top-level classes, called on names that
+    /// hold an instance of it) from other modules of the project: for each, whether it runs
+    /// with gradients disabled. Empty when there are none (or the project does not know).
     fn external_calls(&self, function: &str) -> Vec<bool>;
 
     /// Is `module` (as an import statement of the linted module spells it: `nets`,
@@ -979,13 +1061,18 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn external_calls(&self, function: &str) -> Vec<bool> {
+        // `Class.method`: calls of the method on instances of the class.
+        let (class, name) = match function.rsplit_once('.') {
+            Some((class, method)) => (Some(class), method),
+            None => (None, function),
+        };
         let mut found = Vec::new();
-        for caller in self.loader.candidate_callers(&self.from, function) {
+        for caller in self.loader.candidate_callers(&self.from, class.unwrap_or(function)) {
             if caller == self.from {
                 continue;
             }
             let Some(summary) = self.loader.summary(&caller) else { continue };
-            let mut relevant = summary.calls.iter().filter(|c| c.callee.rsplit('.').next() == Some(function)).peekable();
+            let mut relevant = summary.calls.iter().filter(|c| c.callee.rsplit('.').next() == Some(name)).peekable();
             if relevant.peek().is_none() {
                 continue;
             }
@@ -998,12 +1085,20 @@ impl ProjectIndex for ProjectResolver<'_> {
             }
             for call in relevant {
                 let mut seen = HashSet::new();
-                let target = if call.callee.contains('.') {
-                    self.resolve_qualified(&caller, &call.callee, &mut seen)
-                } else {
-                    self.lookup_star(&caller, &call.callee, &mut seen)
+                let resolve = |callee: &str, seen: &mut HashSet<(String, String)>| {
+                    if callee.contains('.') {
+                        self.resolve_qualified(&caller, callee, seen)
+                    } else {
+                        self.lookup_star(&caller, callee, seen)
+                    }
                 };
-                if target == Some(Target::Function(self.from.clone(), function.to_owned())) {
+                let hit = match class {
+                    Some(class) => call.callee.rsplit_once('.').is_some_and(|(owner, _)| {
+                        resolve(owner, &mut seen) == Some(Target::Class(self.from.clone(), class.to_owned()))
+                    }),
+                    None => resolve(&call.callee, &mut seen) == Some(Target::Function(self.from.clone(), function.to_owned())),
+                };
+                if hit {
                     found.push(call.grad_disabled);
                 }
             }

@@ -1817,7 +1817,8 @@ impl<'t> SemanticModel<'t> {
         while let Some(n) = current {
             match n.kind_name() {
                 "function_definition" => outermost = Some(n),
-                "class_definition" => return None,
+                // A method: `external_no_grad` asks only for those of top-level classes.
+                "class_definition" => break,
                 _ => {}
             }
             current = self.parent(n);
@@ -1825,8 +1826,10 @@ impl<'t> SemanticModel<'t> {
         self.external_no_grad(outermost?)
     }
 
-    /// For a top-level function this module never calls: gradients are disabled in it when
-    /// the project's other modules call it, and only with gradients disabled.
+    /// For a top-level function this module never calls, or a method of a top-level class
+    /// this module never calls a method of that name on: gradients are disabled in it when
+    /// the project's other modules call it (a method: on names holding an instance of the
+    /// class), and only with gradients disabled.
     fn external_no_grad(&self, def: Node<'t>) -> Option<String> {
         if self.project.is_empty() {
             return None;
@@ -1835,10 +1838,24 @@ impl<'t> SemanticModel<'t> {
             return answer.clone();
         }
         let info = self.functions.get(&def.id())?;
-        let top_level = info.class.is_none() && self.parent(info.outer).map(|p| p.kind_name() == "module").unwrap_or(false);
-        let called_here = self.calls_named(&info.name).iter().any(|c| c.field("function").map(|f| f.kind_name() == "identifier").unwrap_or(false));
-        let answer = if top_level && !called_here {
-            let calls = self.project.external_calls(&info.name);
+        let at_module_level = |n: Node<'t>| self.parent(n).map(|p| p.kind_name() == "module").unwrap_or(false);
+        let asked = match &info.class {
+            None if at_module_level(info.outer) => Some(info.name.clone()),
+            // A method directly in the body of a top-level class.
+            Some(class) => {
+                let class_node = self.parent(info.outer).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition");
+                let class_outer = class_node.map(|c| self.parent(c).filter(|p| p.kind_name() == "decorated_definition").unwrap_or(c));
+                class_outer.filter(|c| at_module_level(*c)).map(|_| format!("{class}.{}", info.name))
+            }
+            None => None,
+        };
+        let is_method = info.class.is_some();
+        let called_here = self.calls_named(&info.name).iter().any(|c| {
+            let kind = c.field("function").map(|f| f.kind_name());
+            if is_method { kind == Some("attribute") } else { kind == Some("identifier") }
+        });
+        let answer = if let (Some(asked), false) = (asked, called_here) {
+            let calls = self.project.external_calls(&asked);
             (!calls.is_empty() && calls.iter().all(|disabled| *disabled))
                 .then(|| "only called with gradients disabled (in other modules of the project)".to_owned())
         } else {

@@ -177,6 +177,24 @@ fn callers_elsewhere_with_their_gradient_context() {
 }
 
 #[test]
+fn method_calls_elsewhere_on_instances_of_the_class() {
+    let project = Memory::new(&[
+        ("ddpm.py", "class DDPM:\n    def sample(self, n):\n        return self.net(n)\nclass Other:\n    def sample(self, n):\n        pass\n"),
+        // `ddpm` holds a DDPM (through `.to(dev)`); sampled without gradients, then with.
+        ("a.py", "import torch\nfrom ddpm import DDPM\nddpm = DDPM().to(dev)\nwith torch.no_grad():\n    ddpm.sample(8)\ndef f():\n    ddpm.sample(1)\n"),
+        // Through a module import; `model` holds instances of two classes: not followed.
+        ("b.py", "import torch\nimport ddpm as d\n@torch.no_grad()\ndef g():\n    m = d.DDPM()\n    m.sample(2)\n    model = d.DDPM()\n    model = d.Other()\n    model.sample(3)\n"),
+        // Another class's method of the same name.
+        ("c.py", "from ddpm import Other\no = Other()\no.sample(4)\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "ddpm.py");
+    let mut calls = r.external_calls("DDPM.sample");
+    calls.sort();
+    assert_eq!(calls, [false, true, true], "a.py: one without gradients, one with; b.py: one without");
+    assert_eq!(r.external_calls("Other.sample"), [false], "c.py's call; b.py's `model` is ambiguous");
+}
+
+#[test]
 fn summaries_record_imports_star_imports_all_and_conditional_definitions() {
     let text = "from . import a\nfrom .. import b\nfrom .c import d as e\nimport f.g\nimport h as i\nfrom j import *\n__all__ = ['X']\n__all__ += ['Y']\ntry:\n    from k import X\nexcept ImportError:\n    X = None\nif True:\n    class Y:\n        pass\n";
     let parsed = parse(text);
