@@ -1,7 +1,9 @@
 //! ## What it does
 //! Checks for single-process data parallelism: `torch.nn.DataParallel(model)` and the
 //! functional `torch.nn.parallel.data_parallel(model, inputs)`, under any import spelling
-//! (`nn.DataParallel`, `from torch.nn import DataParallel as DP`, a function-local import).
+//! (`nn.DataParallel`, `from torch.nn import DataParallel as DP`, a function-local import),
+//! and subclasses of `DataParallel` defined here or in another module of the project
+//! (`BalancedDataParallel(gpu0_bsz, model)`).
 //!
 //! Not flagged: `DataParallel` with a single device (`device_ids=[0]`), or on the branch
 //! that runs only without CUDA (`else:` of `if torch.cuda.is_available():`), which make
@@ -51,9 +53,10 @@ pub const CAPTURES: &[&str] = &["call"];
 pub const FIXABLE: bool = false;
 
 /// The trigger: what a file must contain for this rule to report anything in it.
-/// `DataParallel` or `data_parallel` (also in an import that renames it).
+/// `DataParallel` or `data_parallel` (also in an import that renames it), or a class of
+/// the project (which may derive `DataParallel`).
 pub fn trigger(words: &Words<'_>) -> bool {
-    words.has("DataParallel") || words.has("data_parallel")
+    words.has("DataParallel") || words.has("data_parallel") || words.project_values()
 }
 
 const DATA_PARALLEL: &[&str] = &[
@@ -67,9 +70,19 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     let mut candidates = calls_that_may_resolve_to(model, DATA_PARALLEL);
     candidates.extend(calls_that_may_resolve_to(model, FUNCTIONAL));
+    // `BalancedDataParallel(...)`: a subclass, here or in another module of the project.
+    let subclasses = model.classes_deriving_from(DATA_PARALLEL);
+    for name in &subclasses {
+        candidates.extend(model.calls_named(name).iter().copied());
+    }
+    candidates.sort_by_key(|c| (c.start_byte(), c.id()));
+    candidates.dedup_by_key(|c| c.id());
     for m in checker.matches_at(&candidates) {
         let Some(call) = m.get("call") else { continue };
-        let functional = if model.call_resolves_to(call, DATA_PARALLEL).is_some() {
+        let is_subclass = || {
+            call.field("function").is_some_and(|f| f.kind_name() == "identifier" && subclasses.contains(&model.text(f)))
+        };
+        let functional = if model.call_resolves_to(call, DATA_PARALLEL).is_some() || is_subclass() {
             false
         } else if model.call_resolves_to(call, FUNCTIONAL).is_some() {
             true
