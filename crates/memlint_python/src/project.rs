@@ -723,9 +723,7 @@ pub enum Symbol {
     /// A class; `is_module` when it derives `torch.nn.Module` (through any chain of local,
     /// project and library bases); `pretrained`: the callee (as its module spells it) of a
     /// pretrained network its `__init__` loads and the class never freezes.
-    /// `library_bases`: the library classes it derives from through its project bases
-    /// (qualified; as spelled where a base is not bound).
-    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, library_bases: Vec<String> },
+    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String> },
     /// A function; `returns_module` when calling it returns a module instance (a factory).
     Function { returns_module: bool, summary: FunctionSummary },
     /// A module of the project.
@@ -939,28 +937,18 @@ impl<'a> ProjectResolver<'a> {
 
     /// Does class `name` of module `m` derive `torch.nn.Module`?
     fn class_is_module(&self, m: &str, name: &str, seen: &mut HashSet<(String, String)>, depth: usize) -> bool {
-        let mut bases = Vec::new();
-        self.class_library_bases(m, name, seen, depth, &mut bases);
-        bases.iter().any(|q| library_module_class(q))
-    }
-
-    /// The library classes class `name` of module `m` derives from through any chain of
-    /// project bases: qualified, or as spelled where a base is not bound in its module.
-    fn class_library_bases(&self, m: &str, name: &str, seen: &mut HashSet<(String, String)>, depth: usize, out: &mut Vec<String>) {
         if depth > MAX_DEPTH || !seen.insert((m.to_owned(), format!("class {name}"))) {
-            return;
+            return false;
         }
-        let Some(summary) = self.summary(m) else { return };
-        let Some(class) = summary.class(name) else { return };
-        for base in &class.bases {
-            match self.resolve_spelled(m, base, &mut HashSet::new()) {
-                Some(Target::Class(bm, bn)) => self.class_library_bases(&bm, &bn, seen, depth + 1, out),
-                Some(Target::External(q)) => out.push(q),
-                Some(_) => {}
-                // Not bound in the module at all: judged as spelled.
-                None => out.push(base.clone()),
-            }
-        }
+        let Some(summary) = self.summary(m) else { return false };
+        let Some(class) = summary.class(name) else { return false };
+        class.bases.iter().any(|base| match self.resolve_spelled(m, base, &mut HashSet::new()) {
+            Some(Target::Class(bm, bn)) => self.class_is_module(&bm, &bn, seen, depth + 1),
+            Some(Target::External(q)) => library_module_class(&q),
+            Some(_) => false,
+            // Not bound in the module at all: judge the name as spelled.
+            None => library_module_class(base),
+        })
     }
 
     /// Does calling function `name` of module `m` return a module instance?
@@ -985,9 +973,7 @@ impl<'a> ProjectResolver<'a> {
     fn symbol_of(&self, target: Target) -> Option<Symbol> {
         match target {
             Target::Class(m, n) => {
-                let mut library_bases = Vec::new();
-                self.class_library_bases(&m, &n, &mut HashSet::new(), 0, &mut library_bases);
-                let is_module = library_bases.iter().any(|q| library_module_class(q));
+                let is_module = self.class_is_module(&m, &n, &mut HashSet::new(), 0);
                 let summary = self.summary(&m)?;
                 let class = summary.class(&n)?;
                 let pretrained = class.pretrained_calls.iter().find_map(|call| {
@@ -1000,7 +986,7 @@ impl<'a> ProjectResolver<'a> {
                     let keyword = |name: &str| call.keywords.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
                     crate::loads_pretrained_network(&qualified, &keyword).then(|| call.callee.clone())
                 });
-                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained, library_bases })
+                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained })
             }
             Target::Function(m, n) => {
                 let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);

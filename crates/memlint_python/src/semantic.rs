@@ -1783,19 +1783,16 @@ impl<'t> SemanticModel<'t> {
         }
     }
 
-    /// Does the class `class` (as spelled here: a local class, or one imported from the
-    /// project) derive, through any chain of local and project bases, from one of the
-    /// library classes `qualified` (`torch.nn.DataParallel`)?
+    /// Does the local class `class` derive, through any chain of local bases, from one of
+    /// the library classes `qualified` (`torch.nn.DataParallel`), named through this
+    /// module's imports? (Not through the project: a rule's trigger could not see a base
+    /// named only in another module.)
     pub fn class_derives_from(&self, class: &str, qualified: &[&str]) -> bool {
         self.class_derives_from_at(class, qualified, 0)
     }
 
     fn class_derives_from_at(&self, class: &str, qualified: &[&str], depth: usize) -> bool {
-        let from_project = |spelled: &str| match self.project_symbol_spelled(spelled) {
-            Some(crate::Symbol::Class { library_bases, .. }) => library_bases.iter().any(|b| qualified.contains(&b.as_str())),
-            _ => false,
-        };
-        let Some(info) = self.classes.get(class) else { return from_project(class) };
+        let Some(info) = self.classes.get(class) else { return false };
         if depth > 16 {
             return false;
         }
@@ -1808,25 +1805,14 @@ impl<'t> SemanticModel<'t> {
                 Some(rest) => format!("{}.{rest}", self.imports[i].qualified),
                 None => self.imports[i].qualified.clone(),
             });
-            resolved.is_some_and(|q| qualified.contains(&q.as_str())) || from_project(base)
+            resolved.is_some_and(|q| qualified.contains(&q.as_str()))
         })
     }
 
-    /// The names that call a class deriving from one of `qualified` here: local classes,
-    /// and names imported at module level from the project.
+    /// The local classes that derive from one of `qualified` ([`Self::class_derives_from`]).
     pub fn classes_deriving_from(&self, qualified: &[&str]) -> Vec<&str> {
         let mut names: Vec<&str> = self.classes.keys().copied().filter(|c| self.class_derives_from(c, qualified)).collect();
-        if !self.project.is_empty() {
-            names.extend(
-                self.imports
-                    .iter()
-                    .filter(|i| i.scope.is_none() && !self.classes.contains_key(i.local.as_str()))
-                    .filter(|i| self.class_derives_from(&i.local, qualified))
-                    .map(|i| i.local.as_str()),
-            );
-        }
         names.sort_unstable();
-        names.dedup();
         names
     }
 

@@ -2,7 +2,7 @@
 //! Checks for single-process data parallelism: `torch.nn.DataParallel(model)` and the
 //! functional `torch.nn.parallel.data_parallel(model, inputs)`, under any import spelling
 //! (`nn.DataParallel`, `from torch.nn import DataParallel as DP`, a function-local import),
-//! and subclasses of `DataParallel` defined here or in another module of the project
+//! and subclasses of `DataParallel` defined in the same file
 //! (`BalancedDataParallel(gpu0_bsz, model)`).
 //!
 //! Not flagged: `DataParallel` with a single device (`device_ids=[0]`), or on the branch
@@ -53,10 +53,10 @@ pub const CAPTURES: &[&str] = &["call"];
 pub const FIXABLE: bool = false;
 
 /// The trigger: what a file must contain for this rule to report anything in it.
-/// `DataParallel` or `data_parallel` (also in an import that renames it), or a class of
-/// the project (which may derive `DataParallel`).
+/// `DataParallel` or `data_parallel` (also in an import that renames it, or the base of a
+/// subclass defined here).
 pub fn trigger(words: &Words<'_>) -> bool {
-    words.has("DataParallel") || words.has("data_parallel") || words.project_values()
+    words.has("DataParallel") || words.has("data_parallel")
 }
 
 const DATA_PARALLEL: &[&str] = &[
@@ -70,7 +70,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     let mut candidates = calls_that_may_resolve_to(model, DATA_PARALLEL);
     candidates.extend(calls_that_may_resolve_to(model, FUNCTIONAL));
-    // `BalancedDataParallel(...)`: a subclass, here or in another module of the project.
+    // `BalancedDataParallel(...)`: a subclass defined here.
     let subclasses = model.classes_deriving_from(DATA_PARALLEL);
     for name in &subclasses {
         candidates.extend(model.calls_named(name).iter().copied());
