@@ -402,6 +402,33 @@ const UNFREEZING_METHODS: &[&str] = &["requires_grad_", "parameters", "named_par
 /// Lightning hooks that run under `torch.no_grad()` already.
 const NO_GRAD_HOOKS: &[&str] = &["validation_step", "test_step", "predict_step"];
 
+/// Spans that nest (start, end, node id), flattened: `(byte, innermost span there)` in byte
+/// order, for a binary search, and for each span `(id, start, end, the span around it)`.
+/// Sweeping the spans in start order with a stack of open ones gives, at each start and
+/// end, the innermost one.
+fn flatten_nested_spans(mut spans: Vec<(usize, usize, usize)>) -> (Vec<(usize, ScopeId)>, Vec<(usize, usize, usize, ScopeId)>) {
+    spans.sort_unstable_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
+    let mut segments = vec![(0, None)];
+    let mut extents = Vec::with_capacity(spans.len());
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    for &(start, end, id) in &spans {
+        while let Some(&(top_end, _)) = open.last() {
+            if top_end > start {
+                break;
+            }
+            open.pop();
+            segments.push((top_end, open.last().map(|&(_, id)| id)));
+        }
+        extents.push((id, start, end, open.last().map(|&(_, id)| id)));
+        open.push((end, id));
+        segments.push((start, Some(id)));
+    }
+    while let Some((top_end, _)) = open.pop() {
+        segments.push((top_end, open.last().map(|&(_, id)| id)));
+    }
+    (segments, extents)
+}
+
 /// The nodes of `sorted` (by start byte) that start within `range`.
 fn within<'a, 't>(sorted: &'a [Node<'t>], range: std::ops::Range<usize>) -> &'a [Node<'t>] {
     let from = sorted.partition_point(|n| n.start_byte() < range.start);
@@ -1284,54 +1311,18 @@ impl<'t> SemanticModel<'t> {
         self.scope_of(node).and_then(|id| self.functions.get(&id))
     }
 
-    /// Builds `scope_segments`: function ranges nest, so sweeping them in start order with
-    /// a stack of open functions gives, at each start and end, the innermost one.
+    /// Builds `scope_segments` and `function_extents` from the functions' spans.
     fn index_scopes(&mut self) {
-        let mut spans: Vec<(usize, usize, usize)> =
-            self.functions.values().map(|f| (f.node.start_byte(), f.node.end_byte(), f.node.id())).collect();
-        spans.sort_unstable_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
-        let mut segments = vec![(0, None)];
-        let mut open: Vec<(usize, usize)> = Vec::new();
-        for &(start, end, id) in &spans {
-            while let Some(&(top_end, _)) = open.last() {
-                if top_end > start {
-                    break;
-                }
-                open.pop();
-                segments.push((top_end, open.last().map(|&(_, id)| id)));
-            }
-            self.function_extents.insert(id, (end, open.last().map(|&(_, id)| id)));
-            open.push((end, id));
-            segments.push((start, Some(id)));
-        }
-        while let Some((top_end, _)) = open.pop() {
-            segments.push((top_end, open.last().map(|&(_, id)| id)));
-        }
+        let spans = self.functions.values().map(|f| (f.node.start_byte(), f.node.end_byte(), f.node.id())).collect();
+        let (segments, extents) = flatten_nested_spans(spans);
+        self.function_extents = extents.into_iter().map(|(id, _, end, outer)| (id, (end, outer))).collect();
         self.scope_segments = segments;
     }
 
-    /// Builds `local_scope_segments` and `local_scope_extents` from `local_scopes`, as
-    /// [`Self::index_scopes`] does for functions.
+    /// Builds `local_scope_segments` and `local_scope_extents` from `local_scopes`.
     fn index_local_scopes(&mut self) {
-        let mut spans = std::mem::take(&mut self.local_scopes);
-        spans.sort_unstable_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
-        let mut segments = vec![(0, None)];
-        let mut open: Vec<(usize, usize)> = Vec::new();
-        for &(start, end, id) in &spans {
-            while let Some(&(top_end, _)) = open.last() {
-                if top_end > start {
-                    break;
-                }
-                open.pop();
-                segments.push((top_end, open.last().map(|&(_, id)| id)));
-            }
-            self.local_scope_extents.insert(id, (end, open.last().map(|&(_, id)| id), start));
-            open.push((end, id));
-            segments.push((start, Some(id)));
-        }
-        while let Some((top_end, _)) = open.pop() {
-            segments.push((top_end, open.last().map(|&(_, id)| id)));
-        }
+        let (segments, extents) = flatten_nested_spans(std::mem::take(&mut self.local_scopes));
+        self.local_scope_extents = extents.into_iter().map(|(id, start, end, outer)| (id, (end, outer, start))).collect();
         self.local_scope_segments = segments;
     }
 
