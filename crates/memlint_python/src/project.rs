@@ -74,6 +74,15 @@ pub struct PretrainedCall {
     pub keywords: Vec<(String, String)>,
 }
 
+impl PretrainedCall {
+    /// Does this call load a pretrained network, its callee being `qualified` (resolved
+    /// through its module's imports; as spelled when it does not resolve)?
+    pub fn loads_pretrained(&self, qualified: &str) -> bool {
+        let keyword = |name: &str| self.keywords.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        crate::loads_pretrained_network(qualified, &keyword)
+    }
+}
+
 /// The keyword arguments [`crate::loads_pretrained_network`] reads.
 const PRETRAINED_KEYWORDS: &[&str] = &["pretrained", "weights", "is_trainable"];
 
@@ -278,11 +287,8 @@ impl ModuleSummary {
             Some((f, r)) => (f, Some(r)),
             None => (callee.as_str(), None),
         };
-        let qualified = match self.import(first) {
-            Some(q) => Some(match rest {
-                Some(r) => format!("{q}.{r}"),
-                None => q.to_owned(),
-            }),
+        let qualified = match self.through_imports(&callee) {
+            Some(q) => Some(q),
             None if rest.is_none() && !self.star_imports.is_empty() && self.function(first).is_none() && self.class(first).is_none() => {
                 Some(first.to_owned())
             }
@@ -302,37 +308,25 @@ impl ModuleSummary {
         }
     }
 
+    /// `dotted` (as this module spells it) through its imports: `nn.Linear` ->
+    /// `torch.nn.Linear`; `None` when its first part is not imported.
+    fn through_imports(&self, dotted: &str) -> Option<String> {
+        let (first, rest) = dotted.split_once('.').map_or((dotted, None), |(f, r)| (f, Some(r)));
+        let q = self.import(first)?;
+        Some(match rest {
+            Some(r) => format!("{q}.{r}"),
+            None => q.to_owned(),
+        })
+    }
+
     /// `ddpm = DDPM(...)` (also `DDPM(...).to(device)`, `.cuda()`, `.eval()`): the name
     /// holds an instance of an imported class, for the method calls on it.
     fn record_instance(&self, source: &str, assignment: Node<'_>, out: &mut CallCollector) {
-        let (Some(left), Some(mut value)) = (assignment.field("left"), assignment.field("right")) else { return };
-        if left.kind_name() != "identifier" {
+        let (Some(left), Some(value)) = (assignment.field("left"), assignment.field("right")) else { return };
+        if left.kind_name() != "identifier" || unparenthesize(value).kind_name() != "call" {
             return;
         }
-        // Through the methods that return the module itself.
-        loop {
-            value = unparenthesize(value);
-            if value.kind_name() != "call" {
-                return;
-            }
-            let Some(callee) = value.field("function") else { return };
-            let returns_self = callee.kind_name() == "attribute"
-                && callee.field("attribute").is_some_and(|a| crate::semantic::MODULE_METHODS_RETURNING_SELF.contains(&text(source, a)));
-            match (returns_self, callee.field("object")) {
-                (true, Some(object)) => value = object,
-                _ => break,
-            }
-        }
-        let Some(callee) = value.field("function").and_then(|f| dotted(source, f)) else { return };
-        let (first, rest) = match callee.split_once('.') {
-            Some((f, r)) => (f, Some(r)),
-            None => (callee.as_str(), None),
-        };
-        let Some(q) = self.import(first) else { return };
-        let class = match rest {
-            Some(r) => format!("{q}.{r}"),
-            None => q.to_owned(),
-        };
+        let Some(class) = returned_callee_of(source)(value).and_then(|callee| self.through_imports(&callee)) else { return };
         let name = text(source, left).to_owned();
         // One name holding instances of two classes in this module: neither is followed.
         match out.instances.get(&name) {
@@ -466,7 +460,7 @@ impl ModuleSummary {
     }
 }
 
-fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
+pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
     let name = class.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
     let bases = class
         .field("superclasses")
@@ -983,8 +977,7 @@ impl<'a> ProjectResolver<'a> {
                         None => call.callee.clone(),
                         Some(_) => return None,
                     };
-                    let keyword = |name: &str| call.keywords.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-                    crate::loads_pretrained_network(&qualified, &keyword).then(|| call.callee.clone())
+                    call.loads_pretrained(&qualified).then(|| call.callee.clone())
                 });
                 Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained })
             }

@@ -585,7 +585,6 @@ pub fn name_says_model(name: &str) -> bool {
     lower.ends_with("model") || lower.ends_with("net")
 }
 
-/// Does a name say it holds a loss function object (`criterion`, `loss_fn`)?
 /// Does the name of a module class say it computes a loss (`FocalLoss`, `CrossEntropyLoss2d`,
 /// `DiceLoss3D`, `perceptual_loss`)? Asked only of a class known to build a module, to tell
 /// a loss from a network.
@@ -595,6 +594,7 @@ pub fn class_name_says_loss(name: &str) -> bool {
     name_says_loss(last) || last.ends_with("Loss") || (stem.len() < last.len() && stem.ends_with("Loss"))
 }
 
+/// Does a name say it holds a loss function object (`criterion`, `loss_fn`)?
 pub fn name_says_loss(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
     if !LOSS_FILTER.may_match(last) {
@@ -1597,16 +1597,9 @@ impl<'t> SemanticModel<'t> {
         if self.project.is_empty() {
             return None;
         }
-        let (first, rest) = match spelled.split_once('.') {
-            Some((f, r)) => (f, Some(r)),
-            None => (spelled, None),
-        };
-        let qualified = match self.imports.iter().rev().find(|i| i.scope.is_none() && i.local == first) {
-            Some(import) => match rest {
-                Some(rest) => format!("{}.{}", import.qualified, rest),
-                None => import.qualified.clone(),
-            },
-            None if !self.star_imports.is_empty() && rest.is_none() => spelled.to_owned(),
+        let qualified = match self.through_module_imports(spelled) {
+            Some(qualified) => qualified,
+            None if !self.star_imports.is_empty() && !spelled.contains('.') => spelled.to_owned(),
             None => return None,
         };
         self.project_symbol(&qualified)
@@ -1759,13 +1752,14 @@ impl<'t> SemanticModel<'t> {
             if class_may_freeze(self.text(def)) {
                 return None;
             }
+            // The class that defines the `__init__` it runs (itself, or a local base),
+            // summarized as the project summarizes its classes.
             let init = self.method_of(class, "__init__")?;
-            return self.calls_in(init.byte_range()).iter().find_map(|call| {
-                let callee = call.field("function")?;
-                let spelled = self.dotted_name(callee)?;
-                let qualified = self.qualified_name(callee).unwrap_or_else(|| spelled.clone());
-                let keyword = |name: &str| self.keyword_value(*call, name).map(|v| self.text(v).to_owned());
-                loads_pretrained_network(&qualified, &keyword).then_some(spelled)
+            let owner = self.parent(init).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition")?;
+            let summary = crate::project::class_summary(self.source, owner);
+            return summary.pretrained_calls.iter().find_map(|call| {
+                let qualified = self.through_module_imports(&call.callee).unwrap_or_else(|| call.callee.clone());
+                call.loads_pretrained(&qualified).then(|| call.callee.clone())
             });
         }
         match self.project_symbol_spelled(class)? {
@@ -1791,12 +1785,19 @@ impl<'t> SemanticModel<'t> {
             if base != class && self.classes.contains_key(base.as_str()) {
                 return self.class_derives_from_at(base, qualified, depth + 1);
             }
-            let (first, rest) = base.split_once('.').map_or((base.as_str(), None), |(f, r)| (f, Some(r)));
-            let resolved = self.module_imports.get(first).map(|&i| match rest {
-                Some(rest) => format!("{}.{rest}", self.imports[i].qualified),
-                None => self.imports[i].qualified.clone(),
-            });
-            resolved.is_some_and(|q| qualified.contains(&q.as_str()))
+            self.through_module_imports(base).is_some_and(|q| qualified.contains(&q.as_str()))
+        })
+    }
+
+    /// `dotted` (as spelled at module level) through the module-level imports:
+    /// `nn.DataParallel` -> `torch.nn.DataParallel`; `None` when its first part is not
+    /// imported there.
+    fn through_module_imports(&self, dotted: &str) -> Option<String> {
+        let (first, rest) = dotted.split_once('.').map_or((dotted, None), |(f, r)| (f, Some(r)));
+        let import = &self.imports[*self.module_imports.get(first)?];
+        Some(match rest {
+            Some(rest) => format!("{}.{rest}", import.qualified),
+            None => import.qualified.clone(),
         })
     }
 
