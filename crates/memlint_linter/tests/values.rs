@@ -350,6 +350,62 @@ fn an_instance_of_a_class_that_loads_a_pretrained_network_is_one() {
 }
 
 #[test]
+fn a_pretrained_network_is_followed_through_to_and_into_local_functions() {
+    // MEM012: `vgg = vgg.to(device)` holds the same network, and so does the parameter of
+    // a function of this module it is handed to (by keyword or by position). Handed to a
+    // function that optimizes it, to one that freezes it, to a parameter `*nets`, or to a
+    // function memlint does not see, it escapes.
+    check(
+        r#"
+        import torch
+        import torchvision
+
+        def train(loader, generator, vgg, opt):
+            for x, y in loader:
+                loss = (vgg(generator(x)) - vgg(y)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+        def fine_tune(net, loader):
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for x, y in loader:
+                net(x).sum().backward()
+                opt.step()
+
+        def frozen_loss(loader, generator, net):
+            net.requires_grad_(False)
+            for x in loader:
+                net(generator(x)).sum().backward()
+
+        def many(*nets):
+            pass
+
+        def main(loader, generator, opt, device, external):
+            keyword = torchvision.models.vgg19(weights="DEFAULT").features
+            keyword.eval()
+            keyword = keyword.to(device)
+            train(loader=loader, generator=generator, vgg=keyword, opt=opt)
+            positional = torchvision.models.vgg16(weights="DEFAULT").features
+            moved = positional.eval().cuda()
+            train(loader, generator, moved, opt)
+            tuned = torchvision.models.resnet18(weights="DEFAULT")
+            fine_tune(tuned, loader)
+            frozen = torchvision.models.resnet34(weights="DEFAULT")
+            frozen_loss(loader, generator, net=frozen)
+            splat = torchvision.models.resnet50(weights="DEFAULT")
+            many(splat)
+            unseen = torchvision.models.resnet101(weights="DEFAULT")
+            external(unseen)
+        "#,
+        expect![[r#"
+            26:15 MEM012 `keyword` is a pretrained network (`torchvision.models.vgg19
+            30:18 MEM012 `positional` is a pretrained network (`torchvision.models.vg
+        "#]],
+    );
+}
+
+#[test]
 fn a_backward_given_the_loss_by_what_holds_the_model_scales_it() {
     // MEM003: `model.backward(loss)` after `deepspeed.initialize` is the engine's backward,
     // which scales float16 losses; a tensor's `y.backward(grad)` scales nothing.

@@ -15,12 +15,17 @@
 //! and PEFT's `PeftModel` / `AutoPeftModel*.from_pretrained` (without `is_trainable=True`)
 //! loads one already frozen.
 //!
+//! The network is followed through names bound to it by methods that return the module
+//! itself (`vgg = vgg.eval().to(device)`) and into the functions of the same module it is
+//! handed to (`train(loader, vgg=vgg)`: the parameter `vgg` holds it there).
+//!
 //! Not flagged, because the network may be trained or is already frozen: its
-//! `.parameters()` / `named_parameters()` are used anywhere (an optimizer, a freezing
-//! loop), `requires_grad_(...)` is called on it, it is passed to a call, put in a
-//! container, aliased or returned (memlint cannot follow it there), it is a submodule of
-//! an `nn.Module` class (the parent's parameters may go to an optimizer), or every forward
-//! pass runs under `torch.no_grad()` / `inference_mode()`.
+//! `.parameters()` / `named_parameters()` are used anywhere it is followed (an optimizer,
+//! a freezing loop), `requires_grad_(...)` is called on it, it is passed to a call of
+//! anything but a plain function of this module (a method, a parameter, an import, `*args`),
+//! put in a container, aliased or returned (memlint cannot follow it there), it is a
+//! submodule of an `nn.Module` class (the parent's parameters may go to an optimizer), or
+//! every forward pass runs under `torch.no_grad()` / `inference_mode()`.
 //!
 //! ## Why is this bad?
 //! `.eval()` does not stop autograd. While the network's parameters require grad, every
@@ -113,17 +118,10 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }
         let Some(what) = pretrained_source(model, value) else { continue };
         let Some(statement) = construction.parent().filter(|p| p.kind_name() == "expression_statement") else { continue };
-        let uses = uses_of(model, &name, network, statement);
         let mut forwards: Vec<Node> = Vec::new();
-        let mut escapes = false;
-        for u in &uses {
-            match classify_use(model, *u) {
-                Use::Forward(call) => forwards.push(call),
-                Use::Other => {}
-                Use::Escapes => escapes = true,
-            }
-        }
-        if escapes {
+        let scope = model.enclosing_function(statement).map(|f| f.node).unwrap_or(model.root());
+        let holder = Holder { name: name.clone(), target: network, statement, scope };
+        if !follow(model, &holder, 0, &mut forwards) {
             continue;
         }
         forwards.sort_by_key(|c| c.start_byte());
@@ -184,13 +182,51 @@ fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<S
     None
 }
 
-/// Every use of the network's name that refers to this construction: looked up in the
-/// semantic model's index of names, within the scope the name can be used in.
-fn uses_of<'t>(model: &SemanticModel<'t>, name: &str, target: Node<'t>, statement: Node<'t>) -> Vec<Node<'t>> {
+/// A name holding the network: bound by `statement` (its construction, a re-binding such
+/// as `x = x.to(device)`, or a parameter of a function it was handed to), usable in `scope`.
+struct Holder<'t> {
+    name: String,
+    /// The name's node where it is bound (left out of its uses).
+    target: Node<'t>,
+    statement: Node<'t>,
+    scope: Node<'t>,
+}
+
+/// How many re-bindings and calls of local functions the network is followed through.
+const MAX_FOLLOW: usize = 4;
+
+/// Follows the network through every use of `holder`: pushes its forward passes to
+/// `forwards`, and answers false when it escapes (trained, frozen, or out of sight).
+/// `x = x.to(device)` (a method that returns the module itself) and handing it to a
+/// function of this module (`train(net=vgg)`) are followed into the new name or the
+/// parameter.
+fn follow<'t>(model: &SemanticModel<'t>, holder: &Holder<'t>, depth: usize, forwards: &mut Vec<Node<'t>>) -> bool {
+    if depth > MAX_FOLLOW {
+        return false;
+    }
+    for u in uses_of(model, holder) {
+        match classify_use(model, u) {
+            Use::Forward(call) => forwards.push(call),
+            Use::Other => {}
+            Use::Rebound(next) | Use::HandedTo(next) => {
+                if !follow(model, &next, depth + 1, forwards) {
+                    return false;
+                }
+            }
+            Use::Escapes => return false,
+        }
+    }
+    true
+}
+
+/// Every use of the holder's name that refers to its binding: looked up in the semantic
+/// model's index of names, within the scope the name can be used in.
+fn uses_of<'t>(model: &SemanticModel<'t>, holder: &Holder<'t>) -> Vec<Node<'t>> {
+    let name = holder.name.as_str();
     let uses: Vec<Node<'t>> = match name.split_once('.') {
         // `self.<attr>` is followed through the whole class.
         Some((_, attr)) => {
-            let class = ancestors(model, statement).find(|n| n.kind_name() == "class_definition");
+            let class = ancestors(model, holder.statement).find(|n| n.kind_name() == "class_definition");
             let scope = class.unwrap_or(model.root());
             model
                 .attributes_named_in(attr, scope.byte_range())
@@ -200,30 +236,27 @@ fn uses_of<'t>(model: &SemanticModel<'t>, name: &str, target: Node<'t>, statemen
                 .collect()
         }
         // A plain name through the scope it is bound in (and the scopes nested there).
-        None => {
-            let scope = model.enclosing_function(statement).map(|f| f.node).unwrap_or(model.root());
-            model
-                .identifiers_named_in(name, scope.byte_range())
-                .iter()
-                .copied()
-                .filter(|n| {
-                    let parent = model.parent(*n);
-                    let is_attribute_part = parent
-                        .filter(|p| p.kind_name() == "attribute")
-                        .and_then(|p| p.field("attribute"))
-                        .map(|a| a.id() == n.id())
-                        .unwrap_or(false);
-                    let is_keyword = parent
-                        .map(|p| p.kind_name() == "keyword_argument" && p.field("name").map(|k| k.id()) == Some(n.id()))
-                        .unwrap_or(false);
-                    !is_attribute_part
-                        && !is_keyword
-                        && model.binding_at(name, *n).map(|b| b.statement.id() == statement.id()).unwrap_or(false)
-                })
-                .collect()
-        }
+        None => model
+            .identifiers_named_in(name, holder.scope.byte_range())
+            .iter()
+            .copied()
+            .filter(|n| {
+                let parent = model.parent(*n);
+                let is_attribute_part = parent
+                    .filter(|p| p.kind_name() == "attribute")
+                    .and_then(|p| p.field("attribute"))
+                    .map(|a| a.id() == n.id())
+                    .unwrap_or(false);
+                let is_keyword = parent
+                    .map(|p| p.kind_name() == "keyword_argument" && p.field("name").map(|k| k.id()) == Some(n.id()))
+                    .unwrap_or(false);
+                !is_attribute_part
+                    && !is_keyword
+                    && model.binding_at(name, *n).map(|b| b.statement.id() == holder.statement.id()).unwrap_or(false)
+            })
+            .collect(),
     };
-    uses.into_iter().filter(|n| n.id() != target.id()).collect()
+    uses.into_iter().filter(|n| n.id() != holder.target.id()).collect()
 }
 
 /// `node`'s ancestors, innermost first.
@@ -236,9 +269,17 @@ enum Use<'t> {
     Forward(Node<'t>),
     /// A use that neither trains nor hides it (`.eval()`, `.to(device)`).
     Other,
+    /// Bound to a name again through methods that return the module itself
+    /// (`vgg = vgg.to(device)`): the new name holds it too.
+    Rebound(Holder<'t>),
+    /// Handed to a function of this module: its parameter holds it there.
+    HandedTo(Holder<'t>),
     /// Trained, frozen, or out of sight: the rule does not apply.
     Escapes,
 }
+
+/// Methods of `nn.Module` that return the module itself.
+const RETURNS_SELF: &[&str] = &["eval", "to", "cuda", "cpu", "half", "float", "bfloat16"];
 
 fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
     let Some(parent) = node.parent() else { return Use::Escapes };
@@ -249,7 +290,7 @@ fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
             let called = parent.parent().filter(|c| c.kind_name() == "call" && c.field("function").map(|f| f.id()) == Some(parent.id()));
             match (attr, called) {
                 (a, Some(call)) if FORWARD_METHODS.contains(&a) => Use::Forward(call),
-                ("eval" | "to" | "cuda" | "cpu" | "half" | "float" | "bfloat16", Some(_)) => Use::Other,
+                (a, Some(call)) if RETURNS_SELF.contains(&a) => rebound(model, call).map_or(Use::Other, Use::Rebound),
                 // `.parameters()`, `.requires_grad_()`, `.train()`, `.state_dict()`, a
                 // submodule (`vgg.features`), ...: trained, frozen, or not followed.
                 _ => Use::Escapes,
@@ -257,8 +298,79 @@ fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
         }
         // `vgg.eval()` as a statement of its own, `if vgg is None`.
         "comparison_operator" | "not_operator" | "boolean_operator" => Use::Other,
+        // The name bound again (`vgg = vgg.to(device)`): not a use of the value it held.
+        "assignment" if parent.field("left").map(|l| l.id()) == Some(node.id()) => Use::Other,
+        "argument_list" => handed_to(model, parent, node, None).map_or(Use::Escapes, Use::HandedTo),
+        "keyword_argument" if parent.field("value").map(|v| v.id()) == Some(node.id()) => {
+            let keyword = parent.field("name").map(|k| model.text(k));
+            match (parent.parent().filter(|a| a.kind_name() == "argument_list"), keyword) {
+                (Some(arguments), Some(keyword)) => handed_to(model, arguments, parent, Some(keyword)).map_or(Use::Escapes, Use::HandedTo),
+                _ => Use::Escapes,
+            }
+        }
         _ => Use::Escapes,
     }
+}
+
+/// `x = <network>.to(device)` (through any chain of [`RETURNS_SELF`] methods): the name
+/// it is bound to, when the chain is the whole right side of an assignment to one name.
+fn rebound<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Holder<'t>> {
+    let mut end = call;
+    // `vgg.eval().to(device)`: the chain's outermost call.
+    while let Some(attribute) = end.parent().filter(|p| p.kind_name() == "attribute" && p.field("object").map(|o| o.id()) == Some(end.id())) {
+        let attr = attribute.field("attribute").map(|a| model.text(a)).unwrap_or("");
+        let outer = attribute.parent().filter(|c| c.kind_name() == "call" && c.field("function").map(|f| f.id()) == Some(attribute.id()))?;
+        if !RETURNS_SELF.contains(&attr) {
+            return None;
+        }
+        end = outer;
+    }
+    let assignment = end.parent().filter(|p| p.kind_name() == "assignment" && p.field("right").map(|r| r.id()) == Some(end.id()))?;
+    let target = assignment.field("left").filter(|l| l.kind_name() == "identifier")?;
+    let statement = assignment.parent().filter(|p| p.kind_name() == "expression_statement")?;
+    let scope = model.enclosing_function(statement).map(|f| f.node).unwrap_or(model.root());
+    Some(Holder { name: model.text(target).to_owned(), target, statement, scope })
+}
+
+/// `f(vgg)` / `f(net=vgg)` where `f` is a plain function defined in this module (not a
+/// method, not decorated): its parameter that receives `argument` (an argument of
+/// `arguments`, passed by `keyword` or by position).
+fn handed_to<'t>(model: &SemanticModel<'t>, arguments: Node<'t>, argument: Node<'t>, keyword: Option<&str>) -> Option<Holder<'t>> {
+    let call = arguments.parent().filter(|c| c.kind_name() == "call")?;
+    let callee = call.field("function").filter(|f| f.kind_name() == "identifier")?;
+    let binding = model.binding_at(model.text(callee), callee)?;
+    let function = model.function(binding.statement)?;
+    if function.class.is_some() || !function.decorators.is_empty() {
+        return None;
+    }
+    let parameters = function.node.field("parameters")?;
+    let mut cursor = parameters.walk();
+    let parameters: Vec<Node<'t>> = parameters.named_children(&mut cursor).collect();
+    let parameter_name = |p: Node<'t>| match p.kind_name() {
+        "identifier" => Some(p),
+        "typed_parameter" => p.named_child(0).filter(|n| n.kind_name() == "identifier"),
+        "default_parameter" | "typed_default_parameter" => p.field("name"),
+        _ => None,
+    };
+    let parameter = match keyword {
+        Some(keyword) => parameters.iter().copied().find(|p| parameter_name(*p).is_some_and(|n| model.text(n) == keyword))?,
+        None => {
+            // Its position among the arguments, every one before it plain positional.
+            let mut cursor = arguments.walk();
+            let before: Vec<Node<'t>> = arguments.named_children(&mut cursor).take_while(|a| a.id() != argument.id()).collect();
+            if before.iter().any(|a| matches!(a.kind_name(), "keyword_argument" | "list_splat" | "dictionary_splat")) {
+                return None;
+            }
+            let parameter = *parameters.get(before.len())?;
+            // Parameters before it must be plain too (no `*args` taking it).
+            if parameters[..before.len()].iter().any(|p| parameter_name(*p).is_none()) {
+                return None;
+            }
+            parameter
+        }
+    };
+    let target = parameter_name(parameter)?;
+    Some(Holder { name: model.text(target).to_owned(), target, statement: parameter, scope: function.node })
 }
 
 fn freeze_fix(model: &SemanticModel<'_>, statement: Node<'_>, name: &str) -> Option<Fix> {
