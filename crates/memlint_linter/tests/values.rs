@@ -350,6 +350,81 @@ fn an_instance_of_a_class_that_loads_a_pretrained_network_is_one() {
 }
 
 #[test]
+fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off() {
+    // MEM001: one loop for training and evaluation, its backward passes under a test of a
+    // parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`), called
+    // somewhere with the flag off (a literal, or the default) and gradients on. Not when
+    // every such call runs under `no_grad`, the flag is bound again, a backward escapes
+    // the guard, no call turns it off, or its value is not a literal.
+    check(
+        r#"
+        import torch
+
+        class Trainer:
+            def __init__(self, model, optim):
+                self.model = model
+                self.optim = optim
+
+            def test(self, loader):
+                self.iteration(0, loader, train=False)
+
+            def iteration(self, epoch, loader, train=True):
+                for data in loader:
+                    loss = self.model.forward(data).sum()
+                    if train:
+                        loss.backward()
+
+        def run_epoch(model, loader, optimizer=None):
+            for x in loader:
+                loss = model(x).sum()
+                if optimizer is not None:
+                    loss.backward()
+                    optimizer.step()
+
+        def by_mode(model, loader, mode="train"):
+            for x in loader:
+                loss = model(x).sum()
+                if mode == "train":
+                    loss.backward()
+
+        def always_on(model, loader, train=True):
+            for x in loader:
+                loss = model(x).sum()
+                if train:
+                    loss.backward()
+
+        def rebound(model, loader, train=True):
+            train = train or loader.always_train
+            for x in loader:
+                loss = model(x).sum()
+                if train:
+                    loss.backward()
+
+        def escapes_the_guard(model, loader, train=True):
+            for x in loader:
+                loss = model(x).sum()
+                if train:
+                    loss.backward()
+                model(x).sum().backward()
+
+        def main(model, opt, train_loader, val_loader, flag):
+            run_epoch(model, train_loader, opt)
+            run_epoch(model, val_loader)
+            by_mode(model, val_loader, 'eval')
+            always_on(model, train_loader)
+            always_on(model, val_loader, flag)
+            rebound(model, val_loader, train=False)
+            escapes_the_guard(model, val_loader, False)
+        "#,
+        expect![[r#"
+            13:20 MEM001 forward pass `self.model.forward(data)` in evaluation code (
+            19:16 MEM001 forward pass `model(x)` in evaluation code (`run_epoch()` ba
+            26:16 MEM001 forward pass `model(x)` in evaluation code (`by_mode()` back
+        "#]],
+    );
+}
+
+#[test]
 fn a_pretrained_network_is_followed_through_to_and_into_local_functions() {
     // MEM012: `vgg = vgg.to(device)` holds the same network, and so does the parameter of
     // a function of this module it is handed to (by keyword or by position). Handed to a

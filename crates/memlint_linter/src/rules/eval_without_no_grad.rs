@@ -10,6 +10,14 @@
 //! preview in a training loop (`if it % 200 == 0: preview = netG(fixed_noise)`) whose
 //! output never reaches a backward pass.
 //!
+//! A loop shared by training and evaluation is evaluation when it is run with its
+//! training flag off: every backward pass of the function runs under one test of a
+//! parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`) and a call
+//! in the module, made with gradients on, passes a literal that turns it off
+//! (`run_epoch(model, val_loader, train=False)`, or leaves a default that does). The forward
+//! passes outside that test are reported; the fix lets gradients follow the flag
+//! (`with torch.set_grad_enabled(train):`).
+//!
 //! A call is a forward pass when its callee is a module *instance*: a value built from a
 //! `torch.nn.Module` subclass (local, `torch.nn`, torchvision / timm / transformers /
 //! `torch.hub` factories, or a class whose name says network), returned by a local
@@ -87,10 +95,14 @@
 //! when the function returns nothing (or the code is at module level); it is unsafe when
 //! the function returns or yields values, because a caller elsewhere could backpropagate
 //! through them. It is not offered when re-indenting would change a multi-line string.
+//!
+//! For a loop shared by training and evaluation, the fix wraps the function's outermost
+//! loop in `with torch.set_grad_enabled(<flag>):`. It is always unsafe: with the flag on,
+//! it turns gradients on even where a caller had turned them off.
 
 use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
-use memlint_python::{function_name_says_eval, FunctionInfo, GradContext, HistoryFlow, SemanticModel};
+use memlint_python::{function_name_says_eval, BindingKind, FunctionInfo, GradContext, HistoryFlow, SemanticModel};
 
 use crate::prefilter::Words;
 use crate::rules::could_hold_a_model;
@@ -116,7 +128,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     let names = EvaluationNames::default();
     let flow = HistoryFlow::new(model);
-    for m in checker.matches_in(&evaluation_regions(checker, &names)) {
+    let flags = TrainingFlags::of(model);
+    for m in checker.matches_in(&evaluation_regions(checker, &names, &flags)) {
         if let Some(call) = m.get("volatile_call") {
             // `volatile=True` on the targets of a training step is not an evaluation guard.
             let in_training_loop = model.enclosing_loops(call).first().map(|l| l.node.field("body").map(|b| model.trains_in(b)).unwrap_or(false)).unwrap_or(false);
@@ -137,8 +150,15 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if model.grad_context(call) != GradContext::Enabled || runs_elsewhere_in_a_lambda(model, call) {
             continue;
         }
-        let Some(reason) = evaluation_reason(model, call, module, &names).or_else(|| behaviour_reason(model, &flow, call)) else { continue };
-        if needs_gradients(model, call) || frozen_and_given_no_history(model, call, module) {
+        let Some(reason) = evaluation_reason(model, call, module, &names)
+            .or_else(|| behaviour_reason(model, &flow, call))
+            .or_else(|| training_flag_off(model, &flags, call))
+        else {
+            continue;
+        };
+        // With the flag off, none of the function's backward passes runs.
+        let flag_off = matches!(reason, EvaluationReason::TrainingFlagOff { .. });
+        if (!flag_off && needs_gradients(model, call)) || frozen_and_given_no_history(model, call, module) {
             continue;
         }
         // Last, as it may read other modules: callers elsewhere all disable gradients.
@@ -150,10 +170,19 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             snippet(model, call),
             reason.describe(),
         );
-        let fix = no_grad_fix(model, call, &reason);
+        let fix = match &reason {
+            EvaluationReason::TrainingFlagOff { enabled, .. } => grad_follows_flag_fix(model, call, enabled),
+            _ => no_grad_fix(model, call, &reason),
+        };
+        let help = match &reason {
+            EvaluationReason::TrainingFlagOff { enabled, .. } => {
+                format!("let gradients follow the flag with `with torch.set_grad_enabled({enabled}):`, or make the evaluation call under `with torch.no_grad():`")
+            }
+            _ => HELP.to_owned(),
+        };
         checker.report(
             Diagnostic::new(checker.rule, call.byte_range(), message)
-                .with_help(HELP)
+                .with_help(help)
                 .with_severity(Severity::Warning)
                 .with_fix(fix),
         );
@@ -163,7 +192,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 /// Where evaluation code can be (a superset of what `evaluation_reason` accepts): the
 /// bodies of functions named for evaluation, loops over validation data, and what
 /// follows `.eval()` / `.train(False)` in its scope. The query only runs there.
-fn evaluation_regions(checker: &Checker<'_, '_>, names: &EvaluationNames) -> Vec<std::ops::Range<usize>> {
+fn evaluation_regions(checker: &Checker<'_, '_>, names: &EvaluationNames, flags: &TrainingFlags<'_, '_>) -> Vec<std::ops::Range<usize>> {
     let model = checker.model;
     let source_len = model.source().len();
     if memchr::memmem::find(model.source().as_bytes(), b"volatile").is_some() {
@@ -193,6 +222,9 @@ fn evaluation_regions(checker: &Checker<'_, '_>, names: &EvaluationNames) -> Vec
         if f.node.field("body").map(|b| model.backward_calls_in_scope_of(b).is_empty()).unwrap_or(false) {
             regions.push(f.node.byte_range());
         }
+    }
+    for (function, _) in &flags.0 {
+        regions.push(function.node.byte_range());
     }
     if memchr::memchr(b'%', model.source().as_bytes()).is_some() {
         for l in model.loops() {
@@ -246,6 +278,18 @@ enum EvaluationReason<'t> {
     /// A forward under a periodic condition in a training loop (`if it % 100 == 0:`) whose
     /// output never reaches a backward pass: the condition.
     PeriodicPreview(String),
+    /// A forward in a function that backpropagates only when a parameter says so
+    /// (`if train: loss.backward()`), which this module calls with it off.
+    TrainingFlagOff {
+        function: String,
+        /// The guard, as written (`train`, `optimizer is not None`).
+        guard: String,
+        /// The call that turns it off, and its line.
+        call: String,
+        line: usize,
+        /// What `torch.set_grad_enabled(...)` is given to follow the flag.
+        enabled: String,
+    },
 }
 
 impl EvaluationReason<'_> {
@@ -260,6 +304,9 @@ impl EvaluationReason<'_> {
             EvaluationReason::NeverBackpropagated(None) => "the script never backpropagates".to_owned(),
             EvaluationReason::PeriodicPreview(condition) => {
                 format!("a preview under `if {condition}:` in the training loop whose output is never backpropagated")
+            }
+            EvaluationReason::TrainingFlagOff { function, guard, call, line, .. } => {
+                format!("`{function}()` backpropagates only `if {guard}:`, and `{call}` on line {line} calls it with that off")
             }
         }
     }
@@ -466,6 +513,207 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &Evaluatio
     }
     let fix = if returns_values { Fix::unsafe_(message, edits) } else { Fix::safe(message, edits) };
     Some(fix)
+}
+
+/// `with torch.set_grad_enabled(train):` around the outermost loop of the function around
+/// `call` (else its statement): gradients follow the flag.
+fn grad_follows_flag_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, enabled: &str) -> Option<Fix> {
+    let source = model.source();
+    let (torch, import) = torch_name(model);
+    let mut edits: Vec<Edit> = import.into_iter().collect();
+    let target = model.enclosing_loops(call).last().map(|l| l.node).unwrap_or_else(|| statement_of(model, call));
+    if has_multiline_string(target) || !crate::rules::owns_its_lines(source, target) {
+        return None;
+    }
+    let unit = indent_unit(source);
+    let indent = line_indent(source, target.start_byte());
+    let at = line_start(source, target.start_byte());
+    let mut body = indent_lines(source, target, &unit);
+    let wrap = format!("{indent}with {torch}.set_grad_enabled({enabled}):\n");
+    match body.first_mut() {
+        // Both insert at `at`: one edit, so the fix stays non-overlapping.
+        Some(first) if first.range.start == at => first.content = format!("{wrap}{}", first.content),
+        _ => edits.push(Edit::insert(at, wrap)),
+    }
+    edits.extend(body);
+    Some(Fix::unsafe_(format!("Wrap in `with {torch}.set_grad_enabled({enabled}):`"), edits))
+}
+
+/// The functions of this module whose every backward pass runs under one test of a
+/// parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`): a loop
+/// shared by training and evaluation, where the flag picks which.
+struct TrainingFlags<'a, 't>(Vec<(&'a FunctionInfo<'t>, TrainingFlag<'t>)>);
+
+struct TrainingFlag<'t> {
+    /// The parameter (its node in the parameter list).
+    parameter: Node<'t>,
+    name: &'t str,
+    /// The `if` condition, as written.
+    guard: &'t str,
+    test: FlagTest<'t>,
+}
+
+enum FlagTest<'t> {
+    /// `if train:`
+    Truthy,
+    /// `if optimizer is not None:`
+    NotNone,
+    /// `if mode == "train":` (the literal's text)
+    Equals(&'t str),
+}
+
+impl<'a, 't> TrainingFlags<'a, 't> {
+    fn of(model: &'a SemanticModel<'t>) -> TrainingFlags<'a, 't> {
+        let mut found = Vec::new();
+        for f in model.functions() {
+            if f.class.as_deref().is_some_and(|c| model.is_module_class(c)) {
+                continue;
+            }
+            if let Some(flag) = training_flag(model, f) {
+                found.push((f, flag));
+            }
+        }
+        TrainingFlags(found)
+    }
+}
+
+/// The parameter test that guards every backward pass of `f` (at least one).
+fn training_flag<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>) -> Option<TrainingFlag<'t>> {
+    let body = f.node.field("body")?;
+    let backwards = model.backward_calls_in_scope_of(body);
+    let mut flag: Option<TrainingFlag<'t>> = None;
+    for backward in backwards {
+        let guard = guarding_test(model, f, *backward)?;
+        match &flag {
+            Some(seen) if seen.parameter.id() != guard.parameter.id() || seen.guard != guard.guard => return None,
+            Some(_) => {}
+            None => flag = Some(guard),
+        }
+    }
+    flag
+}
+
+/// The innermost `if` around `node` in `f` whose condition tests a parameter of `f`, with
+/// `node` in its consequence.
+fn guarding_test<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, node: Node<'t>) -> Option<TrainingFlag<'t>> {
+    let mut current = node;
+    while let Some(parent) = model.parent(current) {
+        if parent.id() == f.node.id() {
+            return None;
+        }
+        if parent.kind_name() == "if_statement" && parent.field("consequence").is_some_and(|c| c.id() == current.id()) {
+            if let Some(flag) = parent.field("condition").and_then(|c| flag_test(model, f, c)) {
+                return Some(flag);
+            }
+        }
+        current = parent;
+    }
+    None
+}
+
+/// `train`, `optimizer is not None`, `mode == "train"` on a parameter of `f` not bound again.
+fn flag_test<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, condition: Node<'t>) -> Option<TrainingFlag<'t>> {
+    let condition = if condition.kind_name() == "parenthesized_expression" { condition.named_child(0)? } else { condition };
+    let (ident, test) = match condition.kind_name() {
+        "identifier" => (condition, FlagTest::Truthy),
+        "comparison_operator" => {
+            let left = condition.named_child(0).filter(|l| l.kind_name() == "identifier")?;
+            let right = condition.named_child(1)?;
+            if condition.named_child_count() != 2 {
+                return None;
+            }
+            let operator = model.text(condition)[left.end_byte() - condition.start_byte()..right.start_byte() - condition.start_byte()].split_whitespace().collect::<Vec<_>>().join(" ");
+            match (operator.as_str(), right.kind_name()) {
+                ("is not", "none") => (left, FlagTest::NotNone),
+                ("==", "string") => (left, FlagTest::Equals(model.text(right))),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let name = model.text(ident);
+    let binding = model.binding_at(name, ident)?;
+    if binding.kind != BindingKind::Parameter || !memlint_python::contains(f.node, binding.statement) {
+        return None;
+    }
+    Some(TrainingFlag { parameter: binding.statement, name, guard: model.text(condition), test })
+}
+
+/// Is `call` in a function of `flags` (outside its flag's guard), which a call in this
+/// module, itself run with gradients, calls with the flag off?
+fn training_flag_off<'t>(model: &SemanticModel<'t>, flags: &TrainingFlags<'_, 't>, call: Node<'t>) -> Option<EvaluationReason<'t>> {
+    let function = model.enclosing_function(call)?;
+    let (_, flag) = flags.0.iter().find(|(f, _)| f.node.id() == function.node.id())?;
+    if guarding_test(model, function, call).is_some_and(|g| g.parameter.id() == flag.parameter.id()) {
+        return None;
+    }
+    let off = model.calls_named(&function.name).iter().copied().find(|c| {
+        calls_function(model, function, *c) && flag_value(model, function, flag, *c) == Some(false) && model.grad_context(*c) == GradContext::Enabled
+    })?;
+    let line = model.source()[..off.start_byte()].matches('\n').count() + 1;
+    let enabled = match flag.test {
+        FlagTest::Truthy if default_of(flag.parameter).is_some_and(|d| matches!(d.kind_name(), "true" | "false")) => flag.name.to_owned(),
+        FlagTest::Truthy => format!("bool({})", flag.name),
+        FlagTest::NotNone | FlagTest::Equals(_) => flag.guard.to_owned(),
+    };
+    Some(EvaluationReason::TrainingFlagOff { function: function.name.clone(), guard: flag.guard.to_owned(), call: snippet(model, off), line, enabled })
+}
+
+/// Does `call` call `f`: `f(...)` resolving to it, or `x.f(...)` for a method?
+fn calls_function<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, call: Node<'t>) -> bool {
+    let Some(callee) = call.field("function") else { return false };
+    match (callee.kind_name(), &f.class) {
+        ("identifier", None) => model.binding_at(model.text(callee), callee).is_some_and(|b| b.statement.id() == f.node.id()),
+        ("attribute", Some(_)) => true,
+        _ => false,
+    }
+}
+
+/// Whether the flag is on in `call` (passed by keyword or position, or its default), when
+/// a literal says so.
+fn flag_value<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, flag: &TrainingFlag<'t>, call: Node<'t>) -> Option<bool> {
+    let arguments = call.field("arguments").filter(|a| a.kind_name() == "argument_list")?;
+    let mut cursor = arguments.walk();
+    let arguments: Vec<Node<'t>> = arguments.named_children(&mut cursor).collect();
+    if arguments.iter().any(|a| matches!(a.kind_name(), "list_splat" | "dictionary_splat")) {
+        return None;
+    }
+    let parameters = f.node.field("parameters")?;
+    let mut cursor = parameters.walk();
+    let parameters: Vec<Node<'t>> = parameters.named_children(&mut cursor).collect();
+    let position = parameters.iter().position(|p| p.id() == flag.parameter.id() || memlint_python::contains(*p, flag.parameter))?;
+    // `self` is not passed by `x.method(...)`.
+    let skipped = usize::from(f.class.is_some());
+    if parameters[..position].iter().any(|p| matches!(p.kind_name(), "list_splat_pattern" | "dictionary_splat_pattern" | "keyword_separator")) {
+        return None;
+    }
+    let by_keyword = arguments.iter().find_map(|a| {
+        (a.kind_name() == "keyword_argument" && a.field("name").is_some_and(|n| model.text(n) == flag.name)).then(|| a.field("value")).flatten()
+    });
+    let positional: Vec<Node<'t>> = arguments.iter().copied().filter(|a| a.kind_name() != "keyword_argument").collect();
+    let value = by_keyword
+        .or_else(|| position.checked_sub(skipped).and_then(|i| positional.get(i).copied()))
+        .or_else(|| default_of(parameters[position]))?;
+    match (&flag.test, value.kind_name()) {
+        (FlagTest::Truthy, "true") => Some(true),
+        (FlagTest::Truthy, "false" | "none") => Some(false),
+        (FlagTest::Truthy, "integer") => Some(model.text(value) != "0"),
+        (FlagTest::NotNone, "none") => Some(false),
+        (FlagTest::Equals(literal), "string") => Some(string_value(model.text(value)) == string_value(literal)),
+        _ => None,
+    }
+}
+
+/// A parameter's default value.
+fn default_of(parameter: Node<'_>) -> Option<Node<'_>> {
+    matches!(parameter.kind_name(), "default_parameter" | "typed_default_parameter").then(|| parameter.field("value")).flatten()
+}
+
+/// A plain string literal's value (`"train"` and `'train'` alike); `None` for f-strings
+/// and other prefixed strings.
+fn string_value(text: &str) -> Option<&str> {
+    let quote = text.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    text.strip_prefix(quote)?.strip_suffix(quote)
 }
 
 /// The statement a node is part of (the child of a block or the module).
