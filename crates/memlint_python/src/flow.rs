@@ -17,7 +17,7 @@
 
 use std::cell::RefCell;
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
 use crate::semantic::{named_children, unparenthesize, SemanticModel, ValueKind};
@@ -240,12 +240,15 @@ impl<'m, 't> HistoryFlow<'m, 't> {
         if !self.statement_passes_on(statement, call, &mut pending) {
             return true;
         }
-        let mut seen: HashSet<&'t str> = HashSet::default();
+        // For each name, the earliest point its uses were followed from: a name assigned
+        // twice is followed from its first assignment, whichever is popped first.
+        let mut seen: HashMap<&'t str, usize> = HashMap::default();
         let mut budget = 256;
         while let Some((name, after)) = pending.pop() {
-            if !seen.insert(name) {
+            if seen.get(name).is_some_and(|from| *from <= after) {
                 continue;
             }
+            seen.insert(name, after);
             for use_ in model.identifiers_named_in(name, after..scope_end) {
                 budget -= 1;
                 if budget == 0 {
