@@ -1070,6 +1070,42 @@ fn a_total_reset_every_log_interval_survives_the_steps_between() {
 }
 
 #[test]
+fn a_total_reset_at_each_outer_step_and_summed_over_micro_batches_holds_one_window() {
+    // MEM002: reset at the top of each step of the loop that steps the optimizer, summed
+    // over the micro-batches of that step and read after them: one accumulation window.
+    // Reset only once per epoch, it outlives every optimizer step of the epoch.
+    check(
+        r#"
+        def train(model, loader, optimizer, criterion, accum):
+            for step, batch in enumerate(loader):
+                total = 0
+                optimizer.zero_grad()
+                for micro in batch.chunk(accum):
+                    loss = criterion(model(micro)) / accum
+                    loss.backward()
+                    total += loss
+                optimizer.step()
+                print(total.item())
+
+        def train_epoch_total(model, loader, optimizer, criterion, accum):
+            for epoch in range(10):
+                total = 0
+                for step, batch in enumerate(loader):
+                    optimizer.zero_grad()
+                    for micro in batch.chunk(accum):
+                        loss = criterion(model(micro)) / accum
+                        loss.backward()
+                        total += loss
+                    optimizer.step()
+                print(total.item())
+        "#,
+        expect![[r#"
+            20:17 MEM002 `total += loss` keeps each step's graph nodes and loss tenso
+        "#]],
+    );
+}
+
+#[test]
 fn a_total_reset_at_every_optimizer_step_holds_one_accumulation_window() {
     // torchtune's recipes: each micro-batch's loss is backpropagated and summed for the
     // log, and the sum is reset in the branch that steps the optimizer.

@@ -15,7 +15,9 @@
 //! A total reset only periodically (`if i % log_interval == 0: total = 0`) survives
 //! the iterations in between and is flagged. A reset in the branch that steps the
 //! optimizer under gradient accumulation (`if (i + 1) % accum_steps == 0:
-//! optimizer.step(); ...; total = 0`) runs once per update, and is not.
+//! optimizer.step(); ...; total = 0`) runs once per update, and is not; nor is a total
+//! reset at the top of each step of a loop that steps the optimizer, summed over an inner
+//! loop of micro-batches (`total = 0; for micro in batch.chunk(k): ...; total += loss`).
 //!
 //! Also a step's outputs kept whole when part of them is backpropagated (`out =
 //! module.training_step(batch)`, `out["loss"].backward()`, `logs.append(out)`).
@@ -176,6 +178,13 @@ fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, te
         // Across batches only: a loop inside a forward pass (over layers, tiles,
         // timesteps) needs what it collects for that pass's own backward.
         if !surviving.iter().any(|l| l.over_batches) {
+            return;
+        }
+        // Reset once per optimizer update: the loop that resets the total steps an optimizer
+        // and the loops it survives (micro-batches of one update) do not. It holds one
+        // accumulation window, read after the inner loop (`print(total.item())`).
+        let steps = |node: Node<'t>| !crate::rules::descendants_where(node, |c| c.kind_name() == "call" && model.is_optimizer_step(c)).is_empty();
+        if loops.get(surviving.len()).is_some_and(|resetting| steps(resetting.node)) && !steps(outermost.node) {
             return;
         }
         if model.backpropagated_after(&base, statement) {
