@@ -350,6 +350,64 @@ fn an_instance_of_a_class_that_loads_a_pretrained_network_is_one() {
 }
 
 #[test]
+fn a_helper_called_only_from_evaluation_code_is_evaluation() {
+    // MEM001: `run_batch` says nothing, but its only caller is `evaluate` (and a script's
+    // loop over validation data calls `score_batch`). Not when a training function calls
+    // it too, it is handed on as a value or run in a lambda another function runs, or the
+    // evaluation code backpropagates what it returns.
+    check(
+        r#"
+        import torch
+        from torch import nn
+
+        model = nn.Linear(4, 2)
+
+        def run_batch(x):
+            return model(x)
+
+        def evaluate(loader):
+            for x in loader:
+                print(run_batch(x).argmax().item())
+
+        def score_batch(x):
+            return model(x).softmax(-1)
+
+        def shared(x):
+            return model(x)
+
+        def validate(loader):
+            return [shared(x).argmax() for x in loader]
+
+        def train(loader, opt):
+            for x in loader:
+                shared(x).sum().backward()
+                opt.step()
+
+        def handed_on(x):
+            return model(x)
+
+        def test_saliency(x):
+            measure(lambda: handed_on(x))
+            keep = handed_on
+
+        def saliency_batch(x):
+            return model(x)
+
+        def test_gradients(x):
+            out = saliency_batch(x)
+            out.sum().backward()
+
+        for x in val_loader:
+            print(score_batch(x).max())
+        "#,
+        expect![[r#"
+            7:12 MEM001 forward pass `model(x)` in evaluation code (in `run_batch()`
+            14:12 MEM001 forward pass `model(x)` in evaluation code (in `score_batch(
+        "#]],
+    );
+}
+
+#[test]
 fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off() {
     // MEM001: one loop for training and evaluation, its backward passes under a test of a
     // parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`), called

@@ -1851,6 +1851,32 @@ impl<'t> SemanticModel<'t> {
         self.external_no_grad(outermost?)
     }
 
+    /// How other modules of the project name the function `info`: `name` for a top-level
+    /// function, `Class.method` for a method of a top-level class; `None` for others.
+    fn name_elsewhere(&self, info: &FunctionInfo<'t>) -> Option<String> {
+        let at_module_level = |n: Node<'t>| self.parent(n).map(|p| p.kind_name() == "module").unwrap_or(false);
+        match &info.class {
+            None if at_module_level(info.outer) => Some(info.name.clone()),
+            // A method directly in the body of a top-level class.
+            Some(class) => {
+                let class_node = self.parent(info.outer).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition");
+                let class_outer = class_node.map(|c| self.parent(c).filter(|p| p.kind_name() == "decorated_definition").unwrap_or(c));
+                class_outer.filter(|c| at_module_level(*c)).map(|_| format!("{class}.{}", info.name))
+            }
+            None => None,
+        }
+    }
+
+    /// Do other modules of the project call the function `def` (a top-level function, or a
+    /// method of a top-level class on names holding an instance)? `false` without a project.
+    pub fn called_from_other_modules(&self, def: Node<'t>) -> bool {
+        if self.project.is_empty() {
+            return false;
+        }
+        let Some(info) = self.functions.get(&def.id()) else { return false };
+        self.name_elsewhere(info).is_some_and(|name| !self.project.external_calls(&name).is_empty())
+    }
+
     /// For a top-level function this module never calls, or a method of a top-level class
     /// this module never calls a method of that name on: gradients are disabled in it when
     /// the project's other modules call it (a method: on names holding an instance of the
@@ -1863,17 +1889,7 @@ impl<'t> SemanticModel<'t> {
             return answer.clone();
         }
         let info = self.functions.get(&def.id())?;
-        let at_module_level = |n: Node<'t>| self.parent(n).map(|p| p.kind_name() == "module").unwrap_or(false);
-        let asked = match &info.class {
-            None if at_module_level(info.outer) => Some(info.name.clone()),
-            // A method directly in the body of a top-level class.
-            Some(class) => {
-                let class_node = self.parent(info.outer).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition");
-                let class_outer = class_node.map(|c| self.parent(c).filter(|p| p.kind_name() == "decorated_definition").unwrap_or(c));
-                class_outer.filter(|c| at_module_level(*c)).map(|_| format!("{class}.{}", info.name))
-            }
-            None => None,
-        };
+        let asked = self.name_elsewhere(info);
         let is_method = info.class.is_some();
         let called_here = self.calls_named(&info.name).iter().any(|c| {
             let kind = c.field("function").map(|f| f.kind_name());

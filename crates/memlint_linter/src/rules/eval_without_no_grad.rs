@@ -10,6 +10,11 @@
 //! preview in a training loop (`if it % 200 == 0: preview = netG(fixed_noise)`) whose
 //! output never reaches a backward pass.
 //!
+//! A helper is evaluation when evaluation code is all that calls it: every use of a plain
+//! function of the module is a call in a function named for evaluation or in a loop over
+//! validation data, with no backward pass after it there, and no other module of the
+//! project calls it (`def run_batch(x): return model(x)` called from `evaluate()`).
+//!
 //! A loop shared by training and evaluation is evaluation when it is run with its
 //! training flag off: every backward pass of the function runs under one test of a
 //! parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`) and a call
@@ -129,7 +134,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     let names = EvaluationNames::default();
     let flow = HistoryFlow::new(model);
     let flags = TrainingFlags::of(model);
-    for m in checker.matches_in(&evaluation_regions(checker, &names, &flags)) {
+    let helpers = EvaluationHelpers::of(model, &names);
+    for m in checker.matches_in(&evaluation_regions(checker, &names, &flags, &helpers)) {
         if let Some(call) = m.get("volatile_call") {
             // `volatile=True` on the targets of a training step is not an evaluation guard.
             let in_training_loop = model.enclosing_loops(call).first().map(|l| l.node.field("body").map(|b| model.trains_in(b)).unwrap_or(false)).unwrap_or(false);
@@ -152,6 +158,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }
         let Some(reason) = evaluation_reason(model, call, module, &names)
             .or_else(|| behaviour_reason(model, &flow, call))
+            .or_else(|| helpers.reason(model, call))
             .or_else(|| training_flag_off(model, &flags, call))
         else {
             continue;
@@ -192,7 +199,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 /// Where evaluation code can be (a superset of what `evaluation_reason` accepts): the
 /// bodies of functions named for evaluation, loops over validation data, and what
 /// follows `.eval()` / `.train(False)` in its scope. The query only runs there.
-fn evaluation_regions(checker: &Checker<'_, '_>, names: &EvaluationNames, flags: &TrainingFlags<'_, '_>) -> Vec<std::ops::Range<usize>> {
+fn evaluation_regions(checker: &Checker<'_, '_>, names: &EvaluationNames, flags: &TrainingFlags<'_, '_>, helpers: &EvaluationHelpers<'_>) -> Vec<std::ops::Range<usize>> {
     let model = checker.model;
     let source_len = model.source().len();
     if memchr::memmem::find(model.source().as_bytes(), b"volatile").is_some() {
@@ -225,6 +232,9 @@ fn evaluation_regions(checker: &Checker<'_, '_>, names: &EvaluationNames, flags:
     }
     for (function, _) in &flags.0 {
         regions.push(function.node.byte_range());
+    }
+    for (function, _) in &helpers.0 {
+        regions.push(function.byte_range());
     }
     if memchr::memchr(b'%', model.source().as_bytes()).is_some() {
         for l in model.loops() {
@@ -278,6 +288,9 @@ enum EvaluationReason<'t> {
     /// A forward under a periodic condition in a training loop (`if it % 100 == 0:`) whose
     /// output never reaches a backward pass: the condition.
     PeriodicPreview(String),
+    /// A forward in a function called only from evaluation code: the function, and one
+    /// of its callers.
+    CalledFromEvaluation { function: String, caller: String },
     /// A forward in a function that backpropagates only when a parameter says so
     /// (`if train: loss.backward()`), which this module calls with it off.
     TrainingFlagOff {
@@ -304,6 +317,9 @@ impl EvaluationReason<'_> {
             EvaluationReason::NeverBackpropagated(None) => "the script never backpropagates".to_owned(),
             EvaluationReason::PeriodicPreview(condition) => {
                 format!("a preview under `if {condition}:` in the training loop whose output is never backpropagated")
+            }
+            EvaluationReason::CalledFromEvaluation { function, caller } => {
+                format!("in `{function}()`, called only from evaluation code: {caller}")
             }
             EvaluationReason::TrainingFlagOff { function, guard, call, line, .. } => {
                 format!("`{function}()` backpropagates only `if {guard}:`, and `{call}` on line {line} calls it with that off")
@@ -473,7 +489,12 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, reason: &Evaluatio
     let mut edits: Vec<Edit> = import.into_iter().collect();
     let message;
     match (reason, function) {
-        (EvaluationReason::EvalFunction(name) | EvaluationReason::NeverBackpropagated(Some(name)), Some(f)) => {
+        (
+            EvaluationReason::EvalFunction(name)
+            | EvaluationReason::NeverBackpropagated(Some(name))
+            | EvaluationReason::CalledFromEvaluation { function: name, .. },
+            Some(f),
+        ) => {
             let at = line_start(source, f.outer.start_byte());
             let indent = line_indent(source, f.outer.start_byte());
             edits.push(Edit::insert(at, format!("{indent}@{torch}.no_grad()\n")));
@@ -537,6 +558,60 @@ fn grad_follows_flag_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, enabled:
     }
     edits.extend(body);
     Some(Fix::unsafe_(format!("Wrap in `with {torch}.set_grad_enabled({enabled}):`"), edits))
+}
+
+/// Plain functions of this module (not methods, not named for evaluation) called only
+/// from evaluation code: every use of the function is a call of it, in a function named
+/// for evaluation or a loop over validation data, with no backward pass after it there;
+/// and no other module of the project calls it. Each with the name of a caller (or of the
+/// loop's data).
+struct EvaluationHelpers<'t>(Vec<(Node<'t>, String)>);
+
+impl<'t> EvaluationHelpers<'t> {
+    /// `call` is in one of the functions.
+    fn reason(&self, model: &SemanticModel<'t>, call: Node<'t>) -> Option<EvaluationReason<'t>> {
+        let f = model.enclosing_function(call)?;
+        let (_, caller) = self.0.iter().find(|(def, _)| def.id() == f.node.id())?;
+        Some(EvaluationReason::CalledFromEvaluation { function: f.name.clone(), caller: caller.clone() })
+    }
+
+    fn of(model: &SemanticModel<'t>, names: &EvaluationNames) -> EvaluationHelpers<'t> {
+        let mut found = Vec::new();
+        for f in model.functions() {
+            if f.class.is_some() || matches!(f.name.as_str(), "forward" | "__call__") || function_name_says_eval(&f.name) {
+                continue;
+            }
+            if let Some(caller) = only_caller_is_evaluation(model, f, names) {
+                found.push((f.node, caller));
+            }
+        }
+        EvaluationHelpers(found)
+    }
+}
+
+fn only_caller_is_evaluation<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, names: &EvaluationNames) -> Option<String> {
+    let own_name = f.node.field("name")?;
+    let mut caller = None;
+    for ident in model.identifiers_named_in(&f.name, 0..model.source().len()) {
+        if ident.id() == own_name.id() || model.binding_at(&f.name, *ident).is_none_or(|b| b.statement.id() != f.node.id()) {
+            continue;
+        }
+        // Used otherwise (handed on as a value, aliased): it may run anywhere.
+        let site = model.parent(*ident).filter(|c| c.kind_name() == "call" && c.field("function").is_some_and(|g| g.id() == ident.id()))?;
+        // In a lambda that other code runs: its context is that code's.
+        if runs_elsewhere_in_a_lambda(model, site) {
+            return None;
+        }
+        let in_eval_loop = model.enclosing_loops(site).iter().find(|l| l.over_eval_data).and_then(|l| l.node.field("right")).map(|r| format!("a loop over `{}`", snippet(model, r)));
+        let by_name = model.enclosing_function(site).filter(|g| is_evaluation_function(model, g, names)).map(|g| format!("`{}()`", g.name));
+        let evaluation = by_name.or(in_eval_loop)?;
+        if needs_gradients(model, site) {
+            return None;
+        }
+        caller.get_or_insert(evaluation);
+    }
+    let caller = caller?;
+    (!model.called_from_other_modules(f.node)).then_some(caller)
 }
 
 /// The functions of this module whose every backward pass runs under one test of a
