@@ -1128,6 +1128,36 @@ fn a_total_reset_every_log_interval_survives_the_steps_between() {
 }
 
 #[test]
+fn terms_of_a_dict_of_losses_accumulated_by_name_keep_their_graphs() {
+    // MEM002: `terms` is a dict of losses built here; its values, iterated with `.items()`
+    // (or `.values()`, or a list of them), carry history. Their `.item()` does not, nor do
+    // the dict's keys, nor a dict of anything else.
+    check(
+        r#"
+        def train(model, loader, optimizer, criterion):
+            stats, names, lengths, seen = {}, {}, {}, []
+            for x, y in loader:
+                terms = {"ce": criterion(model(x), y), "l2": model(x).pow(2).mean()}
+                loss = sum(terms.values())
+                loss.backward()
+                optimizer.step()
+                for name, term in terms.items():
+                    stats[name] += term
+                for name, term in terms.items():
+                    names[name] += term.item()
+                for name in terms:
+                    seen.append(name)
+                sizes = {"x": len(x), "y": len(y)}
+                for key, size in sizes.items():
+                    lengths[key] += size
+        "#,
+        expect![[r#"
+            9:13 MEM002 `stats[name] += term` keeps each step's graph nodes and loss
+        "#]],
+    );
+}
+
+#[test]
 fn a_total_reset_at_each_outer_step_and_summed_over_micro_batches_holds_one_window() {
     // MEM002: reset at the top of each step of the loop that steps the optimizer, summed
     // over the micro-batches of that step and read after them: one accumulation window.

@@ -2767,6 +2767,8 @@ impl<'t> SemanticModel<'t> {
             return ValueKind::Unknown;
         };
         let mut unpacks = false;
+        // Iterating a dict's keys, not its values (`for k in d:`).
+        let mut over_values = false;
         // `enumerate(xs)`, `xs.items()`, `xs.values()`, `zip(...)` (not followed).
         loop {
             iterable = unparenthesize(iterable);
@@ -2788,10 +2790,14 @@ impl<'t> SemanticModel<'t> {
                     let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
                     let Some(object) = callee.field("object") else { return ValueKind::Unknown };
                     match method {
-                        "values" | "children" | "modules" => iterable = object,
+                        "values" | "children" | "modules" => {
+                            iterable = object;
+                            over_values = true;
+                        }
                         "items" | "named_children" | "named_modules" => {
                             iterable = object;
                             unpacks = true;
+                            over_values = true;
                         }
                         _ => return ValueKind::Unknown,
                     }
@@ -2800,17 +2806,46 @@ impl<'t> SemanticModel<'t> {
                 _ => return ValueKind::Unknown,
             }
         }
-        if self.value_kind_at_depth(iterable, depth + 1) != ValueKind::Model {
-            return ValueKind::Unknown;
-        }
-        // Only the last name of an unpacking target is the module.
-        let element_is_module = if unpacks || matches!(target.kind_name(), "pattern_list" | "tuple_pattern" | "list_pattern") {
+        // Only the last name of an unpacking target is the element.
+        let is_element = if unpacks || matches!(target.kind_name(), "pattern_list" | "tuple_pattern" | "list_pattern") {
             let last = named_children(target).into_iter().last();
             last.map(|l| l.kind_name() == "identifier" && self.text(l) == name).unwrap_or(false)
         } else {
             target.kind_name() == "identifier"
         };
-        if element_is_module { ValueKind::Model } else { ValueKind::Unknown }
+        if !is_element {
+            return ValueKind::Unknown;
+        }
+        if self.value_kind_at_depth(iterable, depth + 1) == ValueKind::Model {
+            return ValueKind::Model;
+        }
+        // A dict, list or tuple built here of tensors with history (`terms = {"ce": ce,
+        // "l2": l2}`, then `for name, term in terms.items():`).
+        if self.literal_elements_have_history(iterable, over_values, binding.statement, depth) {
+            return ValueKind::GradTensor;
+        }
+        ValueKind::Unknown
+    }
+
+    /// Is `iterable` a name bound once in its scope, before `at`, to a dict (iterated over
+    /// its values), list or tuple display whose every element carries autograd history?
+    fn literal_elements_have_history(&self, iterable: Node<'t>, over_values: bool, at: Node<'t>, depth: usize) -> bool {
+        if iterable.kind_name() != "identifier" || depth > 8 {
+            return false;
+        }
+        let name = self.text(iterable);
+        let [binding] = self.bindings_in_scope(name, iterable) else { return false };
+        let (BindingKind::Assign, Some(value)) = (binding.kind, binding.value) else { return false };
+        if binding.position > at.start_byte() {
+            return false;
+        }
+        let value = unparenthesize(value);
+        let elements: Vec<Node<'t>> = match (value.kind_name(), over_values) {
+            ("dictionary", true) => named_children(value).into_iter().map(|p| if p.kind_name() == "pair" { p.field("value") } else { None }).collect::<Option<Vec<_>>>().unwrap_or_default(),
+            ("list" | "tuple", false) => named_children(value),
+            _ => return false,
+        };
+        !elements.is_empty() && elements.iter().all(|e| self.value_kind_at_depth(*e, depth + 1) == ValueKind::GradTensor)
     }
 
     /// The value of a class by its name alone (imported from a module memlint does not

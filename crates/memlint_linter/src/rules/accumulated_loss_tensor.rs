@@ -2,7 +2,9 @@
 //! Checks for a tensor with autograd history (a loss, a model's output, arithmetic on
 //! them) accumulated across iterations of a loop into something that outlives the
 //! iteration: `total += loss`, `total = total + loss`, `losses.append(loss)`, or a dict of
-//! such (`stats["loss"] += loss`, `history[k].append(loss)`); also through a method call,
+//! such (`stats["loss"] += loss`, `history[k].append(loss)`, `for name, term in
+//! terms.items(): stats[name] += term` over a dict of losses built in the loop); also
+//! through a method call,
 //! `meter.update(loss)`, when the method of `meter`'s class (defined in the same module or
 //! another module of the project) does `self.total += val` or appends the loss to an
 //! attribute.
