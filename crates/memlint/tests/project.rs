@@ -64,6 +64,16 @@ fn classes_from_sibling_modules_relative_reexported_and_star_imported() {
 }
 
 #[test]
+fn only_the_project_tells_these_classes_are_networks() {
+    // Names that say nothing (`Enc`, `Blob`), no `.eval()`: the classes in nets.py and
+    // gan/models.py derive `nn.Module`, reached through `from nets import *` (with
+    // `__all__`), `from .models import` and a re-export by gan/__init__.py. `Opts` and
+    // `Settings` are callable classes of something else: calling them is no forward pass.
+    assert_eq!(findings("opaque", &[]), ["gan/rel.py:8 MEM001", "reexp.py:8 MEM001", "star.py:8 MEM001"]);
+    assert!(findings("opaque", &["--no-project"]).is_empty(), "alone, nothing says they are networks");
+}
+
+#[test]
 fn a_factory_in_another_module() {
     assert_eq!(findings("factory", &[]), ["run.py:15 MEM001", "run.py:8 MEM001"]);
     // Known by use alone too (`.eval()`, evaluation by behaviour).

@@ -350,6 +350,87 @@ fn an_instance_of_a_class_that_loads_a_pretrained_network_is_one() {
 }
 
 #[test]
+fn networks_in_lists_attributes_and_their_forward_methods() {
+    // MEM001, classes of issue 18 by value: a plain list of networks iterated
+    // (`for m in models:`), `self.layers` (a list or `nn.ModuleList`) iterated in a method
+    // of a class that is not a module, a submodule's method that runs its forward
+    // (`self.refiner.step(x)`), and a network's `predict` / `generate`. Not: a list of
+    // networks that is trained, a list of functions, a method that runs no forward.
+    check(
+        r#"
+        import torch
+        from torch import nn
+
+        class Blob(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.lin(x)
+
+            def step(self, x):
+                return x - self.lin(x)
+
+            def predict(self, x):
+                return self(x).argmax(1)
+
+            def generate(self, x, n):
+                for _ in range(n):
+                    x = self(x)
+                return x
+
+            def describe(self):
+                return "blob"
+
+        class Viewer:
+            def __init__(self):
+                self.layers = [nn.Linear(4, 4), nn.Linear(4, 4)]
+                self.blocks = nn.ModuleList([Blob() for _ in range(3)])
+                self.refiner = Blob()
+
+            def show(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                for block in self.blocks:
+                    print(block(x).sum().item())
+                y = self.refiner.step(x)
+                print(y.mean().item(), self.refiner.describe())
+
+        def over_a_list(x):
+            models = [Blob(), Blob()]
+            for m in models:
+                print(m(x).sum().item())
+
+        def methods(x):
+            enc = Blob().cuda()
+            print(enc.predict(x).tolist())
+            print(enc.generate(x, 10).shape)
+
+        def trained_list(x, opt):
+            models = [Blob(), Blob()]
+            for m in models:
+                m(x).sum().backward()
+            opt.step()
+
+        def not_networks(x):
+            for f in [len, str]:
+                print(f(x))
+        "#,
+        expect![[r#"
+            16:16 MEM001 forward pass `self(x)` in evaluation code (in `predict()`) r
+            20:17 MEM001 forward pass `self(x)` in evaluation code (in `generate()`) 
+            34:17 MEM001 forward pass `layer(x)` in evaluation code (`show()` never b
+            36:19 MEM001 forward pass `block(x)` in evaluation code (`show()` never b
+            37:13 MEM001 forward pass `self.refiner.step(x)` in evaluation code (`sho
+            43:15 MEM001 forward pass `m(x)` in evaluation code (`over_a_list()` neve
+            47:11 MEM001 forward pass `enc.predict(x)` in evaluation code (`methods()
+            48:11 MEM001 forward pass `enc.generate(x, 10)` in evaluation code (`meth
+        "#]],
+    );
+}
+
+#[test]
 fn a_helper_called_only_from_evaluation_code_is_evaluation() {
     // MEM001: `run_batch` says nothing, but its only caller is `evaluate` (and a script's
     // loop over validation data calls `score_batch`). Not when a training function calls
