@@ -350,6 +350,59 @@ fn an_instance_of_a_class_that_loads_a_pretrained_network_is_one() {
 }
 
 #[test]
+fn values_moved_to_the_cpu_leave_the_gpu() {
+    // MEM006: `.to("cpu")`, `.to(torch.device("cpu"))`, `.cpu().numpy()` and `.tolist()`
+    // take the value off the GPU; `.to("cuda")` keeps it there.
+    check(
+        r#"
+        import torch
+        model = torch.nn.Linear(4, 2).cuda()
+
+        def keep(loader):
+            a, b, c, d, e = [], [], [], [], []
+            for x in loader:
+                with torch.no_grad():
+                    out = model(x.cuda())
+                a.append(out.to("cpu"))
+                b.append(out.to(torch.device("cpu")))
+                c.append(out.cpu().numpy())
+                d.append(out.tolist())
+                e.append(out.to("cuda"))
+        "#,
+        expect![[r#"
+            13:9 MEM006 `e.append(out.to("cuda"))` keeps every batch's `out.to("cuda
+        "#]],
+    );
+}
+
+#[test]
+fn a_file_this_module_saved_from_cpu_values_loads_nothing_onto_a_gpu() {
+    // MEM008: saved from `.detach().cpu().numpy()` or `.cpu()` and loaded back from the
+    // same path: nothing to map. Saved from a CUDA tensor, it is.
+    check(
+        r#"
+        import torch
+        model = torch.nn.Linear(4, 2).cuda()
+
+        def cache_numpy(features, path):
+            torch.save({"feats": features.detach().cpu().numpy()}, path)
+            return torch.load(path)
+
+        def cache_cpu(features, path):
+            torch.save(features.cpu(), path + ".c")
+            return torch.load(path + ".c")
+
+        def cache_gpu(features, path):
+            torch.save(features.cuda(), path)
+            return torch.load(path)
+        "#,
+        expect![[r#"
+            14:12 MEM008 `torch.load(path)` without `map_location` restores every ten
+        "#]],
+    );
+}
+
+#[test]
 fn networks_in_lists_attributes_and_their_forward_methods() {
     // MEM001, classes of issue 18 by value: a plain list of networks iterated
     // (`for m in models:`), `self.layers` (a list or `nn.ModuleList`) iterated in a method
