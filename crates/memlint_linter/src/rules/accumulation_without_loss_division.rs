@@ -3,7 +3,8 @@
 //! (`optimizer.step()` / `scaler.step(optimizer)` under `if (i + 1) % k == 0:` in the
 //! per-step loop, or under `if count == k:` for a counter reset to 0 there, while
 //! `backward()` runs every iteration; or once after an inner loop of `k` micro-batches,
-//! `for _ in range(k):` fetching with `next(...)` or `for part in x.chunk(k):`), when the loss that is
+//! `for _ in range(k):` fetching with `next(...)`, `for part in x.chunk(k):` or
+//! `for xs, ys in zip(x.chunk(k), y.chunk(k)):`), when the loss that is
 //! backpropagated is not divided by `k`, or is divided by something that changes every
 //! step (the loop index, a running counter).
 //!
@@ -277,7 +278,8 @@ fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>) -> Opt
 }
 
 /// `k` for an iterable of `k` micro-batches: `range(k)` whose loop body fetches a batch
-/// (`next(...)`), or `x.chunk(k)` / `torch.chunk(x, k)`.
+/// (`next(...)`), `x.chunk(k)` / `torch.chunk(x, k)`, or `zip` of such chunks with the
+/// same `k` (`zip(x.chunk(k), y.chunk(k))`).
 fn micro_batch_count<'t>(model: &SemanticModel<'t>, iterable: Node<'t>, body: Node<'t>) -> Option<Node<'t>> {
     if iterable.kind_name() != "call" {
         return None;
@@ -285,6 +287,11 @@ fn micro_batch_count<'t>(model: &SemanticModel<'t>, iterable: Node<'t>, body: No
     let callee = iterable.field("function")?;
     let arguments = positional_arguments(iterable);
     match callee.kind_name() {
+        "identifier" if model.text(callee) == "zip" && !arguments.is_empty() => {
+            let counts = arguments.iter().map(|a| micro_batch_count(model, unparenthesize(*a), body)).collect::<Option<Vec<_>>>()?;
+            let first = counts.first().copied()?;
+            counts.iter().all(|k| normalize(model.text(*k)) == normalize(model.text(first))).then_some(first)
+        }
         "identifier" if model.text(callee) == "range" && arguments.len() == 1 => {
             let fetches = !descendants_where(body, |n| {
                 n.kind_name() == "call" && n.field("function").is_some_and(|f| f.kind_name() == "identifier" && model.text(f) == "next")
