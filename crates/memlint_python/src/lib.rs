@@ -15,7 +15,7 @@ pub use line_index::{LineIndex, SourcePosition};
 pub use semantic::{
     contains, function_name_says_eval, name_says_data, name_says_eval, name_says_loss, name_says_model, name_says_optimizer, name_words,
     loads_pretrained_network, pretrained_class_is_not_a_network, pretrained_class_loads_frozen, text_names_a_model_or_loss, text_names_an_optimizer,
-    named_children, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo,
+    named_children, parameter_name, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo,
     LoopKind, SemanticModel, ValueKind,
 };
 pub use project::{

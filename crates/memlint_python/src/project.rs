@@ -536,14 +536,8 @@ fn parameters(source: &str, def: Node<'_>, method: bool) -> Vec<String> {
     let Some(params) = def.field("parameters") else { return Vec::new() };
     let mut names = Vec::new();
     for p in named_children(params) {
-        let ident = match p.kind_name() {
-            "identifier" => Some(p),
-            "typed_parameter" => p.named_child(0).filter(|n| n.kind_name() == "identifier"),
-            "default_parameter" | "typed_default_parameter" => p.field("name"),
-            _ => None,
-        };
         // `*args`, `**kwargs` and the bare `*` end the positional parameters we track.
-        match ident {
+        match crate::semantic::parameter_name(p) {
             Some(i) => names.push(text(source, i).to_owned()),
             None => break,
         }

@@ -667,6 +667,17 @@ pub fn named_children<'t>(node: Node<'t>) -> Vec<Node<'t>> {
 }
 
 /// True when `inner` lies within `outer` (inclusive).
+/// The name of a parameter of a function's parameter list (`x`, `x: int`, `x=1`,
+/// `x: int = 1`); `None` for `*args`, `**kwargs`, the bare `*` and `/`.
+pub fn parameter_name(parameter: Node<'_>) -> Option<Node<'_>> {
+    match parameter.kind_name() {
+        "identifier" => Some(parameter),
+        "typed_parameter" => parameter.named_child(0).filter(|n| n.kind_name() == "identifier"),
+        "default_parameter" | "typed_default_parameter" => parameter.field("name"),
+        _ => None,
+    }
+}
+
 pub fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
     outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
 }
@@ -1025,13 +1036,7 @@ impl<'t> SemanticModel<'t> {
                 let inner = Some(node.id());
                 if let Some(params) = node.field("parameters") {
                     for param in named_children(params) {
-                        let ident = match param.kind_name() {
-                            "identifier" => Some(param),
-                            "typed_parameter" => param.named_child(0).filter(|n| n.kind_name() == "identifier"),
-                            "default_parameter" | "typed_default_parameter" => param.field("name"),
-                            _ => None,
-                        };
-                        if let Some(ident) = ident {
+                        if let Some(ident) = parameter_name(param) {
                             self.add_binding(inner, self.text(ident), param, None, BindingKind::Parameter);
                         }
                     }

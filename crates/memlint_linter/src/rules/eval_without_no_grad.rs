@@ -759,7 +759,8 @@ fn flag_value<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, flag: &Traini
     let position = parameters.iter().position(|p| p.id() == flag.parameter.id() || memlint_python::contains(*p, flag.parameter))?;
     // `self` is not passed by `x.method(...)`.
     let skipped = usize::from(f.class.is_some());
-    if parameters[..position].iter().any(|p| matches!(p.kind_name(), "list_splat_pattern" | "dictionary_splat_pattern" | "keyword_separator")) {
+    // Only plain parameters before it (no `*args` taking its position).
+    if parameters[..position].iter().any(|p| memlint_python::parameter_name(*p).is_none()) {
         return None;
     }
     let by_keyword = arguments.iter().find_map(|a| {

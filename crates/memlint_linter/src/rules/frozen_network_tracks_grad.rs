@@ -66,7 +66,7 @@
 //! optimizer from it) gets `None`. It is not offered when the construction shares its
 //! line with other code.
 
-use memlint_python::NodeExt;
+use memlint_python::{parameter_name, NodeExt};
 use memlint_python::tree_sitter::Node;
 use memlint_python::SemanticModel;
 
@@ -346,12 +346,6 @@ fn handed_to<'t>(model: &SemanticModel<'t>, arguments: Node<'t>, argument: Node<
     let parameters = function.node.field("parameters")?;
     let mut cursor = parameters.walk();
     let parameters: Vec<Node<'t>> = parameters.named_children(&mut cursor).collect();
-    let parameter_name = |p: Node<'t>| match p.kind_name() {
-        "identifier" => Some(p),
-        "typed_parameter" => p.named_child(0).filter(|n| n.kind_name() == "identifier"),
-        "default_parameter" | "typed_default_parameter" => p.field("name"),
-        _ => None,
-    };
     let parameter = match keyword {
         Some(keyword) => parameters.iter().copied().find(|p| parameter_name(*p).is_some_and(|n| model.text(n) == keyword))?,
         None => {
