@@ -545,7 +545,7 @@ fn a_helper_called_only_from_evaluation_code_is_evaluation() {
 fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off() {
     // MEM001: one loop for training and evaluation, its backward passes under a test of a
     // parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`), called
-    // somewhere with the flag off (a literal, or the default) and gradients on. Not when
+    // somewhere with the flag off (a literal, a constant, or the default) and gradients on. Not when
     // every such call runs under `no_grad`, the flag is bound again, a backward escapes
     // the guard, no call turns it off, or its value is not a literal.
     check(
@@ -599,7 +599,16 @@ fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off
                     loss.backward()
                 model(x).sum().backward()
 
+        EVAL_PHASE = "val"
+
+        def by_constant(model, loader, phase):
+            for x in loader:
+                loss = model(x).sum()
+                if phase == "train":
+                    loss.backward()
+
         def main(model, opt, train_loader, val_loader, flag):
+            by_constant(model, val_loader, EVAL_PHASE)
             run_epoch(model, train_loader, opt)
             run_epoch(model, val_loader)
             by_mode(model, val_loader, 'eval')
@@ -612,6 +621,7 @@ fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off
             13:20 MEM001 forward pass `self.model.forward(data)` in evaluation code (
             19:16 MEM001 forward pass `model(x)` in evaluation code (`run_epoch()` ba
             26:16 MEM001 forward pass `model(x)` in evaluation code (`by_mode()` back
+            54:16 MEM001 forward pass `model(x)` in evaluation code (`by_constant()` 
         "#]],
     );
 }

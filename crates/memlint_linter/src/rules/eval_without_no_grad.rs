@@ -18,8 +18,9 @@
 //! A loop shared by training and evaluation is evaluation when it is run with its
 //! training flag off: every backward pass of the function runs under one test of a
 //! parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`) and a call
-//! in the module, made with gradients on, passes a literal that turns it off
-//! (`run_epoch(model, val_loader, train=False)`, or leaves a default that does). The forward
+//! in the module, made with gradients on, passes a value that turns it off (a literal, a
+//! constant, an argparse default: `run_epoch(model, val_loader, train=False)`), or leaves a
+//! default that does. The forward
 //! passes outside that test are reported; the fix lets gradients follow the flag
 //! (`with torch.set_grad_enabled(train):`).
 //!
@@ -107,7 +108,7 @@
 
 use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
-use memlint_python::{function_name_says_eval, BindingKind, FunctionInfo, GradContext, HistoryFlow, SemanticModel};
+use memlint_python::{constant_value, function_name_says_eval, unparenthesize, BindingKind, Constant, FunctionInfo, GradContext, HistoryFlow, SemanticModel};
 
 use crate::prefilter::Words;
 use crate::rules::could_hold_a_model;
@@ -633,8 +634,8 @@ enum FlagTest<'t> {
     Truthy,
     /// `if optimizer is not None:`
     NotNone,
-    /// `if mode == "train":` (the literal's text)
-    Equals(&'t str),
+    /// `if mode == "train":` (the literal)
+    Equals(Node<'t>),
 }
 
 impl<'a, 't> TrainingFlags<'a, 't> {
@@ -700,7 +701,7 @@ fn flag_test<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, condition: Nod
             let operator = model.text(condition)[left.end_byte() - condition.start_byte()..right.start_byte() - condition.start_byte()].split_whitespace().collect::<Vec<_>>().join(" ");
             match (operator.as_str(), right.kind_name()) {
                 ("is not", "none") => (left, FlagTest::NotNone),
-                ("==", "string") => (left, FlagTest::Equals(model.text(right))),
+                ("==", "string") => (left, FlagTest::Equals(right)),
                 _ => return None,
             }
         }
@@ -770,26 +771,25 @@ fn flag_value<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, flag: &Traini
     let value = by_keyword
         .or_else(|| position.checked_sub(skipped).and_then(|i| positional.get(i).copied()))
         .or_else(|| default_of(parameters[position]))?;
-    match (&flag.test, value.kind_name()) {
-        (FlagTest::Truthy, "true") => Some(true),
-        (FlagTest::Truthy, "false" | "none") => Some(false),
-        (FlagTest::Truthy, "integer") => Some(model.text(value) != "0"),
-        (FlagTest::NotNone, "none") => Some(false),
-        (FlagTest::Equals(literal), "string") => Some(string_value(model.text(value)) == string_value(literal)),
-        _ => None,
+    // A literal, a constant name or an argparse default (`train=args.train`).
+    let is_none = unparenthesize(value).kind_name() == "none";
+    let constant = constant_value(model, value);
+    match &flag.test {
+        FlagTest::Truthy if is_none => Some(false),
+        FlagTest::Truthy => match constant? {
+            Constant::Bool(b) => Some(b),
+            Constant::Int(i) => Some(i != 0),
+            Constant::Float(f) => Some(f != 0.0),
+            Constant::Str(s) => Some(!s.is_empty()),
+        },
+        FlagTest::NotNone => if is_none { Some(false) } else { constant.map(|_| true) },
+        FlagTest::Equals(literal) => Some(constant? == constant_value(model, *literal)?),
     }
 }
 
 /// A parameter's default value.
 fn default_of(parameter: Node<'_>) -> Option<Node<'_>> {
     matches!(parameter.kind_name(), "default_parameter" | "typed_default_parameter").then(|| parameter.field("value")).flatten()
-}
-
-/// A plain string literal's value (`"train"` and `'train'` alike); `None` for f-strings
-/// and other prefixed strings.
-fn string_value(text: &str) -> Option<&str> {
-    let quote = text.chars().next().filter(|c| *c == '"' || *c == '\'')?;
-    text.strip_prefix(quote)?.strip_suffix(quote)
 }
 
 /// The statement a node is part of (the child of a block or the module).
