@@ -547,7 +547,8 @@ fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off
     // parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`), called
     // somewhere with the flag off (a literal, a constant, or the default) and gradients on. Not when
     // every such call runs under `no_grad`, the flag is bound again, a backward escapes
-    // the guard, no call turns it off, or its value is not a literal.
+    // the guard, no call turns it off (another class's method of the same name does not
+    // count), or its value is not a constant.
     check(
         r#"
         import torch
@@ -607,7 +608,23 @@ fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off
                 if phase == "train":
                     loss.backward()
 
+        class Other:
+            def test(self, loader):
+                self.iteration(0, loader, train=False)
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+
+            def iteration(self, epoch, loader, train=True):
+                for data in loader:
+                    loss = self.model(data).sum()
+                    if train:
+                        loss.backward()
+
         def main(model, opt, train_loader, val_loader, flag):
+            runner = Runner(model)
+            runner.iteration(0, train_loader)
             by_constant(model, val_loader, EVAL_PHASE)
             run_epoch(model, train_loader, opt)
             run_epoch(model, val_loader)

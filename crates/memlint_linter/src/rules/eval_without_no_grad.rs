@@ -735,12 +735,24 @@ fn training_flag_off<'t>(model: &SemanticModel<'t>, flags: &TrainingFlags<'_, 't
     Some(EvaluationReason::TrainingFlagOff { function: function.name.clone(), guard: flag.guard.to_owned(), call: snippet(model, off), line, enabled })
 }
 
-/// Does `call` call `f`: `f(...)` resolving to it, or `x.f(...)` for a method?
+/// Does `call` call `f`: `f(...)` resolving to it; for a method of class `C`,
+/// `self.f(...)` in a method of `C` or `x.f(...)` where `x = C(...)`.
 fn calls_function<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, call: Node<'t>) -> bool {
     let Some(callee) = call.field("function") else { return false };
     match (callee.kind_name(), &f.class) {
         ("identifier", None) => model.binding_at(model.text(callee), callee).is_some_and(|b| b.statement.id() == f.node.id()),
-        ("attribute", Some(_)) => true,
+        ("attribute", Some(class)) => {
+            let Some(receiver) = callee.field("object") else { return false };
+            if model.text(receiver) == "self" {
+                return model.enclosing_function(call).and_then(|g| g.class.as_deref()) == Some(class.as_str());
+            }
+            receiver.kind_name() == "identifier"
+                && model
+                    .binding_at(model.text(receiver), receiver)
+                    .and_then(|b| b.value)
+                    .map(unparenthesize)
+                    .is_some_and(|v| v.kind_name() == "call" && v.field("function").is_some_and(|c| model.text(c) == class))
+        }
         _ => false,
     }
 }
