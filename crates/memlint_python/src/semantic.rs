@@ -666,7 +666,6 @@ pub fn named_children<'t>(node: Node<'t>) -> Vec<Node<'t>> {
     node.named_children(&mut cursor).collect()
 }
 
-/// True when `inner` lies within `outer` (inclusive).
 /// The name of a parameter of a function's parameter list (`x`, `x: int`, `x=1`,
 /// `x: int = 1`); `None` for `*args`, `**kwargs`, the bare `*` and `/`.
 pub fn parameter_name(parameter: Node<'_>) -> Option<Node<'_>> {
@@ -678,6 +677,7 @@ pub fn parameter_name(parameter: Node<'_>) -> Option<Node<'_>> {
     }
 }
 
+/// True when `inner` lies within `outer` (inclusive).
 pub fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
     outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
 }
@@ -1178,10 +1178,8 @@ impl<'t> SemanticModel<'t> {
                 if let Some(params) = node.field("parameters") {
                     for param in named_children(params) {
                         let ident = match param.kind_name() {
-                            "identifier" => Some(param),
-                            "default_parameter" => param.field("name"),
                             "list_splat_pattern" | "dictionary_splat_pattern" => param.named_child(0),
-                            _ => None,
+                            _ => parameter_name(param),
                         };
                         if let Some(ident) = ident.filter(|i| i.kind_name() == "identifier") {
                             let binding = Binding { position: body_start, statement: param, value: None, kind: BindingKind::Parameter };
@@ -1703,22 +1701,31 @@ impl<'t> SemanticModel<'t> {
             },
         };
         let Some(summary) = stores.into_iter().find(|m| m.name == method) else { return Vec::new() };
-        let Some(args) = call.field("arguments") else { return Vec::new() };
-        let args = named_children(args);
         let mut found = Vec::new();
         for stored in summary.stores {
-            let by_keyword = args.iter().find(|a| {
-                a.kind_name() == "keyword_argument" && a.field("name").map(|n| self.text(n) == stored.name).unwrap_or(false)
-            });
-            let arg = match by_keyword {
-                Some(a) => a.field("value"),
-                None => args.iter().filter(|a| a.kind_name() != "keyword_argument").nth(stored.position).copied(),
-            };
-            if let Some(arg) = arg.filter(|a| !matches!(a.kind_name(), "list_splat" | "dictionary_splat")) {
+            if let Some(arg) = self.argument_for(call, &stored.name, Some(stored.position)) {
                 found.push((arg, stored));
             }
         }
         found
+    }
+
+    /// The argument of `call` that the parameter `name` receives: passed by keyword, or,
+    /// given its `position` among the parameters a caller fills by position (after `self`
+    /// for a method; `None` for a keyword-only one), the positional argument there. `None`
+    /// when not passed, or when a `*args` at or before that position hides which it is.
+    pub fn argument_for(&self, call: Node<'t>, name: &str, position: Option<usize>) -> Option<Node<'t>> {
+        let arguments = named_children(call.field("arguments")?);
+        if let Some(keyword) = arguments
+            .iter()
+            .find(|a| a.kind_name() == "keyword_argument" && a.field("name").is_some_and(|n| self.text(n) == name))
+        {
+            return keyword.field("value");
+        }
+        let positional: Vec<Node<'t>> = arguments.into_iter().filter(|a| a.kind_name() != "keyword_argument").collect();
+        let position = position?;
+        let upto = positional.get(..=position)?;
+        (!upto.iter().any(|a| matches!(a.kind_name(), "list_splat" | "dictionary_splat"))).then(|| upto[position])
     }
 
     /// The call that built the value of `object` (`meter` after `meter = AverageMeter()`,

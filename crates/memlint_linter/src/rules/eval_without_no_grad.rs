@@ -108,7 +108,7 @@
 
 use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
-use memlint_python::{constant_value, function_name_says_eval, unparenthesize, BindingKind, Constant, FunctionInfo, GradContext, HistoryFlow, SemanticModel};
+use memlint_python::{constant_value, function_name_says_eval, named_children, unparenthesize, BindingKind, Constant, FunctionInfo, GradContext, HistoryFlow, SemanticModel};
 
 use crate::prefilter::Words;
 use crate::rules::could_hold_a_model;
@@ -760,15 +760,12 @@ fn calls_function<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, call: Nod
 /// Whether the flag is on in `call` (passed by keyword or position, or its default), when
 /// a literal says so.
 fn flag_value<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, flag: &TrainingFlag<'t>, call: Node<'t>) -> Option<bool> {
+    // `*args` / `**kwargs` may carry the flag.
     let arguments = call.field("arguments").filter(|a| a.kind_name() == "argument_list")?;
-    let mut cursor = arguments.walk();
-    let arguments: Vec<Node<'t>> = arguments.named_children(&mut cursor).collect();
-    if arguments.iter().any(|a| matches!(a.kind_name(), "list_splat" | "dictionary_splat")) {
+    if named_children(arguments).iter().any(|a| matches!(a.kind_name(), "list_splat" | "dictionary_splat")) {
         return None;
     }
-    let parameters = f.node.field("parameters")?;
-    let mut cursor = parameters.walk();
-    let parameters: Vec<Node<'t>> = parameters.named_children(&mut cursor).collect();
+    let parameters = named_children(f.node.field("parameters")?);
     let position = parameters.iter().position(|p| p.id() == flag.parameter.id() || memlint_python::contains(*p, flag.parameter))?;
     // `self` is not passed by `x.method(...)`.
     let skipped = usize::from(f.class.is_some());
@@ -776,13 +773,7 @@ fn flag_value<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, flag: &Traini
     if parameters[..position].iter().any(|p| memlint_python::parameter_name(*p).is_none()) {
         return None;
     }
-    let by_keyword = arguments.iter().find_map(|a| {
-        (a.kind_name() == "keyword_argument" && a.field("name").is_some_and(|n| model.text(n) == flag.name)).then(|| a.field("value")).flatten()
-    });
-    let positional: Vec<Node<'t>> = arguments.iter().copied().filter(|a| a.kind_name() != "keyword_argument").collect();
-    let value = by_keyword
-        .or_else(|| position.checked_sub(skipped).and_then(|i| positional.get(i).copied()))
-        .or_else(|| default_of(parameters[position]))?;
+    let value = model.argument_for(call, flag.name, position.checked_sub(skipped)).or_else(|| default_of(parameters[position]))?;
     // A literal, a constant name or an argparse default (`train=args.train`).
     let is_none = unparenthesize(value).kind_name() == "none";
     let constant = constant_value(model, value);

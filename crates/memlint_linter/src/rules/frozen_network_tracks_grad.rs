@@ -300,12 +300,11 @@ fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
         "comparison_operator" | "not_operator" | "boolean_operator" => Use::Other,
         // The name bound again (`vgg = vgg.to(device)`): not a use of the value it held.
         "assignment" if parent.field("left").map(|l| l.id()) == Some(node.id()) => Use::Other,
-        "argument_list" => handed_to(model, parent, node, None).map_or(Use::Escapes, Use::HandedTo),
+        "argument_list" => handed_to(model, parent, node).map_or(Use::Escapes, Use::HandedTo),
         "keyword_argument" if parent.field("value").map(|v| v.id()) == Some(node.id()) => {
-            let keyword = parent.field("name").map(|k| model.text(k));
-            match (parent.parent().filter(|a| a.kind_name() == "argument_list"), keyword) {
-                (Some(arguments), Some(keyword)) => handed_to(model, arguments, parent, Some(keyword)).map_or(Use::Escapes, Use::HandedTo),
-                _ => Use::Escapes,
+            match parent.parent().filter(|a| a.kind_name() == "argument_list") {
+                Some(arguments) => handed_to(model, arguments, node).map_or(Use::Escapes, Use::HandedTo),
+                None => Use::Escapes,
             }
         }
         _ => Use::Escapes,
@@ -333,9 +332,9 @@ fn rebound<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Holder<'t>> 
 }
 
 /// `f(vgg)` / `f(net=vgg)` where `f` is a plain function defined in this module (not a
-/// method, not decorated): its parameter that receives `argument` (an argument of
-/// `arguments`, passed by `keyword` or by position).
-fn handed_to<'t>(model: &SemanticModel<'t>, arguments: Node<'t>, argument: Node<'t>, keyword: Option<&str>) -> Option<Holder<'t>> {
+/// method, not decorated): its parameter that receives `value`, an argument (or a keyword
+/// argument's value) in `arguments`.
+fn handed_to<'t>(model: &SemanticModel<'t>, arguments: Node<'t>, value: Node<'t>) -> Option<Holder<'t>> {
     let call = arguments.parent().filter(|c| c.kind_name() == "call")?;
     let callee = call.field("function").filter(|f| f.kind_name() == "identifier")?;
     let binding = model.binding_at(model.text(callee), callee)?;
@@ -343,28 +342,19 @@ fn handed_to<'t>(model: &SemanticModel<'t>, arguments: Node<'t>, argument: Node<
     if function.class.is_some() || !function.decorators.is_empty() {
         return None;
     }
-    let parameters = function.node.field("parameters")?;
-    let mut cursor = parameters.walk();
-    let parameters: Vec<Node<'t>> = parameters.named_children(&mut cursor).collect();
-    let parameter = match keyword {
-        Some(keyword) => parameters.iter().copied().find(|p| parameter_name(*p).is_some_and(|n| model.text(n) == keyword))?,
-        None => {
-            // Its position among the arguments, every one before it plain positional.
-            let mut cursor = arguments.walk();
-            let before: Vec<Node<'t>> = arguments.named_children(&mut cursor).take_while(|a| a.id() != argument.id()).collect();
-            if before.iter().any(|a| matches!(a.kind_name(), "keyword_argument" | "list_splat" | "dictionary_splat")) {
-                return None;
-            }
-            let parameter = *parameters.get(before.len())?;
-            // Parameters before it must be plain too (no `*args` taking it).
-            if parameters[..before.len()].iter().any(|p| parameter_name(*p).is_none()) {
-                return None;
-            }
-            parameter
+    // Parameters after `*args` (or the bare `*`) are passed by keyword only.
+    let mut by_position = true;
+    for (position, parameter) in memlint_python::named_children(function.node.field("parameters")?).into_iter().enumerate() {
+        let Some(target) = parameter_name(parameter) else {
+            by_position = false;
+            continue;
+        };
+        let argument = model.argument_for(call, model.text(target), by_position.then_some(position));
+        if argument.is_some_and(|a| a.id() == value.id()) {
+            return Some(Holder { name: model.text(target).to_owned(), target, statement: parameter, scope: function.node });
         }
-    };
-    let target = parameter_name(parameter)?;
-    Some(Holder { name: model.text(target).to_owned(), target, statement: parameter, scope: function.node })
+    }
+    None
 }
 
 fn freeze_fix(model: &SemanticModel<'_>, statement: Node<'_>, name: &str) -> Option<Fix> {
