@@ -544,7 +544,8 @@ fn a_helper_called_only_from_evaluation_code_is_evaluation() {
 #[test]
 fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off() {
     // MEM001: one loop for training and evaluation, its backward passes under a test of a
-    // parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`), called
+    // parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`, or a name
+    // bound once to such a test: `is_train = optimizer is not None`), called
     // somewhere with the flag off (a literal, a constant, or the default) and gradients on. Not when
     // every such call runs under `no_grad`, the flag is bound again, a backward escapes
     // the guard, no call turns it off (another class's method of the same name does not
@@ -622,7 +623,15 @@ fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off
                     if train:
                         loss.backward()
 
+        def named_flag(model, loader, optimizer=None):
+            is_train = optimizer is not None
+            for x in loader:
+                loss = model(x).sum()
+                if is_train:
+                    loss.backward()
+
         def main(model, opt, train_loader, val_loader, flag):
+            named_flag(model, val_loader)
             runner = Runner(model)
             runner.iteration(0, train_loader)
             by_constant(model, val_loader, EVAL_PHASE)
@@ -639,6 +648,7 @@ fn a_loop_that_backpropagates_only_when_a_flag_says_so_is_evaluation_with_it_off
             19:16 MEM001 forward pass `model(x)` in evaluation code (`run_epoch()` ba
             26:16 MEM001 forward pass `model(x)` in evaluation code (`by_mode()` back
             54:16 MEM001 forward pass `model(x)` in evaluation code (`by_constant()` 
+            75:16 MEM001 forward pass `model(x)` in evaluation code (`named_flag()` b
         "#]],
     );
 }

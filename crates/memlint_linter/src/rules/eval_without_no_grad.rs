@@ -17,7 +17,8 @@
 //!
 //! A loop shared by training and evaluation is evaluation when it is run with its
 //! training flag off: every backward pass of the function runs under one test of a
-//! parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`) and a call
+//! parameter (`if train:`, `if optimizer is not None:`, `if mode == "train":`, or a name
+//! bound once to such a test, `is_train = optimizer is not None`) and a call
 //! in the module, made with gradients on, passes a value that turns it off (a literal, a
 //! constant, an argparse default: `run_epoch(model, val_loader, train=False)`), or leaves a
 //! default that does. The forward
@@ -624,8 +625,12 @@ struct TrainingFlag<'t> {
     /// The parameter (its node in the parameter list).
     parameter: Node<'t>,
     name: &'t str,
-    /// The `if` condition, as written.
+    /// The `if` condition, as written (`is_train`).
     guard: &'t str,
+    /// The test of the parameter itself (`optimizer is not None` after `is_train =
+    /// optimizer is not None`): what `torch.set_grad_enabled(...)` can be given anywhere
+    /// in the function.
+    tested: &'t str,
     test: FlagTest<'t>,
 }
 
@@ -687,9 +692,15 @@ fn guarding_test<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, node: Node
     None
 }
 
-/// `train`, `optimizer is not None`, `mode == "train"` on a parameter of `f` not bound again.
+/// `train`, `optimizer is not None`, `mode == "train"` on a parameter of `f` not bound again,
+/// or a name bound once in `f` to such a test (`is_train = optimizer is not None`).
 fn flag_test<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, condition: Node<'t>) -> Option<TrainingFlag<'t>> {
-    let condition = if condition.kind_name() == "parenthesized_expression" { condition.named_child(0)? } else { condition };
+    let condition = unparenthesize(condition);
+    parameter_test(model, f, condition).or_else(|| named_flag_test(model, f, condition))
+}
+
+/// A test of a parameter of `f` itself: `train`, `optimizer is not None`, `mode == "train"`.
+fn parameter_test<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, condition: Node<'t>) -> Option<TrainingFlag<'t>> {
     let (ident, test) = match condition.kind_name() {
         "identifier" => (condition, FlagTest::Truthy),
         "comparison_operator" => {
@@ -712,7 +723,23 @@ fn flag_test<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, condition: Nod
     if binding.kind != BindingKind::Parameter || !memlint_python::contains(f.node, binding.statement) {
         return None;
     }
-    Some(TrainingFlag { parameter: binding.statement, name, guard: model.text(condition), test })
+    let text = model.text(condition);
+    Some(TrainingFlag { parameter: binding.statement, name, guard: text, tested: text, test })
+}
+
+/// `is_train` where `is_train = <a flag test of a parameter>` is its only binding in `f`.
+fn named_flag_test<'t>(model: &SemanticModel<'t>, f: &FunctionInfo<'t>, condition: Node<'t>) -> Option<TrainingFlag<'t>> {
+    if condition.kind_name() != "identifier" {
+        return None;
+    }
+    let name = model.text(condition);
+    let [binding] = model.bindings_in_scope(name, condition) else { return None };
+    let (BindingKind::Assign, Some(value)) = (binding.kind, binding.value) else { return None };
+    if !memlint_python::contains(f.node, binding.statement) {
+        return None;
+    }
+    let flag = parameter_test(model, f, unparenthesize(value))?;
+    Some(TrainingFlag { guard: model.text(condition), ..flag })
 }
 
 /// Is `call` in a function of `flags` (outside its flag's guard), which a call in this
@@ -730,7 +757,7 @@ fn training_flag_off<'t>(model: &SemanticModel<'t>, flags: &TrainingFlags<'_, 't
     let enabled = match flag.test {
         FlagTest::Truthy if default_of(flag.parameter).is_some_and(|d| matches!(d.kind_name(), "true" | "false")) => flag.name.to_owned(),
         FlagTest::Truthy => format!("bool({})", flag.name),
-        FlagTest::NotNone | FlagTest::Equals(_) => flag.guard.to_owned(),
+        FlagTest::NotNone | FlagTest::Equals(_) => flag.tested.to_owned(),
     };
     Some(EvaluationReason::TrainingFlagOff { function: function.name.clone(), guard: flag.guard.to_owned(), call: snippet(model, off), line, enabled })
 }
