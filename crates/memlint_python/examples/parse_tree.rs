@@ -4,7 +4,12 @@
 //!
 //! ```sh
 //! cargo run --release -p memlint_python --example parse_tree -- TREE
+//! cargo run --release -p memlint_python --example parse_tree -- --files-from LIST
 //! ```
+//!
+//! With `--files-from LIST` it parses the files named in LIST (one path a line) instead:
+//! `scripts/bench-check.sh` gives it the files memlint reports findings in, the least that
+//! any linter built on tree-sitter must parse to report them.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,12 +32,22 @@ fn python_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn main() {
-    let Some(dir) = std::env::args().nth(1) else {
-        eprintln!("usage: parse_tree TREE");
-        std::process::exit(2);
-    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
     let mut files = Vec::new();
-    python_files(Path::new(&dir), &mut files);
+    match args.as_slice() {
+        [flag, list] if flag == "--files-from" => match std::fs::read_to_string(list) {
+            Ok(text) => files.extend(text.lines().filter(|l| !l.trim().is_empty()).map(PathBuf::from)),
+            Err(e) => {
+                eprintln!("parse_tree: cannot read {list}: {e}");
+                std::process::exit(2);
+            }
+        },
+        [dir] if !dir.starts_with("--") => python_files(Path::new(dir), &mut files),
+        _ => {
+            eprintln!("usage: parse_tree TREE | parse_tree --files-from LIST");
+            std::process::exit(2);
+        }
+    }
     let started = Instant::now();
     let next = AtomicUsize::new(0);
     let lines = AtomicUsize::new(0);
