@@ -82,6 +82,7 @@ if command -v ruff > /dev/null; then
 else
     ml=$(time_runs "${MEMLINT_CHECK[@]}")
     parse=$(time_runs "${PARSE_ALONE[@]}")
+    floor=$(time_runs "${PARSE_FLOOR[@]}")
 fi
 printf 'memlint check: %.3f s  %8.0f files/s  %10.0f lines/s\n' "$ml" "$(awk "BEGIN {print $FILES / $ml}")" "$(awk "BEGIN {print $LINES / $ml}")"
 cached=$(time_runs "$MEMLINT" check --output-format concise --cache-dir "$TREE/.memlint_cache" "$TREE")
@@ -94,6 +95,7 @@ if command -v ruff > /dev/null; then
     printf 'tree-sitter parse of only the %s files with findings: %.3f s; / ruff: %.2f\n' "$(wc -l < "$FINDING_FILES")" "$floor" "$floor_ratio"
 else
     printf 'tree-sitter parse alone, every file, every core: %.3f s\n' "$parse"
+    printf 'tree-sitter parse of only the %s files with findings: %.3f s\n' "$(wc -l < "$FINDING_FILES")" "$floor"
 fi
 PEFT_FILE=$(find "$TREE" -path '*huggingface+peft/tests/test_gpu_examples.py' -print -quit 2>/dev/null || true)
 if [[ -n "$PEFT_FILE" ]]; then

@@ -134,6 +134,9 @@ grep -q "^memlint check huggingface+peft/tests/test_gpu_examples.py alone (6 lin
     fail "bench-check.sh did not time the peft file alone"
 grep -qE "^tree-sitter parse alone, every file, every core: [0-9.]+ s" "$TMP/bench.txt" ||
     fail "bench-check.sh did not time the parse alone"
+# The floor: only the files memlint reports in (each file of the tree has a MEM004 finding).
+grep -qE "^tree-sitter parse of only the [1-9][0-9]* files with findings: [0-9.]+ s" "$TMP/bench.txt" ||
+    fail "bench-check.sh did not time the parse of the files with findings"
 
 step "bench-output.sh: the output formats timed on a small dense file"
 MEMLINT="$MEMLINT" STDIO_CLIENT="$CLIENT" scripts/bench-output.sh 300 1 | tee "$TMP/output.txt"
