@@ -55,14 +55,16 @@ time_runs() {
 MEMLINT_CHECK=("$MEMLINT" check --no-cache --output-format concise "$TREE")
 MEMLINT_NO_PROJECT=("$MEMLINT" check --no-cache --no-project --output-format concise "$TREE")
 RUFF_CHECK=(ruff check --isolated --no-cache --output-format concise "$TREE")
-# tree-sitter alone parsing every file on every core: the floor under memlint's time.
+# tree-sitter alone parsing every file on every core: what memlint's time would be if
+# parsing were all it did and every file went through the pre-filter.
 cargo build --release --quiet -p memlint_python --example parse_tree --manifest-path "$ROOT/Cargo.toml"
 PARSE_ALONE=("$ROOT/target/release/examples/parse_tree" "$TREE")
 # The floor under any sound pre-filter: tree-sitter parsing only the files memlint reports
 # findings in (it must parse those to report them). Between it and the parse of every
-# file lies what sharper triggers could still save.
+# file lies what sharper triggers could still save. Python files only: parse_tree reads
+# a file as Python, not a notebook's cells.
 FINDING_FILES=$(mktemp)
-"${MEMLINT_CHECK[@]}" 2>/dev/null | sed -n 's/^\(.*\.\(py\|ipynb\)\):[0-9]*:[0-9]*: .*/\1/p' | sort -u > "$FINDING_FILES" || true
+"${MEMLINT_CHECK[@]}" 2>/dev/null | sed -n 's/^\(.*\.py\):[0-9]*:[0-9]*: .*/\1/p' | sort -u > "$FINDING_FILES" || true
 PARSE_FLOOR=("$ROOT/target/release/examples/parse_tree" --files-from "$FINDING_FILES")
 if command -v ruff > /dev/null; then
     # Rounds alternate memlint, ruff and the parse alone, so a busy moment slows all
