@@ -137,6 +137,9 @@ grep -qE "^tree-sitter parse alone, every file, every core: [0-9.]+ s" "$TMP/ben
 # The floor: only the files memlint reports in (each file of the tree has a MEM004 finding).
 grep -qE "^tree-sitter parse of only the [1-9][0-9]* files with findings: [0-9.]+ s" "$TMP/bench.txt" ||
     fail "bench-check.sh did not time the parse of the files with findings"
+# And the whole engine on only those files: what a perfect pre-filter would cost.
+grep -qE "^memlint check of only the [1-9][0-9]* files with findings \(a perfect pre-filter\): [0-9.]+ s" "$TMP/bench.txt" ||
+    fail "bench-check.sh did not time memlint on the files with findings"
 
 step "bench-output.sh: the output formats timed on a small dense file"
 MEMLINT="$MEMLINT" STDIO_CLIENT="$CLIENT" scripts/bench-output.sh 300 1 | tee "$TMP/output.txt"
