@@ -73,9 +73,10 @@ mapfile -t FINDING_PATHS < "$FINDING_FILES"
 MEMLINT_ORACLE=("$MEMLINT" check --no-cache --output-format concise "${FINDING_PATHS[@]}")
 # No finding anywhere: nothing to lint (`memlint check` without a path checks the folder it runs in).
 [[ ${#FINDING_PATHS[@]} -gt 0 ]] || MEMLINT_ORACLE=(true)
+WITH_FINDINGS=${#FINDING_PATHS[@]}
 if command -v ruff > /dev/null; then
-    # Rounds alternate memlint, ruff and the parse alone, so a busy moment slows all
-    # three: the medians of the per-round ratios are the figures to compare.
+    # Each round times every command in turn, so a busy moment slows them all: the
+    # medians of the per-round ratios are the figures to compare.
     rounds=$(for _ in $(seq "$RUNS"); do
         echo "$(seconds "${MEMLINT_CHECK[@]}") $(seconds "${RUFF_CHECK[@]}") $(seconds "${PARSE_ALONE[@]}") $(seconds "${MEMLINT_NO_PROJECT[@]}") $(seconds "${PARSE_FLOOR[@]}") $(seconds "${MEMLINT_ORACLE[@]}")"
     done)
@@ -104,12 +105,12 @@ if command -v ruff > /dev/null; then
     printf 'memlint / ruff time (median of %s alternating rounds): %.2f\n' "$RUNS" "$ratio"
     printf 'memlint check --no-project: %.3f s; / ruff: %.2f\n' "$no_project" "$no_project_ratio"
     printf 'tree-sitter parse alone, every file, every core: %.3f s; parse alone / ruff: %.2f\n' "$parse" "$parse_ratio"
-    printf 'tree-sitter parse of only the %s files with findings: %.3f s; / ruff: %.2f\n' "$(wc -l < "$FINDING_FILES")" "$floor" "$floor_ratio"
-    printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s; / ruff: %.2f\n' "$(wc -l < "$FINDING_FILES")" "$oracle" "$oracle_ratio"
+    printf 'tree-sitter parse of only the %s files with findings: %.3f s; / ruff: %.2f\n' "$WITH_FINDINGS" "$floor" "$floor_ratio"
+    printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s; / ruff: %.2f\n' "$WITH_FINDINGS" "$oracle" "$oracle_ratio"
 else
     printf 'tree-sitter parse alone, every file, every core: %.3f s\n' "$parse"
-    printf 'tree-sitter parse of only the %s files with findings: %.3f s\n' "$(wc -l < "$FINDING_FILES")" "$floor"
-    printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s\n' "$(wc -l < "$FINDING_FILES")" "$oracle"
+    printf 'tree-sitter parse of only the %s files with findings: %.3f s\n' "$WITH_FINDINGS" "$floor"
+    printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s\n' "$WITH_FINDINGS" "$oracle"
 fi
 PEFT_FILE=$(find "$TREE" -path '*huggingface+peft/tests/test_gpu_examples.py' -print -quit 2>/dev/null || true)
 if [[ -n "$PEFT_FILE" ]]; then
