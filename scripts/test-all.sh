@@ -2,18 +2,32 @@
 # Runs every test of memlint on a fresh Debian machine (as root), installing what the
 # tests need: the Rust test suite, then the real editor clients (Neovim 0.7 and 0.11,
 # Emacs with eglot, VS Code's extension with its language client, and code-server driven
-# by headless Chromium). CI runs exactly this script (.ci/run).
-set -euo pipefail
+# by headless Chromium), the Python wheel, the corpus scripts, the benchmark scripts and the
+# snapshot page. CI runs exactly this script (.ci/run).
+#
+# Every step runs, whatever happened to the ones before it (and a failing Rust test binary
+# does not stop the others: --no-fail-fast); the run ends with a table of the steps
+# (passed / failed / skipped, and how long each took) and exits 0 only when every step
+# passed. A step that drives the memlint binary is skipped, and counted as not passed,
+# when the binary could not be built.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+source scripts/lib/steps.sh
 
-step() { printf '\n==> %s\n' "$*"; }
+run_script() {
+    if [[ -f "$1" ]]; then
+        bash "$1"
+    else
+        echo "error: $1 is missing" >&2
+        return 1
+    fi
+}
 
-step "cargo test --workspace"
-cargo test --workspace --locked 2>&1
+run_step "cargo test --workspace" cargo test --workspace --locked --no-fail-fast
 
-step "build the memlint binary the editor tests drive"
-cargo build --locked -p memlint
+built=0
+run_step "build the memlint binary" cargo build --locked -p memlint && built=1
 export MEMLINT_BIN="$ROOT/target/debug/memlint"
 
 for script in \
@@ -25,13 +39,11 @@ for script in \
     tests/corpus/run.sh \
     tests/bench/run.sh \
     tests/snapshot/run.sh; do
-    if [[ -f "$script" ]]; then
-        step "$script"
-        bash "$script"
+    if [[ $built -eq 1 || $script == tests/packaging/run.sh ]]; then
+        run_step "$script" run_script "$script"
     else
-        echo "error: $script is missing" >&2
-        exit 1
+        skip_step "$script" "the memlint binary did not build"
     fi
 done
 
-step "all tests passed"
+summary

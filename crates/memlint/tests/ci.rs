@@ -5,6 +5,8 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
+mod support;
+
 fn memlint(dir: &Path) -> Command {
     let mut cmd = Command::cargo_bin("memlint").unwrap();
     cmd.env("NO_COLOR", "1").current_dir(dir);
@@ -129,8 +131,7 @@ fn sarif_is_valid_against_the_schema() {
     let (out, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "sarif"]));
     assert_eq!(code, 1);
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/schemas/sarif-schema-2.1.0.json");
-    let schema: serde_json::Value = serde_json::from_str(&fs::read_to_string(&schema_path).unwrap_or_else(|e| panic!("{}: {e}", schema_path.display()))).unwrap();
+    let schema = support::sarif_schema();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let errors: Vec<String> = validator.iter_errors(&report).map(|e| format!("{e} at {}", e.instance_path())).collect();
     assert!(errors.is_empty(), "SARIF schema violations: {errors:#?}");

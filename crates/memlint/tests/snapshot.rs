@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod support;
+
 fn memlint() -> Command {
     let mut cmd = Command::cargo_bin("memlint").unwrap();
     cmd.current_dir(repo()).env_remove("MEMLINT_OUTPUT_FORMAT");
@@ -113,8 +115,7 @@ fn check_with_a_snapshot_attaches_measured_bytes_in_every_format() {
 
 #[test]
 fn sarif_with_snapshot_still_validates() {
-    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/schemas/sarif-schema-2.1.0.json");
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(&schema_path).expect("the SARIF schema in ../shared")).unwrap();
+    let schema = support::sarif_schema();
     let out = memlint()
         .args(["check", "--snapshot", &format!("{DATA}/eval_no_grad_bad.pickle"), &format!("{SCRIPTS}/eval_no_grad_bad.py"), "--output-format", "sarif"])
         .output()
