@@ -44,7 +44,7 @@ const READING_CALLS: &[&str] = &[
 const READING_VERBS: &[&str] = &["save", "show", "plot", "log", "print", "visualize", "visualise", "vis", "draw", "write", "display", "imsave", "dump"];
 
 fn reads_by_name(name: &str) -> bool {
-    crate::semantic::name_words(name).first().map(|w| READING_VERBS.contains(&w.as_str())).unwrap_or(false)
+    crate::lexicon::name_words(name).first().map(|w| READING_VERBS.contains(&w.as_str())).unwrap_or(false)
 }
 
 /// Methods that store their argument in the object they are called on.

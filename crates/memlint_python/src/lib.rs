@@ -3,20 +3,34 @@
 //!
 //! Nothing here does I/O: callers hand in source text.
 
+mod calls;
+mod classes;
 mod constants;
+mod control;
 mod flow;
+mod grad;
+mod imports;
+mod index;
+mod lexicon;
+mod library;
 mod line_index;
 pub mod project;
+mod project_view;
+mod scope;
 mod semantic;
+mod values;
 
 pub use constants::{argparse_default, bool_default, constant_value, Constant};
 pub use flow::HistoryFlow;
 pub use line_index::{LineIndex, SourcePosition};
+pub use lexicon::{
+    function_name_says_eval, name_says_data, name_says_eval, name_says_loss, name_says_model, name_says_optimizer, name_words,
+    text_names_a_model_or_loss, text_names_an_optimizer,
+};
+pub use library::{loads_pretrained_network, pretrained_class_is_not_a_network, pretrained_class_loads_frozen, MODULE_METHODS_RETURNING_SELF};
 pub use semantic::{
-    contains, function_name_says_eval, name_says_data, name_says_eval, name_says_loss, name_says_model, name_says_optimizer, name_words,
-    loads_pretrained_network, pretrained_class_is_not_a_network, pretrained_class_loads_frozen, text_names_a_model_or_loss, text_names_an_optimizer,
-    named_children, parameter_name, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo,
-    LoopKind, SemanticModel, ValueKind,
+    contains, named_children, parameter_name, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo, LoopKind,
+    SemanticModel, ValueKind,
 };
 pub use project::{
     FunctionSummary, ModuleLoader, ModuleSummary, NoProject, PretrainedCall, ProjectIndex, ProjectResolver, StoreKind, StoredArgument,

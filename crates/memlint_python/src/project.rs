@@ -62,7 +62,7 @@ pub struct ClassSummary {
     pub methods: Vec<FunctionSummary>,
     /// The calls of its `__init__` that may load a pretrained network (resolved through
     /// the module's imports later, see [`crate::loads_pretrained_network`]); empty when
-    /// the class may freeze them (`crate::semantic::class_may_freeze`).
+    /// the class may freeze them (`crate::library::class_may_freeze`).
     pub pretrained_calls: Vec<PretrainedCall>,
 }
 
@@ -469,7 +469,7 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
     let mut methods = Vec::new();
     let mut pretrained_calls = Vec::new();
     if let Some(body) = class.field("body") {
-        let may_freeze = crate::semantic::class_may_freeze(text(source, body));
+        let may_freeze = crate::library::class_may_freeze(text(source, body));
         for item in named_children(body) {
             let (def, decorators) = match item.kind_name() {
                 "function_definition" => (item, Vec::new()),
@@ -690,7 +690,7 @@ fn returned_callee_of(source: &str) -> impl Fn(Node<'_>) -> Option<String> + '_ 
                     let callee = v.field("function")?;
                     if callee.kind_name() == "attribute" {
                         let method = callee.field("attribute").map(|a| text(source, a)).unwrap_or("");
-                        if crate::semantic::MODULE_METHODS_RETURNING_SELF.contains(&method) {
+                        if crate::library::MODULE_METHODS_RETURNING_SELF.contains(&method) {
                             v = unparenthesize(callee.field("object")?);
                             continue;
                         }

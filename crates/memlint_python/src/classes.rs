@@ -1,0 +1,274 @@
+//! Classes: which are `torch.nn.Module` subclasses, their methods, which instance an
+//! expression was built from, which methods run the forward pass.
+
+use tree_sitter::Node;
+
+use crate::NodeExt;
+use crate::semantic::*;
+use crate::lexicon::*;
+use crate::library::*;
+
+impl<'t> SemanticModel<'t> {
+    /// Is the network `expr` holds frozen, every parameter without `requires_grad`: loaded
+    /// by a `from_pretrained` that freezes ([`pretrained_class_loads_frozen`]) without
+    /// `is_trainable=True`, through the methods that return the network itself, and its
+    /// name never given `requires_grad_` nor asked for its parameters in that scope (which
+    /// may unfreeze them)?
+    pub fn is_frozen_network(&self, expr: Node<'t>) -> bool {
+        let expr = unparenthesize(expr);
+        if expr.kind_name() != "identifier" {
+            return false;
+        }
+        let name = self.text(expr);
+        let Some(binding) = self.binding_at(name, expr) else { return false };
+        let (BindingKind::Assign, Some(mut value)) = (binding.kind, binding.value) else { return false };
+        let scope = self.enclosing_function(expr).map(|f| f.node.byte_range()).unwrap_or(0..self.source.len());
+        let on_name = |a: &Node<'t>| a.field("object").is_some_and(|o| self.text(o) == name);
+        let unfreezes = UNFREEZING_METHODS.iter().any(|m| self.attributes_named_in(m, scope.clone()).iter().any(on_name))
+            || self.attributes_named_in("load_adapter", scope.clone()).iter().filter(|a| on_name(a)).any(|a| {
+                self.parent(*a).is_some_and(|call| self.text(call).split_whitespace().collect::<String>().contains("is_trainable=True"))
+            });
+        if unfreezes {
+            return false;
+        }
+        for _ in 0..8 {
+            value = unparenthesize(value);
+            let Some(callee) = value.field("function").filter(|_| value.kind_name() == "call") else { return false };
+            let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
+            if method == "from_pretrained" {
+                let class = self.qualified_name(callee).or_else(|| self.dotted_name(callee)).unwrap_or_default();
+                let trainable = value.field("arguments").is_some_and(|args| {
+                    named_children(args).into_iter().any(|a| {
+                        a.kind_name() == "keyword_argument"
+                            && a.field("name").is_some_and(|n| self.text(n) == "is_trainable")
+                            && a.field("value").is_none_or(|v| self.text(v) != "False")
+                    })
+                });
+                return pretrained_class_loads_frozen(&class) && !trainable;
+            }
+            if !MODULE_METHODS_RETURNING_SELF.contains(&method) || method == "requires_grad_" {
+                return false;
+            }
+            let Some(object) = callee.field("object") else { return false };
+            value = object;
+        }
+        false
+    }
+
+    /// Is `class` a `torch.nn.Module` subclass? A class defined in this module (by its
+    /// name) derives `Module` directly or through local bases; a library class
+    /// (`torch.nn.Linear`, by its qualified name) or a factory builds a module; for any
+    /// other class (imported from a module memlint does not read, or bound by a star
+    /// import) only its name is evidence (`Generator`, `ResnetEncoder`, `PerceptualLoss`).
+    /// This is the one place that judges classes: a project index answers here for
+    /// classes imported from the project.
+    pub fn is_module_class(&self, class: &str) -> bool {
+        if self.classes.contains_key(class) {
+            return self.is_module_class_at(class, 0);
+        }
+        if let Some(crate::Symbol::Class { is_module, .. }) = self.project_symbol_spelled(class) {
+            return is_module;
+        }
+        if module_factory(class) {
+            return true;
+        }
+        let last = class.rsplit('.').next().unwrap_or(class);
+        if class.starts_with("torch.") || class.starts_with("torchvision.") || class.starts_with("transformers.") {
+            // Library classes that are not modules (`torch.utils.data.DataLoader`,
+            // `transformers.AutoTokenizer`): the library is known.
+            return false;
+        }
+        is_class_name(last) && (name_says_model(last) || class_name_says_loss(last))
+    }
+
+    /// The method `name` of a local class, looked up through its local bases.
+    pub fn method_of(&self, class: &str, name: &str) -> Option<Node<'t>> {
+        let mut pending = vec![class.to_owned()];
+        let mut seen = 0;
+        while let Some(c) = pending.pop() {
+            seen += 1;
+            if seen > 16 {
+                break;
+            }
+            if let Some(m) = self.methods.get(&(c.clone(), name.to_owned())) {
+                return Some(*m);
+            }
+            if let Some(info) = self.classes.get(c.as_str()) {
+                pending.extend(info.bases.iter().cloned());
+            }
+        }
+        None
+    }
+
+    /// Does the method `def` of a module class run a forward pass: call `self(...)`,
+    /// `self.forward(...)` or a submodule (`self.fc1(x)`)? Then calling it on an instance
+    /// (`model.pi(x)`, `model.predict(x)`, `model.sample(z)`) is a forward pass too.
+    pub fn method_runs_forward(&self, def: Node<'t>) -> bool {
+        if let Some(known) = self.forward_methods.borrow().get(&def.id()) {
+            return *known;
+        }
+        self.forward_methods.borrow_mut().insert(def.id(), false);
+        // A method that backpropagates or steps an optimizer (`q.train_net(...)`) is a
+        // training step, not a forward pass.
+        let trains = def.field("body").map(|b| self.trains_in(b)).unwrap_or(true);
+        let answer = !trains && within(&self.calls, def.byte_range()).iter().any(|c| {
+            self.scope_of(*c) == Some(def.id()) && self.forward_callee(*c).map(|m| self.text(m).starts_with("self")).unwrap_or(false)
+        });
+        self.forward_methods.borrow_mut().insert(def.id(), answer);
+        answer
+    }
+
+    /// Does some local module class have a method `name` that runs the forward pass?
+    /// Decided once per name (a file of many same-named classes stays linear).
+    pub(crate) fn some_module_method_runs_forward(&self, name: &str) -> bool {
+        if let Some(known) = self.forward_method_names.borrow().get(name) {
+            return *known;
+        }
+        self.forward_method_names.borrow_mut().insert(name.to_owned(), false);
+        let runs = self
+            .methods_by_name
+            .get(name)
+            .map(|defs| defs.iter().any(|(class, def)| self.is_module_class(class) && self.method_runs_forward(*def)))
+            .unwrap_or(false);
+        self.forward_method_names.borrow_mut().insert(name.to_owned(), runs);
+        runs
+    }
+
+    /// The local module class an expression is an instance of, when it was built from one
+    /// (`Policy()`, `Net().cuda()`, `self.actor` set to `Actor(...)` in `__init__`).
+    pub fn instance_class(&self, expr: Node<'t>) -> Option<&'t str> {
+        self.instance_class_at(expr, 0)
+    }
+
+    pub(crate) fn instance_class_at(&self, expr: Node<'t>, depth: usize) -> Option<&'t str> {
+        if depth > 12 {
+            return None;
+        }
+        let expr = unparenthesize(expr);
+        match expr.kind_name() {
+            "identifier" => {
+                let binding = self.binding_at(self.text(expr), expr)?;
+                match (binding.kind, binding.value) {
+                    (BindingKind::Assign, Some(v)) if binding.statement.kind_name() != "for_statement" => self.instance_class_at(v, depth + 1),
+                    _ => None,
+                }
+            }
+            "attribute" => {
+                let object = expr.field("object")?;
+                if self.text(object) != "self" {
+                    return None;
+                }
+                let attr = self.text(expr.field("attribute")?);
+                self.self_attributes.get(attr)?.iter().find_map(|v| self.instance_class_at(*v, depth + 1))
+            }
+            "call" => {
+                let callee = expr.field("function")?;
+                match callee.kind_name() {
+                    "identifier" => {
+                        let name = self.text(callee);
+                        let (key, _) = self.classes.get_key_value(name)?;
+                        self.is_module_class(name).then_some(*key)
+                    }
+                    "attribute" => {
+                        let method = self.text(callee.field("attribute")?);
+                        if MODULE_METHODS_RETURNING_SELF.contains(&method) {
+                            self.instance_class_at(callee.field("object")?, depth + 1)
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Is the local class `class` a `torch.nn.Module` subclass? Through its bases: local
+    /// classes, and classes imported from the project.
+    pub(crate) fn is_module_class_at(&self, class: &str, depth: usize) -> bool {
+        let Some(info) = self.classes.get(class) else { return false };
+        if info.is_module {
+            return true;
+        }
+        if depth > 16 || self.project.is_empty() {
+            return false;
+        }
+        info.spelled_bases.iter().any(|base| {
+            if base != class && self.classes.contains_key(base.as_str()) {
+                return self.is_module_class_at(base, depth + 1);
+            }
+            matches!(self.project_symbol_spelled(base), Some(crate::Symbol::Class { is_module: true, .. }))
+        })
+    }
+
+    /// Does building an instance of the class `class` (as spelled here: a local class, or
+    /// one imported from the project) load a pretrained network that the class never
+    /// freezes? Its `__init__` calls one of [`loads_pretrained_network`]'s constructions
+    /// and the class does not look like it freezes it ([`class_may_freeze`]). Gives that
+    /// construction's callee as spelled in the class's module.
+    pub fn class_loads_pretrained_network(&self, class: &str) -> Option<String> {
+        if self.classes.contains_key(class) {
+            let def = self.bindings_of(None, class)?.iter().rev().find(|b| b.statement.kind_name() == "class_definition")?.statement;
+            if class_may_freeze(self.text(def)) {
+                return None;
+            }
+            // The class that defines the `__init__` it runs (itself, or a local base),
+            // summarized as the project summarizes its classes.
+            let init = self.method_of(class, "__init__")?;
+            let owner = self.parent(init).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition")?;
+            let summary = crate::project::class_summary(self.source, owner);
+            return summary.pretrained_calls.iter().find_map(|call| {
+                let qualified = self.through_module_imports(&call.callee).unwrap_or_else(|| call.callee.clone());
+                call.loads_pretrained(&qualified).then(|| call.callee.clone())
+            });
+        }
+        match self.project_symbol_spelled(class)? {
+            crate::Symbol::Class { pretrained, .. } => pretrained,
+            _ => None,
+        }
+    }
+
+    /// Does the local class `class` derive, through any chain of local bases, from one of
+    /// the library classes `qualified` (`torch.nn.DataParallel`), named through this
+    /// module's imports? (Not through the project: a rule's trigger could not see a base
+    /// named only in another module.)
+    pub fn class_derives_from(&self, class: &str, qualified: &[&str]) -> bool {
+        self.class_derives_from_at(class, qualified, 0)
+    }
+
+    pub(crate) fn class_derives_from_at(&self, class: &str, qualified: &[&str], depth: usize) -> bool {
+        let Some(info) = self.classes.get(class) else { return false };
+        if depth > 16 {
+            return false;
+        }
+        info.spelled_bases.iter().any(|base| {
+            if base != class && self.classes.contains_key(base.as_str()) {
+                return self.class_derives_from_at(base, qualified, depth + 1);
+            }
+            self.through_module_imports(base).is_some_and(|q| qualified.contains(&q.as_str()))
+        })
+    }
+
+    /// The local classes that derive from one of `qualified` ([`Self::class_derives_from`]).
+    pub fn classes_deriving_from(&self, qualified: &[&str]) -> Vec<&str> {
+        let mut names: Vec<&str> = self.classes.keys().copied().filter(|c| self.class_derives_from(c, qualified)).collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// The method summaries of a class this module defines (`callee` names it).
+    pub(crate) fn local_class_methods(&self, callee: Node<'t>) -> Option<Vec<crate::FunctionSummary>> {
+        if callee.kind_name() != "identifier" {
+            return None;
+        }
+        let name = self.text(callee);
+        self.classes.get(name)?;
+        let def = self.bindings_of(None, name)?.iter().rev().find(|b| b.statement.kind_name() == "class_definition")?.statement;
+        Some(crate::project::class_methods(self.source, def))
+    }
+
+    pub fn is_lightning_class(&self, class: &str) -> bool {
+        self.classes.get(class).map(|c| c.is_lightning).unwrap_or(false)
+    }
+}

@@ -1,0 +1,236 @@
+//! Control facts: loops around a node and what they iterate, periodic conditions, flags,
+//! whether a body trains or runs a step, branches that run only without CUDA.
+
+use tree_sitter::Node;
+
+use crate::NodeExt;
+use crate::semantic::*;
+use crate::lexicon::*;
+
+impl<'t> SemanticModel<'t> {
+    /// Does `node` run only where CUDA is unavailable: in the `elif`/`else` branches of
+    /// `if torch.cuda.is_available():` (or of a name bound to it once:
+    /// `use_cuda = torch.cuda.is_available()`), in the body of
+    /// `if not torch.cuda.is_available():`, or the `else` part of a conditional expression
+    /// on it? (Within its function: a `def` runs where it is called.)
+    pub fn runs_only_without_cuda(&self, node: Node<'t>) -> bool {
+        let mut child = node;
+        while let Some(parent) = self.parent(child) {
+            match parent.kind_name() {
+                "function_definition" | "lambda" | "class_definition" => return false,
+                "if_statement" => {
+                    if let Some(condition) = parent.field("condition") {
+                        let in_body = parent.field("consequence").map(|b| contains(b, child)).unwrap_or(false);
+                        let in_else = !in_body && condition.id() != child.id() && !contains(condition, child);
+                        match self.cuda_availability_test(condition) {
+                            Some(true) if in_else => return true,
+                            Some(false) if in_body => return true,
+                            _ => {}
+                        }
+                    }
+                }
+                "conditional_expression" => {
+                    // `a if condition else b`
+                    let parts = named_children(parent);
+                    if let [consequence, condition, alternative] = parts[..] {
+                        let within = |part: Node<'t>| part.id() == child.id() || contains(part, child);
+                        match self.cuda_availability_test(condition) {
+                            Some(true) if within(alternative) => return true,
+                            Some(false) if within(consequence) => return true,
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+            child = parent;
+        }
+        false
+    }
+
+    /// `Some(true)` when `condition` is `torch.cuda.is_available()` (through imports, or a
+    /// name bound to it), `Some(false)` when it is its negation, `None` otherwise.
+    pub(crate) fn cuda_availability_test(&self, condition: Node<'t>) -> Option<bool> {
+        let condition = unparenthesize(condition);
+        match condition.kind_name() {
+            "not_operator" => self.cuda_availability_test(condition.field("argument")?).map(|b| !b),
+            "call" => self.call_resolves_to(condition, &["torch.cuda.is_available"]).map(|_| true),
+            "identifier" => {
+                let binding = self.binding_at(self.text(condition), condition)?;
+                let value = binding.value.filter(|_| binding.kind == BindingKind::Assign)?;
+                let all = self.bindings_in_scope(self.text(condition), binding.statement);
+                // Bound once in its scope: the name is the test.
+                if all.len() != 1 || unparenthesize(value).kind_name() != "call" {
+                    return None;
+                }
+                self.call_resolves_to(unparenthesize(value), &["torch.cuda.is_available"]).map(|_| true)
+            }
+            _ => None,
+        }
+    }
+
+    /// The loops whose *body* contains `node`, innermost first, up to the enclosing function.
+    pub fn enclosing_loops(&self, node: Node<'t>) -> Vec<LoopInfo<'t>> {
+        let mut loops = Vec::new();
+        let mut child = node;
+        let mut current = self.parent(node);
+        while let Some(n) = current {
+            match n.kind_name() {
+                "for_statement" | "while_statement" => {
+                    if n.field("body").map(|b| contains(b, child)).unwrap_or(false) {
+                        loops.push(self.loop_info(n));
+                    }
+                }
+                "function_definition" | "lambda" | "class_definition" => break,
+                _ => {}
+            }
+            child = n;
+            current = self.parent(n);
+        }
+        loops
+    }
+
+    /// Classifies a `for` or `while` loop.
+    pub fn loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
+        if let Some(info) = self.loop_infos.borrow().get(&node.id()) {
+            return *info;
+        }
+        let info = self.compute_loop_info(node);
+        self.loop_infos.borrow_mut().insert(node.id(), info);
+        info
+    }
+
+    /// The names in a loop's iterable (or condition), and its target's text.
+    pub(crate) fn loop_header(&self, node: Node<'t>) -> (Vec<String>, &'t str) {
+        if node.kind_name() == "for_statement" {
+            (
+                node.field("right").map(|r| self.identifiers_in(r)).unwrap_or_default(),
+                node.field("left").map(|l| self.text(l)).unwrap_or(""),
+            )
+        } else {
+            (node.field("condition").map(|c| self.identifiers_in(c)).unwrap_or_default(), "")
+        }
+    }
+
+    pub(crate) fn compute_loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
+        let (header_names, _) = self.loop_header(node);
+        let over_data = header_names.iter().any(|n| name_says_data(n));
+        let over_eval_data = over_data && header_names.iter().any(|n| name_says_eval(n) && name_says_data(n) || n.contains("val") || n.contains("test"));
+        let body = node.field("body");
+        let over_batches = over_data || body.map(|b| self.trains_in(b)).unwrap_or(false);
+        LoopInfo { node, over_eval_data, over_batches }
+    }
+
+    /// What a condition tests: the expression a flag was assigned (`do_step = (i + 1) % k
+    /// == 0`, then `if do_step:`), else the condition itself.
+    pub fn flag_value(&self, condition: Node<'t>) -> Node<'t> {
+        if condition.kind_name() != "identifier" {
+            return condition;
+        }
+        self.binding_at(self.text(condition), condition)
+            .and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None })
+            .unwrap_or(condition)
+    }
+
+    /// The period `k` of a condition that holds every k-th step: `i % k == 0`,
+    /// `(it + 1) % every == 0`. `"%d" % x` formats a string and is no period. A flag bound
+    /// to a periodic test is not followed here (`if generator_step:` alternating two
+    /// updates is no rare branch); a rule that wants it asks [`Self::flag_value`] first.
+    pub fn period_of(&self, condition: Node<'t>) -> Option<Node<'t>> {
+        let mut pending = vec![condition];
+        while let Some(n) = pending.pop() {
+            if n.kind_name() == "binary_operator" && n.field("operator").is_some_and(|o| self.text(o) == "%") {
+                if n.field("left").is_some_and(|l| l.kind_name() == "string") {
+                    return None;
+                }
+                return n.field("right").map(unparenthesize);
+            }
+            let mut cursor = n.walk();
+            // Depth-first, left to right: the first `%` in source order.
+            let children: Vec<Node<'t>> = n.named_children(&mut cursor).collect();
+            pending.extend(children.into_iter().rev());
+        }
+        None
+    }
+
+    /// What a loop steps through: epochs, steps, or something else. (Walks the loop's
+    /// body, so it is computed only when asked for.)
+    pub fn loop_kind(&self, node: Node<'t>) -> LoopKind {
+        if let Some(kind) = self.loop_kinds.borrow().get(&node.id()) {
+            return *kind;
+        }
+        let kind = self.compute_loop_kind(node);
+        self.loop_kinds.borrow_mut().insert(node.id(), kind);
+        kind
+    }
+
+    pub(crate) fn compute_loop_kind(&self, node: Node<'t>) -> LoopKind {
+        let (header_names, target) = self.loop_header(node);
+        let over_data = header_names.iter().any(|n| name_says_data(n));
+        let says_epoch = name_words(target).iter().any(|w| w.starts_with("epoch"))
+            || header_names.iter().any(|n| name_words(n).iter().any(|w| w.starts_with("epoch")));
+        let body = node.field("body");
+        if says_epoch {
+            LoopKind::Epoch
+        } else if over_data {
+            LoopKind::Step
+        } else if body.map(|b| self.contains_nested_step_loop(b)).unwrap_or(false) {
+            LoopKind::Epoch
+        } else if body.map(|b| self.runs_a_step(b)).unwrap_or(false) {
+            LoopKind::Step
+        } else {
+            LoopKind::Other
+        }
+    }
+
+    /// Does `body` (nested loops included, nested functions not) call `backward()` or step
+    /// an optimizer?
+    pub fn trains_in(&self, body: Node<'t>) -> bool {
+        let calls = self.training_calls.get_or_init(|| {
+            let steps = self.calls_named("step").iter().filter(|c| self.is_optimizer_step(**c));
+            let mut calls: Vec<(usize, ScopeId)> =
+                self.backward_calls().iter().chain(steps).map(|c| (c.start_byte(), self.scope_of(*c))).collect();
+            calls.sort_unstable();
+            calls
+        });
+        let scope = self.scope_of(body);
+        let first = calls.partition_point(|(start, _)| *start < body.start_byte());
+        calls[first..].iter().take_while(|(start, _)| *start < body.end_byte()).any(|(_, s)| *s == scope)
+    }
+
+    pub(crate) fn contains_nested_step_loop(&self, body: Node<'t>) -> bool {
+        let mut stack = named_children(body);
+        while let Some(n) = stack.pop() {
+            match n.kind_name() {
+                "function_definition" | "class_definition" | "lambda" => continue,
+                "for_statement" | "while_statement" => {
+                    if self.loop_kind(n) != LoopKind::Other {
+                        return true;
+                    }
+                    continue;
+                }
+                _ => stack.extend(named_children(n)),
+            }
+        }
+        false
+    }
+
+    /// Does `body` (not counting nested loops and functions) run a training or inference
+    /// step: a forward pass, a `backward()`, or an optimizer step?
+    pub fn runs_a_step(&self, body: Node<'t>) -> bool {
+        let mut stack = named_children(body);
+        while let Some(n) = stack.pop() {
+            match n.kind_name() {
+                "function_definition" | "class_definition" | "lambda" | "for_statement" | "while_statement" => continue,
+                "call" => {
+                    if self.is_forward_call(n) || self.is_backward_call(n) || self.is_optimizer_step(n) {
+                        return true;
+                    }
+                    stack.extend(named_children(n));
+                }
+                _ => stack.extend(named_children(n)),
+            }
+        }
+        false
+    }
+}

@@ -1,0 +1,221 @@
+//! Gradient context: whether autograd records at a node, and why not (`no_grad`,
+//! decorators, toggles, functions only called from such code).
+
+use rustc_hash::FxHashMap as HashMap;
+use tree_sitter::Node;
+
+use crate::NodeExt;
+use crate::semantic::*;
+use crate::library::*;
+
+impl<'t> SemanticModel<'t> {
+    /// Whether `node` runs with gradients disabled, and by what.
+    pub fn grad_context(&self, node: Node<'t>) -> GradContext {
+        self.grad_context_with(node, &self.no_grad_functions)
+    }
+
+    pub(crate) fn grad_context_with(&self, node: Node<'t>, no_grad_fns: &HashMap<usize, String>) -> GradContext {
+        let mut child = node;
+        let mut current = self.parent(node);
+        while let Some(n) = current {
+            match n.kind_name() {
+                "with_statement" => {
+                    let in_body = n.field("body").map(|b| contains(b, child)).unwrap_or(false);
+                    if in_body {
+                        if let Some(ctx) = self.with_grad_effect(n) {
+                            return ctx;
+                        }
+                    }
+                }
+                "block" | "module" => {
+                    if let Some(ctx) = self.preceding_grad_toggle(n, child) {
+                        return ctx;
+                    }
+                }
+                "function_definition" => {
+                    return match no_grad_fns.get(&n.id()) {
+                        Some(why) => GradContext::Disabled(why.clone()),
+                        None => GradContext::Enabled,
+                    };
+                }
+                "lambda" => return GradContext::Enabled,
+                _ => {}
+            }
+            child = n;
+            current = self.parent(n);
+        }
+        GradContext::Enabled
+    }
+
+    /// What a `with` statement does to autograd, if anything.
+    pub(crate) fn with_grad_effect(&self, with: Node<'t>) -> Option<GradContext> {
+        let clause = named_children(with).into_iter().find(|c| c.kind_name() == "with_clause")?;
+        // The last item wins when several are given (`with a(), b():` enters a then b).
+        let mut effect = None;
+        for item in named_children(clause) {
+            let Some(mut value) = item.field("value") else { continue };
+            if value.kind_name() == "as_pattern" {
+                match value.named_child(0) {
+                    Some(v) => value = v,
+                    None => continue,
+                }
+            }
+            if let Some(e) = self.grad_effect_of_call(value) {
+                effect = Some(e);
+            }
+        }
+        effect
+    }
+
+    /// The effect of entering the context manager `expr` (a call like `torch.no_grad()`).
+    pub fn grad_effect_of_call(&self, expr: Node<'t>) -> Option<GradContext> {
+        let expr = unparenthesize(expr);
+        if expr.kind_name() != "call" {
+            // `with torch.no_grad:` (no call) does not work, but a bare decorator-style
+            // reference is common in decorators; handled there.
+            return None;
+        }
+        let callee = expr.field("function")?;
+        let qualified = self.qualified_name(callee).unwrap_or_else(|| self.dotted_name(callee).unwrap_or_default());
+        let last = qualified.rsplit('.').next().unwrap_or("");
+        let args = expr.field("arguments");
+        let first_arg = args.and_then(|a| a.named_child(0));
+        let torchy = qualified.starts_with("torch.") || !qualified.contains('.');
+        match last {
+            "no_grad" if torchy => Some(GradContext::Disabled(format!("`{}()`", self.text(callee)))),
+            "inference_mode" if torchy => {
+                // `inference_mode(False)` / `inference_mode(mode=False)` keeps gradients on.
+                let off = first_arg.map(|a| {
+                    let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(a) };
+                    value.map(|v| self.text(v) == "False").unwrap_or(false)
+                });
+                if off == Some(true) {
+                    None
+                } else {
+                    Some(GradContext::Disabled(format!("`{}()`", self.text(callee))))
+                }
+            }
+            "set_grad_enabled" if torchy => {
+                let arg = first_arg.map(|a| {
+                    if a.kind_name() == "keyword_argument" { a.field("value").unwrap_or(a) } else { a }
+                });
+                match arg.map(|a| self.text(a)) {
+                    Some("True") => Some(GradContext::ExplicitlyEnabled),
+                    // `set_grad_enabled(is_train)` may disable gradients: the code is written
+                    // for both, so it is not an evaluation pass that forgot `no_grad`.
+                    Some(text) => Some(GradContext::Disabled(format!("`{}({})`", self.text(callee), text))),
+                    None => None,
+                }
+            }
+            "enable_grad" if torchy => Some(GradContext::ExplicitlyEnabled),
+            _ => None,
+        }
+    }
+
+    /// A statement before `child` in `block` that toggles autograd for the rest of the
+    /// block: `torch.set_grad_enabled(False)` or `stack.enter_context(torch.no_grad())`.
+    pub(crate) fn preceding_grad_toggle(&self, block: Node<'t>, child: Node<'t>) -> Option<GradContext> {
+        // Only blocks with a toggle statement are scanned (recorded while collecting), so
+        // this is constant time for almost every block.
+        let statements = self.toggle_statements.get(&key(block))?;
+        let mut result = None;
+        for statement in statements {
+            if statement.start_byte() >= child.start_byte() {
+                break;
+            }
+            let Some(call) = statement.named_child(0).filter(|c| c.kind_name() == "call") else { continue };
+            let Some(callee) = call.field("function") else { continue };
+            let last = callee
+                .field("attribute")
+                .map(|a| self.text(a))
+                .unwrap_or_else(|| self.text(callee));
+            if last == "enter_context" {
+                if let Some(arg) = call.field("arguments").and_then(|a| a.named_child(0)) {
+                    if let Some(effect) = self.grad_effect_of_call(arg) {
+                        result = Some(effect);
+                    }
+                }
+            } else if last == "set_grad_enabled" {
+                if let Some(effect) = self.grad_effect_of_call(call) {
+                    result = Some(effect);
+                }
+            }
+        }
+        result
+    }
+
+    /// Does a decorator disable gradients (`@torch.no_grad()`, `@torch.inference_mode`,
+    /// or a decorator whose name says so)?
+    pub(crate) fn decorator_disables_grad(&self, decorator: Node<'t>) -> bool {
+        let target = if decorator.kind_name() == "call" {
+            match decorator.field("function") {
+                Some(f) => f,
+                None => return false,
+            }
+        } else {
+            decorator
+        };
+        if decorator.kind_name() == "call" {
+            if let Some(effect) = self.grad_effect_of_call(decorator) {
+                return effect.is_disabled();
+            }
+        }
+        let name = self.dotted_name(target).unwrap_or_default().to_lowercase();
+        let last = name.rsplit('.').next().unwrap_or("");
+        last.contains("no_grad") || last.contains("nograd") || last.contains("inference")
+    }
+
+    pub(crate) fn compute_no_grad_functions(&mut self) {
+        let mut no_grad: HashMap<usize, String> = HashMap::default();
+        for info in self.functions.values() {
+            if let Some(d) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
+                no_grad.insert(info.node.id(), format!("`@{}`", self.text(*d)));
+            } else if info.class.is_some() && NO_GRAD_HOOKS.contains(&info.name.as_str()) {
+                no_grad.insert(info.node.id(), format!("Lightning's `{}` hook", info.name));
+            }
+        }
+        // Functions only ever called from no-grad code: iterate to a fixed point. Calls
+        // are matched by name (`f(...)` for functions, `x.f(...)` for methods), so every
+        // function of one name and kind has the same callers: each (name, kind) is decided
+        // once per round, not once per function (a file of many same-named functions was
+        // quadratic). Each round adds at least one group, so rounds are bounded.
+        let mut groups: HashMap<(&str, bool), Vec<usize>> = HashMap::default();
+        for f in self.functions.values() {
+            groups.entry((f.name.as_str(), f.class.is_some())).or_default().push(f.node.id());
+        }
+        let mut groups: Vec<((&str, bool), Vec<usize>)> = groups.into_iter().collect();
+        groups.sort();
+        let mut decided: Vec<bool> = vec![false; groups.len()];
+        loop {
+            let mut changed = false;
+            for (g, ((name, is_method), ids)) in groups.iter().enumerate() {
+                if decided[g] || ids.iter().all(|id| no_grad.contains_key(id)) {
+                    continue;
+                }
+                let mut calls = self.calls_named(name).iter().copied().filter(|c| match c.field("function").map(|c| c.kind_name()) {
+                    Some("identifier") => !is_method,
+                    Some("attribute") => *is_method,
+                    _ => false,
+                });
+                let Some(first) = calls.next() else {
+                    decided[g] = true;
+                    continue;
+                };
+                let GradContext::Disabled(why) = self.grad_context_with(first, &no_grad) else { continue };
+                // Callers in other modules of the project must disable gradients too.
+                let elsewhere_enabled = || !*is_method && !self.project.is_empty() && self.project.external_calls(name).iter().any(|d| !d);
+                if calls.all(|c| self.grad_context_with(c, &no_grad).is_disabled()) && !elsewhere_enabled() {
+                    for id in ids {
+                        no_grad.entry(*id).or_insert_with(|| format!("only called under {why}"));
+                    }
+                    decided[g] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        self.no_grad_functions = no_grad;
+    }
+}

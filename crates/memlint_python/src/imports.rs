@@ -1,0 +1,97 @@
+//! Names through imports: the dotted text of a name and what it qualifies to.
+
+use tree_sitter::Node;
+
+use crate::NodeExt;
+use crate::semantic::*;
+
+impl<'t> SemanticModel<'t> {
+    /// `dotted` (as spelled at module level) through the module-level imports:
+    /// `nn.DataParallel` -> `torch.nn.DataParallel`; `None` when its first part is not
+    /// imported there.
+    pub(crate) fn through_module_imports(&self, dotted: &str) -> Option<String> {
+        let (first, rest) = dotted.split_once('.').map_or((dotted, None), |(f, r)| (f, Some(r)));
+        let import = &self.imports[*self.module_imports.get(first)?];
+        Some(match rest {
+            Some(rest) => format!("{}.{rest}", import.qualified),
+            None => import.qualified.clone(),
+        })
+    }
+
+    /// The dotted text of a name expression (`a.b.c`), or `None` for anything else.
+    pub fn dotted_name(&self, node: Node<'_>) -> Option<String> {
+        match node.kind_name() {
+            "identifier" => Some(self.text(node).to_owned()),
+            "attribute" => {
+                let object = node.field("object")?;
+                let attr = node.field("attribute")?;
+                Some(format!("{}.{}", self.dotted_name(object)?, self.text(attr)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The fully qualified name a name expression refers to through the imports in
+    /// scope: `th.cuda.empty_cache` -> `torch.cuda.empty_cache` after `import torch as th`.
+    /// `None` when the first part is not imported.
+    pub fn qualified_name(&self, node: Node<'t>) -> Option<String> {
+        let dotted = self.dotted_name(node)?;
+        let (first, rest) = match dotted.split_once('.') {
+            Some((f, r)) => (f, Some(r)),
+            None => (dotted.as_str(), None),
+        };
+        let import = self.lookup_import(first, node)?;
+        Some(match rest {
+            Some(rest) => format!("{}.{}", import, rest),
+            None => import.to_owned(),
+        })
+    }
+
+    pub(crate) fn lookup_import(&self, local: &str, at: Node<'t>) -> Option<&str> {
+        if !self.imported_names.contains(local) {
+            // `from utils import *` re-exporting torch: an unbound `torch` is torch.
+            if local == "torch" && self.has_star_import && self.bindings_of(None, local).is_none() {
+                return Some("torch");
+            }
+            return None;
+        }
+        // Innermost function scopes first, then the module; function-local imports count;
+        // in one scope, the last import wins.
+        let mut best: Option<(usize, &Import)> = self.module_imports.get(local).map(|&i| (0, &self.imports[i]));
+        let Some(candidates) = self.function_imports.get(local) else {
+            return best.map(|(_, import)| import.qualified.as_str());
+        };
+        // The functions around `at`, outermost first.
+        let scope = self.scope_of(at);
+        let mut chain: Vec<ScopeId> = scope.into_iter().chain(self.outer_functions(scope)).map(Some).collect();
+        chain.reverse();
+        for import in candidates.iter().map(|&i| &self.imports[i]) {
+            let Some(depth) = chain.iter().position(|s| *s == import.scope).map(|i| i + 1) else { continue };
+            if best.map(|(d, _)| depth >= d).unwrap_or(true) {
+                best = Some((depth, import));
+            }
+        }
+        best.map(|(_, import)| import.qualified.as_str())
+    }
+
+    /// The name a module-level import binds `qualified` to (`th` after `import torch as th`).
+    pub fn local_name_for(&self, qualified: &str) -> Option<&str> {
+        self.imports
+            .iter()
+            .find(|i| i.scope.is_none() && i.qualified == qualified)
+            .map(|i| i.local.as_str())
+    }
+
+    /// Every local name (in any scope) that an import binds to `qualified`
+    /// (`L` for `from torch import load as L`).
+    pub fn names_imported_as(&self, qualified: &str) -> Vec<&str> {
+        self.imports.iter().filter(|i| i.qualified == qualified).map(|i| i.local.as_str()).collect()
+    }
+
+    /// Does the callee of `call` resolve to one of `names` (fully qualified)?
+    pub fn call_resolves_to(&self, call: Node<'t>, names: &[&str]) -> Option<String> {
+        let callee = call.field("function")?;
+        let qualified = self.qualified_name(callee)?;
+        names.iter().any(|n| *n == qualified).then_some(qualified)
+    }
+}

@@ -1,0 +1,398 @@
+//! The one walk of the tree: what the module defines, binds, calls and loops over, every
+//! named node's parent, and the spans of its scopes (the binder's raw material).
+
+use tree_sitter::Node;
+
+use crate::NodeExt;
+use crate::semantic::*;
+
+/// Spans that nest (start, end, node id), flattened: `(byte, innermost span there)` in byte
+/// order, for a binary search, and for each span `(id, start, end, the span around it)`.
+/// Sweeping the spans in start order with a stack of open ones gives, at each start and
+/// end, the innermost one.
+pub(crate) fn flatten_nested_spans(mut spans: Vec<(usize, usize, usize)>) -> (Vec<(usize, ScopeId)>, Vec<(usize, usize, usize, ScopeId)>) {
+    spans.sort_unstable_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
+    let mut segments = vec![(0, None)];
+    let mut extents = Vec::with_capacity(spans.len());
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    for &(start, end, id) in &spans {
+        while let Some(&(top_end, _)) = open.last() {
+            if top_end > start {
+                break;
+            }
+            open.pop();
+            segments.push((top_end, open.last().map(|&(_, id)| id)));
+        }
+        extents.push((id, start, end, open.last().map(|&(_, id)| id)));
+        open.push((end, id));
+        segments.push((start, Some(id)));
+    }
+    while let Some((top_end, _)) = open.pop() {
+        segments.push((top_end, open.last().map(|&(_, id)| id)));
+    }
+    (segments, extents)
+}
+
+impl<'t> SemanticModel<'t> {
+    pub(crate) fn is_indexed(&self, node: Node<'t>) -> bool {
+        self.indexed_kinds.get(node.kind_id() as usize).copied().unwrap_or(false) && node.is_named()
+    }
+
+    /// Indexes the nodes of a subtree the model does not otherwise collect (parameters,
+    /// base classes, imports), in source order.
+    pub(crate) fn index_subtree(&mut self, node: Node<'t>) {
+        if self.indexed_kinds.is_empty() {
+            return;
+        }
+        let mut cursor = node.walk();
+        'walk: loop {
+            let current = cursor.node();
+            if self.is_indexed(current) {
+                self.indexed_nodes.push(current);
+            }
+            if cursor.goto_first_child() {
+                continue;
+            }
+            while !cursor.goto_next_sibling() {
+                if !cursor.goto_parent() || cursor.node() == node {
+                    break 'walk;
+                }
+            }
+        }
+    }
+
+    /// Indexes the children of `node` other than `except` (a definition's body, which is
+    /// collected), each with its subtree.
+    pub(crate) fn index_children_except(&mut self, node: Node<'t>, except: Option<Node<'t>>) {
+        if self.indexed_kinds.is_empty() {
+            return;
+        }
+        let mut cursor = node.walk();
+        let children: Vec<Node<'t>> = node.children(&mut cursor).filter(|c| Some(*c) != except).collect();
+        for child in children {
+            self.index_subtree(child);
+        }
+    }
+
+    /// Collects what the node at `cursor` defines, binds and calls, and records its
+    /// named children's parent; one cursor walks the tree (a cursor per node showed in
+    /// profiles), and the cursor is back on the node when this returns.
+    pub(crate) fn collect(&mut self, cursor: &mut tree_sitter::TreeCursor<'t>, scope: ScopeId, class: Option<&str>) {
+        let node = cursor.node();
+        if self.is_indexed(node) {
+            self.indexed_nodes.push(node);
+        }
+        if !self.visit(node, scope, class) {
+            return;
+        }
+        if cursor.goto_first_child() {
+            loop {
+                let child = cursor.node();
+                if child.is_named() {
+                    self.parents.insert(key(child), node);
+                    self.collect(cursor, scope, class);
+                }
+                if !cursor.goto_next_sibling() {
+                    break;
+                }
+            }
+            cursor.goto_parent();
+        }
+    }
+
+    /// What `node` itself defines, binds and calls; false when it collected its children
+    /// itself (definitions, imports). Kept out of [`Self::collect`] so that the recursion's
+    /// frame stays small: deeply nested code must not overflow a thread's stack.
+    #[inline(never)]
+    pub(crate) fn visit(&mut self, node: Node<'t>, scope: ScopeId, class: Option<&str>) -> bool {
+        match node.kind_name() {
+            "function_definition" => {
+                self.record_children(node);
+                let name = node
+                    .field("name")
+                    .map(|n| self.text(n).to_owned())
+                    .unwrap_or_default();
+                let parent = self.parent(node);
+                let (decorators, outer) = match parent {
+                    Some(p) if p.kind_name() == "decorated_definition" => (
+                        named_children(p)
+                            .into_iter()
+                            .filter(|c| c.kind_name() == "decorator")
+                            .filter_map(|d| d.named_child(0))
+                            .collect(),
+                        p,
+                    ),
+                    _ => (Vec::new(), node),
+                };
+                let function_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
+                self.add_binding(scope, function_name, node, None, BindingKind::Definition);
+                self.functions.insert(
+                    node.id(),
+                    FunctionInfo { node, name, class: class.map(str::to_owned), decorators, outer },
+                );
+                let inner = Some(node.id());
+                if let Some(params) = node.field("parameters") {
+                    for param in named_children(params) {
+                        if let Some(ident) = parameter_name(param) {
+                            self.add_binding(inner, self.text(ident), param, None, BindingKind::Parameter);
+                        }
+                    }
+                }
+                let body = node.field("body");
+                self.index_children_except(node, body);
+                if let Some(body) = body {
+                    // Methods see their class only for `self` attribute bookkeeping.
+                    self.collect(&mut body.walk(), inner, class);
+                }
+                return false;
+            }
+            "class_definition" => {
+                self.record_children(node);
+                let name = node
+                    .field("name")
+                    .map(|n| self.text(n).to_owned())
+                    .unwrap_or_default();
+                let bases = node
+                    .field("superclasses")
+                    .map(|s| self.text(s).to_owned())
+                    .unwrap_or_default();
+                let base_names: Vec<String> = node
+                    .field("superclasses")
+                    .map(|s| named_children(s).into_iter().filter_map(|b| self.dotted_name(b)).collect())
+                    .unwrap_or_default();
+                let is_lightning = bases.contains("LightningModule");
+                let is_module = is_lightning
+                    || bases.contains("Module")
+                    || bases.split(|c: char| !c.is_alphanumeric() && c != '_').any(|b| {
+                        self.classes.get(b).map(|c| c.is_module).unwrap_or(false)
+                    });
+                let class_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
+                let local_bases = bases
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .filter(|b| self.classes.contains_key(b))
+                    .map(str::to_owned)
+                    .collect();
+                self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases, spelled_bases: base_names });
+                self.add_binding(scope, class_name, node, None, BindingKind::Definition);
+                let body = node.field("body");
+                self.index_children_except(node, body);
+                if let Some(body) = body {
+                    // The class body binds in the class's own scope: its names (class
+                    // attributes, methods) are not seen by the methods nor outside.
+                    self.local_scopes.push((node.start_byte(), node.end_byte(), node.id()));
+                    self.collect(&mut body.walk(), Some(node.id()), Some(&name));
+                }
+                return false;
+            }
+            "import_statement" => {
+                self.index_children_except(node, None);
+                for child in named_children(node) {
+                    match child.kind_name() {
+                        "dotted_name" => {
+                            let first = self.text(child).split('.').next().unwrap_or("");
+                            // `import torch.nn` binds `torch`.
+                            self.imports.push(Import { scope, local: first.to_owned(), qualified: first.to_owned() });
+                            self.add_binding(scope, first, node, None, BindingKind::Definition);
+                        }
+                        "aliased_import" => {
+                            let (Some(name), Some(alias)) =
+                                (child.field("name"), child.field("alias"))
+                            else {
+                                continue;
+                            };
+                            let local = self.text(alias);
+                            self.imports.push(Import { scope, local: local.to_owned(), qualified: self.text(name).to_owned() });
+                            self.add_binding(scope, local, node, None, BindingKind::Definition);
+                        }
+                        _ => {}
+                    }
+                }
+                return false;
+            }
+            "import_from_statement" => {
+                self.index_children_except(node, None);
+                let module = node
+                    .field("module_name")
+                    .map(|m| self.text(m).to_owned())
+                    .unwrap_or_default();
+                if named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
+                    self.has_star_import = true;
+                    if scope.is_none() {
+                        self.star_imports.push(module.clone());
+                    }
+                }
+                let mut cursor = node.walk();
+                let names: Vec<Node> = node.children_by_field_name("name", &mut cursor).collect();
+                for child in names {
+                    let (name, local) = match child.kind_name() {
+                        "dotted_name" => (self.text(child), self.text(child)),
+                        "aliased_import" => match (child.field("name"), child.field("alias")) {
+                            (Some(n), Some(a)) => (self.text(n), self.text(a)),
+                            _ => continue,
+                        },
+                        _ => continue,
+                    };
+                    self.imports.push(Import { scope, local: local.to_owned(), qualified: crate::project::join_import(&module, name) });
+                    self.add_binding(scope, local, node, None, BindingKind::Definition);
+                }
+                return false;
+            }
+            "assignment" => {
+                if let Some(left) = node.field("left") {
+                    let value = node.field("right");
+                    let statement = self.parent(node).filter(|p| p.kind_name() == "expression_statement").unwrap_or(node);
+                    self.bind_target(scope, left, statement, value, BindingKind::Assign);
+                }
+            }
+            "augmented_assignment" => {
+                if let Some(left) = node.field("left") {
+                    let value = node.field("right");
+                    let statement = self.parent(node).filter(|p| p.kind_name() == "expression_statement").unwrap_or(node);
+                    self.bind_target(scope, left, statement, value, BindingKind::AugAssign);
+                }
+            }
+            "for_statement" => {
+                self.loops.push(node);
+                if let Some(left) = node.field("left") {
+                    self.bind_target(scope, left, node, None, BindingKind::LoopTarget);
+                }
+            }
+            // A comprehension's targets bind in the comprehension's own scope.
+            "for_in_clause" => {
+                if let (Some(left), Some(comprehension)) = (node.field("left"), self.parent(node)) {
+                    self.bind_target(Some(comprehension.id()), left, node, None, BindingKind::LoopTarget);
+                }
+            }
+            "list_comprehension" | "set_comprehension" | "dictionary_comprehension" | "generator_expression" => {
+                self.local_scopes.push((node.start_byte(), node.end_byte(), node.id()));
+            }
+            // A lambda's parameters bind in the lambda's own scope.
+            "lambda" => {
+                self.local_scopes.push((node.start_byte(), node.end_byte(), node.id()));
+                // Defaults are evaluated outside the lambda: its parameters take effect
+                // where its body starts.
+                let body_start = node.field("body").map(|b| b.start_byte()).unwrap_or(node.end_byte());
+                if let Some(params) = node.field("parameters") {
+                    for param in named_children(params) {
+                        let ident = match param.kind_name() {
+                            "list_splat_pattern" | "dictionary_splat_pattern" => param.named_child(0),
+                            _ => parameter_name(param),
+                        };
+                        if let Some(ident) = ident.filter(|i| i.kind_name() == "identifier") {
+                            let binding = Binding { position: body_start, statement: param, value: None, kind: BindingKind::Parameter };
+                            self.push_binding(Some(node.id()), self.text(ident), binding);
+                        }
+                    }
+                }
+            }
+            "while_statement" => self.loops.push(node),
+            "return_statement" => {
+                if let (Some(function), true) = (scope, node.named_child_count() > 0) {
+                    self.returns.entry(function).or_default().push(node);
+                }
+            }
+            "identifier" => self.identifiers_by_name.entry(self.text(node)).or_default().push(node),
+            "attribute" => {
+                if let Some(attr) = node.field("attribute") {
+                    self.attributes_by_name.entry(self.text(attr)).or_default().push(node);
+                }
+            }
+            "with_item" => {
+                if let Some(value) = node.field("value") {
+                    if value.kind_name() == "as_pattern" {
+                        if let Some(target) = value.field("alias") {
+                            let expr = value.named_child(0);
+                            self.bind_target(scope, target, node, expr, BindingKind::WithTarget);
+                        }
+                    }
+                }
+            }
+            "call" => {
+                self.calls.push(node);
+                if let Some(callee) = node.field("function") {
+                    let last = match callee.kind_name() {
+                        "identifier" => Some(self.text(callee)),
+                        "attribute" => callee.field("attribute").map(|a| self.text(a)),
+                        _ => None,
+                    };
+                    if let Some(last) = last {
+                        if last == "enter_context" || last == "set_grad_enabled" {
+                            let statement = self.parent(node).filter(|p| p.kind_name() == "expression_statement");
+                            if let Some((statement, block)) = statement.and_then(|st| self.parent(st).map(|b| (st, b))) {
+                                self.toggle_statements.entry(key(block)).or_default().push(statement);
+                            }
+                        }
+                        self.calls_by_name.entry(last).or_default().push(node);
+                    }
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    pub(crate) fn bind_target(&mut self, scope: ScopeId, target: Node<'t>, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
+        match target.kind_name() {
+            "identifier" => {
+                self.add_binding(scope, self.text(target), statement, value, kind);
+            }
+            "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list" | "parenthesized_expression" => {
+                for child in named_children(target) {
+                    self.bind_target(scope, child, statement, value, kind);
+                }
+            }
+            // `with f() as x:` (the grammar wraps the target).
+            "list_splat_pattern" | "as_pattern_target" => {
+                if let Some(inner) = target.named_child(0) {
+                    self.bind_target(scope, inner, statement, value, kind);
+                }
+            }
+            "attribute" => {
+                if let (Some(obj), Some(attr), Some(value)) =
+                    (target.field("object"), target.field("attribute"), value)
+                {
+                    if self.text(obj) == "self" && kind == BindingKind::Assign {
+                        self.self_attributes.entry(self.text(attr)).or_default().push(value);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(crate) fn add_binding(&mut self, scope: ScopeId, name: &'t str, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
+        // A loop or `with` target takes effect where its body starts.
+        let position = match kind {
+            // A comprehension's target is used before its `for` clause (`[m(x) for m in ms]`).
+            BindingKind::LoopTarget if statement.kind_name() == "for_in_clause" => {
+                self.parent(statement).map(|c| c.start_byte()).unwrap_or_else(|| statement.start_byte())
+            }
+            BindingKind::LoopTarget | BindingKind::WithTarget => statement
+                .field("body")
+                .or_else(|| self.parent(statement).and_then(|p| self.parent(p)).and_then(|w| w.field("body")))
+                .map(|b| b.start_byte())
+                .unwrap_or_else(|| statement.start_byte()),
+            _ => statement.start_byte(),
+        };
+        self.push_binding(scope, name, Binding { position, statement, value, kind });
+    }
+
+    pub(crate) fn push_binding(&mut self, scope: ScopeId, name: &'t str, binding: Binding<'t>) {
+        self.bindings.entry(name).or_default().entry(scope).or_default().push(binding);
+    }
+
+    /// Builds `scope_segments` and `function_extents` from the functions' spans.
+    pub(crate) fn index_scopes(&mut self) {
+        let spans = self.functions.values().map(|f| (f.node.start_byte(), f.node.end_byte(), f.node.id())).collect();
+        let (segments, extents) = flatten_nested_spans(spans);
+        self.function_extents = extents.into_iter().map(|(id, _, end, outer)| (id, (end, outer))).collect();
+        self.scope_segments = segments;
+    }
+
+    /// Builds `local_scope_segments` and `local_scope_extents` from `local_scopes`.
+    pub(crate) fn index_local_scopes(&mut self) {
+        let (segments, extents) = flatten_nested_spans(std::mem::take(&mut self.local_scopes));
+        self.local_scope_extents = extents.into_iter().map(|(id, start, end, outer)| (id, (end, outer, start))).collect();
+        self.local_scope_segments = segments;
+    }
+}
