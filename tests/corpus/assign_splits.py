@@ -20,13 +20,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from materialize import COLUMNS, CorpusError, DEFAULT_MANIFEST, read_manifest  # noqa: E402
+from materialize import COLUMNS, FRESH_SPLIT, CorpusError, DEFAULT_MANIFEST, read_manifest  # noqa: E402
 
 DEFAULT_SEED = 18
 DEFAULT_SHARE = 0.25
 
 
 def compute_splits(rows: list[dict], seed: int, share: float) -> dict[tuple[str, str], str]:
+    """The dev/holdout split of the rows that are not a fresh sample (those keep their
+    `fresh-N`: a fresh sample is a measurement of one build on code judged before tuning)."""
+    rows = [r for r in rows if not FRESH_SPLIT.fullmatch(r["split"])]
     counts: dict[tuple[str, str], int] = {}
     for row in rows:
         key = (row["repo"], row["path"])
@@ -63,14 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     split = compute_splits(rows, args.seed, args.share)
     changed = 0
     for row in rows:
+        if FRESH_SPLIT.fullmatch(row["split"]):
+            continue
         want = split[(row["repo"], row["path"])]
         if row["split"] != want:
             changed += 1
             row["split"] = want
-    held = sum(1 for r in rows if r["split"] == "holdout")
+    seeded = [r for r in rows if not FRESH_SPLIT.fullmatch(r["split"])]
+    held = sum(1 for r in seeded if r["split"] == "holdout")
     files_held = sum(1 for v in split.values() if v == "holdout")
     summary = (
-        f"{held} of {len(rows)} labels ({held / len(rows):.1%}) in {files_held} of {len(split)} files are holdout"
+        f"{held} of {len(seeded)} labels ({held / len(seeded):.1%}) in {files_held} of {len(split)} files are holdout"
     )
     if args.check:
         if changed:

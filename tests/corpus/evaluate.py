@@ -42,6 +42,13 @@ RULES = [f"MEM{n:03d}" for n in range(1, 13)]
 SPLITS = ("dev", "holdout", "all")
 
 
+def splits_of(rows: list[dict]) -> list[str]:
+    """The manifest's splits in a stable order (dev, holdout, then the fresh samples
+    `fresh-1`, `fresh-2`... by name), and `all`."""
+    named = {r["split"] for r in rows}
+    return ["dev", "holdout"] + sorted(named - {"dev", "holdout"}, key=lambda s: (len(s), s)) + ["all"]
+
+
 def run_memlint(binary: Path, tree: Path, files: list[str]) -> list[dict]:
     """Run memlint on the whole tree; the labelled files are also named on the command line,
     so that no ignore file or default exclusion can hide them (findings are de-duplicated)."""
@@ -91,7 +98,7 @@ def evaluate(rows: list[dict], findings: list[dict]) -> tuple[dict, list[tuple]]
         reported.add((key[0], key[1], row, f.get("code")))
 
     # counts[split][rule] = dict(labels, pos, neg, tp, fp, fn, unlabelled)
-    counts = {s: defaultdict(lambda: defaultdict(int)) for s in SPLITS}
+    counts = {s: defaultdict(lambda: defaultdict(int)) for s in splits_of(rows)}
 
     def bump(split: str, rule: str, field: str) -> None:
         for s in (split, "all"):
@@ -163,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the figures and unlabelled findings to this JSON file")
     ap.add_argument(
         "--only",
-        choices=SPLITS,
-        help="print only this split's table (e.g. `dev` while tuning, so that the holdout stays unseen)",
+        metavar="SPLIT",
+        help="print only this split's table: dev, holdout, a fresh sample (fresh-1, ...) or all (e.g. `dev` while tuning, so that the holdout stays unseen)",
     )
     args = ap.parse_args(argv)
     if not args.memlint.is_file():
@@ -200,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     files = {(r["repo"], r["path"]) for r in rows}
     repos = {r["repo"] for r in rows}
     print(f"corpus: {len(rows)} labels in {len(files)} files of {len(repos)} repositories; memlint: {binary}")
-    for split in SPLITS:
+    if args.only is not None and args.only not in counts:
+        print(f"error: no split {args.only!r} in {args.manifest} (it has {', '.join(counts)})", file=sys.stderr)
+        return 2
+    for split in counts:
         if args.only in (None, split):
             print_table(f"== {split} ==", counts[split])
     file_split = {(r["repo"], r["path"]): r["split"] for r in rows}

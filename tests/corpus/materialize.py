@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import os
 import subprocess
 import sys
@@ -37,6 +38,11 @@ COLUMNS = ["repo", "commit", "path", "line", "rule", "verdict", "reason", "split
 
 class CorpusError(Exception):
     pass
+
+
+# A fresh sample (issue 32): repositories judged as the build before a round of rule
+# changes found them, kept apart from the seeded dev/holdout split.
+FRESH_SPLIT = re.compile(r"fresh-[0-9]+")
 
 
 def read_manifest(path: Path) -> list[dict]:
@@ -59,8 +65,8 @@ def read_manifest(path: Path) -> list[dict]:
             raise CorpusError(f"{path}:{n}: line must be a positive integer, found {row['line']!r}")
         if row["verdict"] not in ("positive", "negative"):
             raise CorpusError(f"{path}:{n}: verdict must be positive or negative, found {row['verdict']!r}")
-        if row["split"] not in ("dev", "holdout"):
-            raise CorpusError(f"{path}:{n}: split must be dev or holdout, found {row['split']!r}")
+        if row["split"] not in ("dev", "holdout") and not FRESH_SPLIT.fullmatch(row["split"]):
+            raise CorpusError(f"{path}:{n}: split must be dev, holdout or fresh-N (a fresh sample), found {row['split']!r}")
         if len(row["commit"]) != 40:
             raise CorpusError(f"{path}:{n}: commit must be a full 40-digit hash, found {row['commit']!r}")
     return rows

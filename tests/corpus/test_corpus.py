@@ -118,7 +118,8 @@ class ManifestTest(unittest.TestCase):
     def test_split_is_the_seeded_one(self):
         status, out, err = run_main(assign_splits.main, ["--check"])
         self.assertEqual(status, 0, err)
-        held = sum(r["split"] == "holdout" for r in self.rows) / len(self.rows)
+        seeded = [r for r in self.rows if r["split"] in ("dev", "holdout")]
+        held = sum(r["split"] == "holdout" for r in seeded) / len(seeded)
         self.assertTrue(0.2 <= held <= 0.3, held)
 
     def test_no_reserved_repository(self):
@@ -219,6 +220,15 @@ class AssignSplitsTest(unittest.TestCase):
         self.assertLessEqual(abs(held - 0.25 * len(rows)), 5)
         self.assertNotEqual(first, assign_splits.compute_splits(rows, seed=19, share=0.25))
 
+    def test_fresh_samples_keep_their_split(self):
+        rows = [dict(repo="o/r", commit="a" * 40, path=f"f{f}.py", line="1", rule="MEM001", verdict="positive",
+                     reason="r", split="dev") for f in range(8)]
+        fresh = [dict(repo="o/new", commit="b" * 40, path=f"g{f}.py", line="1", rule="MEM001", verdict="positive",
+                      reason="r", split="fresh-1") for f in range(30)]
+        split = assign_splits.compute_splits(rows + fresh, seed=18, share=0.25)
+        self.assertEqual(split, assign_splits.compute_splits(rows, seed=18, share=0.25),
+                         "a fresh sample neither takes a dev/holdout split nor moves the seeded one")
+
 
 SAMPLE = """\
 import torch
@@ -318,6 +328,27 @@ class EvaluateTest(unittest.TestCase):
         self.assertIn("== holdout ==", out)
         self.assertNotIn("== dev ==", out)
         self.assertNotIn("MEM007", out, "the unlabelled finding is in a dev file")
+
+    def test_a_fresh_sample_is_a_split_of_its_own(self):
+        rows = list(csv.DictReader(self.manifest.open()))
+        for r in rows:
+            if r["rule"] == "MEM001":
+                r["split"] = "fresh-1"
+        write_manifest(self.manifest, rows)
+        status, out, err = run_main(
+            evaluate.main,
+            [str(self.binary), "--manifest", str(self.manifest), "--mirror", str(self.mirror), "--only", "fresh-1"],
+        )
+        self.assertEqual(status, 0, err)
+        self.assertIn("== fresh-1 ==", out)
+        self.assertRegex(out, r"\nMEM001\s+2\s+1\s+1\s+1\s+0\s+0\s+0\s+1\.000\s+1\.000\n")
+        self.assertNotIn("MEM008", out, "the MEM008 label stays in dev")
+        status, _, err = run_main(
+            evaluate.main,
+            [str(self.binary), "--manifest", str(self.manifest), "--mirror", str(self.mirror), "--only", "fresh-2"],
+        )
+        self.assertEqual(status, 2)
+        self.assertIn("no split 'fresh-2'", err)
 
     def test_tree_missing_a_labelled_file(self):
         tree = self.tmp / "tree"
