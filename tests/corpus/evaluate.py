@@ -50,8 +50,24 @@ def splits_of(rows: list[dict]) -> list[str]:
 
 
 def run_memlint(binary: Path, tree: Path, files: list[str]) -> list[dict]:
-    """Run memlint on the whole tree; the labelled files are also named on the command line,
-    so that no ignore file or default exclusion can hide them (findings are de-duplicated)."""
+    """Run memlint on each repository of the tree from its own folder, as a user of that
+    repository would (its root is where its absolute imports resolve); the labelled files
+    are also named on the command line, so that no ignore file or default exclusion can
+    hide them (findings are de-duplicated). Filenames come back relative to the tree."""
+    findings: list[dict] = []
+    by_repo: dict[str, list[str]] = {}
+    for f in files:
+        repo_dir, _, rest = f.partition("/")
+        by_repo.setdefault(repo_dir, []).append(rest)
+    for repo_dir, labelled in sorted(by_repo.items()):
+        for finding in run_memlint_in(binary, tree / repo_dir, labelled):
+            finding = dict(finding)
+            finding["filename"] = f"{repo_dir}/{Path(finding.get('filename', '')).as_posix()}"
+            findings.append(finding)
+    return findings
+
+
+def run_memlint_in(binary: Path, tree: Path, files: list[str]) -> list[dict]:
     cmd = [str(binary), "check", "--output-format", "json", "--no-cache", "--isolated", ".", *files]
     try:
         proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)

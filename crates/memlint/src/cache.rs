@@ -46,6 +46,9 @@ struct CachedDiagnostic {
     end: usize,
     severity: String,
     fix: Option<(bool, String, Vec<(usize, usize, String)>)>,
+    /// The facts the finding rests on: (text, byte range).
+    #[serde(default)]
+    evidence: Vec<(String, Option<(usize, usize)>)>,
 }
 
 impl Cache {
@@ -108,6 +111,7 @@ impl Cache {
                     range: d.start..d.end,
                     severity: Severity::parse(&d.severity)?,
                     fix,
+                    evidence: d.evidence.into_iter().map(|(text, range)| memlint_python::Fact { text, range: range.map(|(s, e)| s..e) }).collect(),
                 })
             })
             .collect::<Option<Vec<_>>>()?;
@@ -133,6 +137,7 @@ impl Cache {
                             f.edits.iter().map(|e| (e.range.start, e.range.end, e.content.clone())).collect(),
                         )
                     }),
+                    evidence: d.evidence.iter().map(|f| (f.text.clone(), f.range.as_ref().map(|r| (r.start, r.end)))).collect(),
                 })
                 .collect(),
             syntax_errors: syntax_errors.iter().map(|e| (e.start, e.end, e.message.clone())).collect(),

@@ -12,9 +12,16 @@ use memlint_python::ProjectResolver;
 use crate::walk::FileToLint;
 
 /// The project of a run: absolute imports may also resolve under each configuration's
-/// folder; callers of a function are looked for among the files of the run.
+/// folder, and under the current folder when the files linted are in it (where Python
+/// finds them when the program is started from there: `python -m`, pytest); callers of a
+/// function are looked for among the files of the run.
 pub fn for_files(files: &[FileToLint]) -> Project {
     let mut roots: Vec<PathBuf> = Vec::new();
+    if let Ok(cwd) = std::env::current_dir().and_then(|d| d.canonicalize()) {
+        if files.iter().any(|f| f.path.canonicalize().is_ok_and(|p| p.starts_with(&cwd))) {
+            roots.push(cwd);
+        }
+    }
     for f in files {
         if f.settings.config_file.is_some() && !roots.contains(&f.settings.root) {
             roots.push(f.settings.root.clone());

@@ -103,11 +103,14 @@ pub struct Diagnostic {
     pub range: Range<usize>,
     pub severity: Severity,
     pub fix: Option<Fix>,
+    /// The facts the finding rests on, in order (what the value is and why, the gradient
+    /// context, where the output goes), each with the place it was read from.
+    pub evidence: Vec<memlint_python::Fact>,
 }
 
 impl Diagnostic {
     pub fn new(rule: Rule, range: Range<usize>, message: impl Into<String>) -> Self {
-        Diagnostic { rule, message: message.into(), help: None, range, severity: Severity::Warning, fix: None }
+        Diagnostic { rule, message: message.into(), help: None, range, severity: Severity::Warning, fix: None, evidence: Vec::new() }
     }
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
@@ -119,6 +122,10 @@ impl Diagnostic {
     }
     pub fn with_fix(mut self, fix: Option<Fix>) -> Self {
         self.fix = fix;
+        self
+    }
+    pub fn with_evidence(mut self, evidence: Vec<memlint_python::Fact>) -> Self {
+        self.evidence = evidence;
         self
     }
 }

@@ -179,25 +179,22 @@ impl<'t> SemanticModel<'t> {
         )
     }
 
-    /// `accelerator.backward(loss)`, `model_engine.backward(loss)`, `fabric.backward(loss)`, or
-    /// any `x.backward(loss)` where `x` is not a tensor and the loss carries history (a
-    /// DeepSpeed engine bound to `model`): the backward of a framework that holds the model,
-    /// which scales the loss (and divides it for its own gradient accumulation) itself.
-    /// `y.backward(grad)` is a tensor's.
+    /// `accelerator.backward(loss)`, `model_engine.backward(loss)`, `fabric.backward(loss)`:
+    /// `x.backward(loss)` where `x` is not a tensor and the loss carries history. The
+    /// backward of a framework that holds the model, which scales the loss (and divides it
+    /// for its own gradient accumulation) itself. `y.backward(grad)` is a tensor's.
     pub fn is_framework_backward(&self, call: Node<'t>) -> bool {
         let Some(receiver) = call.field("function").filter(|f| f.kind_name() == "attribute").and_then(|f| f.field("object")) else {
             return false;
         };
-        let spelled = self.text(receiver).to_lowercase();
-        if ["accelerator", "engine", "deepspeed", "fabric", "trainer"].iter().any(|w| spelled.contains(w)) {
-            return true;
-        }
         let receiver_is_tensor = matches!(self.value_kind(receiver), ValueKind::GradTensor | ValueKind::PlainTensor);
         let loss = call.field("arguments").and_then(|a| named_children(a).into_iter().find(|n| n.kind_name() != "keyword_argument" && n.kind_name() != "comment"));
         !receiver_is_tensor && loss.is_some_and(|l| self.has_autograd_history(l))
     }
 
-    /// `optimizer.step()` (a `.step()` on something named like an optimizer) or `scaler.step(opt)`.
+    /// `optimizer.step()` on an optimizer (built by `torch.optim`, passed by every caller
+    /// that passes a known value, or an object that is both stepped and zeroed) or
+    /// `scaler.step(opt)` on a `GradScaler`.
     pub fn is_optimizer_step(&self, call: Node<'t>) -> bool {
         let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else {
             return false;
@@ -206,7 +203,7 @@ impl<'t> SemanticModel<'t> {
         if attr != Some("step") {
             return false;
         }
-        callee.field("object").map(|o| name_says_optimizer(self.text(o))).unwrap_or(false)
+        callee.field("object").is_some_and(|o| matches!(self.value_kind(o), ValueKind::Optimizer | ValueKind::Scaler))
     }
 
     /// Is `call` a forward pass of a model: `model(x)`, `self.encoder(x)`, `model.forward(x)`,
@@ -255,6 +252,14 @@ impl<'t> SemanticModel<'t> {
         if callee.kind_name() == "attribute" {
             let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
             let object = callee.field("object")?;
+            // `self.decode(z)` in a module class: a method of the class that runs the forward
+            // pass (its submodules) is a forward pass of `self`.
+            if self.text(object) == "self" {
+                let class = self.enclosing_function(call)?.class.clone()?;
+                if let Some(def) = self.method_of(&class, method) {
+                    return (self.is_module_class(&class) && self.method_runs_forward(def)).then_some(object);
+                }
+            }
             // `nn.parallel.data_parallel(netG, inputs, gpus)`: a forward of its first argument.
             if method == "data_parallel" && self.qualified_name(callee).as_deref() == Some("torch.nn.parallel.data_parallel") {
                 let module = call.field("arguments").and_then(|a| a.named_child(0))?;

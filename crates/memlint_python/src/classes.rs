@@ -56,29 +56,21 @@ impl<'t> SemanticModel<'t> {
     }
 
     /// Is `class` a `torch.nn.Module` subclass? A class defined in this module (by its
-    /// name) derives `Module` directly or through local bases; a library class
-    /// (`torch.nn.Linear`, by its qualified name) or a factory builds a module; for any
-    /// other class (imported from a module memlint does not read, or bound by a star
-    /// import) only its name is evidence (`Generator`, `ResnetEncoder`, `PerceptualLoss`).
-    /// This is the one place that judges classes: a project index answers here for
-    /// classes imported from the project.
+    /// name) derives `Module` directly or through local bases or bases of the project; a
+    /// library class (`torch.nn.Linear`, by its qualified name) or a factory builds a
+    /// module; a class the project defines is asked of the project. A class memlint cannot
+    /// see into is not known to be one: its name is no evidence.
+    /// This is the one place that judges classes.
     pub fn is_module_class(&self, class: &str) -> bool {
         if self.classes.contains_key(class) {
             return self.is_module_class_at(class, 0);
         }
-        if let Some(crate::Symbol::Class { is_module, .. }) = self.project_symbol_spelled(class) {
+        if let Some(crate::Symbol::Class { is_module, .. }) = self.project_symbol_spelled(class).or_else(|| self.project_symbol(class)) {
             return is_module;
         }
-        if module_factory(class) {
-            return true;
-        }
-        let last = class.rsplit('.').next().unwrap_or(class);
-        if class.starts_with("torch.") || class.starts_with("torchvision.") || class.starts_with("transformers.") {
-            // Library classes that are not modules (`torch.utils.data.DataLoader`,
-            // `transformers.AutoTokenizer`): the library is known.
-            return false;
-        }
-        is_class_name(last) && (name_says_model(last) || class_name_says_loss(last))
+        // A library class or factory; any other class memlint cannot see into is not known
+        // to be a module (its name is no evidence).
+        module_factory(class) || crate::library::library_module_class(class)
     }
 
     /// The method `name` of a local class, looked up through its local bases.

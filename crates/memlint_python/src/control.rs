@@ -5,7 +5,6 @@ use tree_sitter::Node;
 
 use crate::NodeExt;
 use crate::semantic::*;
-use crate::lexicon::*;
 
 impl<'t> SemanticModel<'t> {
     /// Does `node` run only where CUDA is unavailable: in the `elif`/`else` branches of
@@ -113,12 +112,73 @@ impl<'t> SemanticModel<'t> {
     }
 
     pub(crate) fn compute_loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
-        let (header_names, _) = self.loop_header(node);
-        let over_data = header_names.iter().any(|n| name_says_data(n));
-        let over_eval_data = over_data && header_names.iter().any(|n| name_says_eval(n) && name_says_data(n) || n.contains("val") || n.contains("test"));
-        let body = node.field("body");
-        let over_batches = over_data || body.map(|b| self.trains_in(b)).unwrap_or(false);
-        LoopInfo { node, over_eval_data, over_batches }
+        let over_data = self.iterates_data(node);
+        let over_batches = over_data || (!self.inside_a_forward(node) && !self.iterates_modules(node) && self.body_runs_a_step(node));
+        LoopInfo { node, over_eval_data: false, over_batches }
+    }
+
+    /// The iterable of a `for` loop without the wrappers that keep its elements
+    /// (`enumerate(x)`, `tqdm(x)`, `iter(x)`, `zip(x, ...)`: the first iterable).
+    pub(crate) fn loop_iterable(&self, node: Node<'t>) -> Option<Node<'t>> {
+        let mut iterable = node.field("right")?;
+        for _ in 0..4 {
+            iterable = unparenthesize(iterable);
+            let Some(callee) = iterable.field("function").filter(|_| iterable.kind_name() == "call") else { break };
+            let wrapper = match callee.kind_name() {
+                "identifier" => matches!(self.text(callee), "enumerate" | "tqdm" | "iter" | "zip" | "trange"),
+                "attribute" => callee.field("attribute").is_some_and(|a| self.text(a) == "tqdm"),
+                _ => false,
+            };
+            if !wrapper {
+                break;
+            }
+            let Some(first) = iterable.field("arguments").and_then(|a| a.named_child(0)) else { break };
+            iterable = first;
+        }
+        Some(iterable)
+    }
+
+    /// Does the loop go over a `DataLoader`: a `for` over one (through `enumerate`, `tqdm`,
+    /// `zip`), or a `while` whose body takes `next()` of an iterator over one?
+    pub fn iterates_data(&self, node: Node<'t>) -> bool {
+        match node.kind_name() {
+            "for_statement" => self.loop_iterable(node).is_some_and(|i| self.value_kind(i) == ValueKind::DataLoader),
+            "while_statement" => node.field("body").is_some_and(|body| {
+                self.calls_named_in("next", body.byte_range()).iter().any(|call| {
+                    call.field("arguments").and_then(|a| a.named_child(0)).is_some_and(|it| {
+                        let it = unparenthesize(it);
+                        it.kind_name() == "identifier"
+                            && self.binding_at(self.text(it), it).and_then(|b| b.value).is_some_and(|v| {
+                                let v = unparenthesize(v);
+                                let inner = if v.kind_name() == "call" && v.field("function").is_some_and(|f| self.text(f) == "iter") {
+                                    v.field("arguments").and_then(|a| a.named_child(0))
+                                } else {
+                                    Some(v)
+                                };
+                                inner.is_some_and(|i| self.value_kind(i) == ValueKind::DataLoader)
+                            })
+                    })
+                })
+            }),
+            _ => false,
+        }
+    }
+
+    /// Is `node` in a method of a module class (the forward pass and its helpers)?
+    pub(crate) fn inside_a_forward(&self, node: Node<'t>) -> bool {
+        self.enclosing_function(node).and_then(|f| f.class.clone()).is_some_and(|c| self.is_module_class(&c))
+    }
+
+    /// Does the loop iterate a container of networks (`for layer in self.layers`)?
+    fn iterates_modules(&self, node: Node<'t>) -> bool {
+        node.kind_name() == "for_statement" && self.loop_iterable(node).is_some_and(|i| self.value_kind(i).is_module())
+    }
+
+    /// Does the loop's body, in the loop's scope, run a step: a forward pass, a backward pass
+    /// or an optimizer step, directly or through a local function it calls?
+    fn body_runs_a_step(&self, node: Node<'t>) -> bool {
+        let Some(body) = node.field("body") else { return false };
+        self.trains_in(body) || self.runs_a_step_anywhere(body)
     }
 
     /// What a condition tests: the expression a flag was assigned (`do_step = (i + 1) % k
@@ -165,18 +225,10 @@ impl<'t> SemanticModel<'t> {
     }
 
     pub(crate) fn compute_loop_kind(&self, node: Node<'t>) -> LoopKind {
-        let (header_names, target) = self.loop_header(node);
-        let over_data = header_names.iter().any(|n| name_says_data(n));
-        let says_epoch = name_words(target).iter().any(|w| w.starts_with("epoch"))
-            || header_names.iter().any(|n| name_words(n).iter().any(|w| w.starts_with("epoch")));
         let body = node.field("body");
-        if says_epoch {
+        if body.is_some_and(|b| self.contains_nested_step_loop(b)) {
             LoopKind::Epoch
-        } else if over_data {
-            LoopKind::Step
-        } else if body.map(|b| self.contains_nested_step_loop(b)).unwrap_or(false) {
-            LoopKind::Epoch
-        } else if body.map(|b| self.runs_a_step(b)).unwrap_or(false) {
+        } else if self.loop_info(node).over_batches {
             LoopKind::Step
         } else {
             LoopKind::Other
@@ -198,6 +250,8 @@ impl<'t> SemanticModel<'t> {
         calls[first..].iter().take_while(|(start, _)| *start < body.end_byte()).any(|(_, s)| *s == scope)
     }
 
+    /// Does `body` hold a loop over batches (or epochs), itself or in a local function it
+    /// calls (`for epoch in range(n): train(model, loader)`)?
     pub(crate) fn contains_nested_step_loop(&self, body: Node<'t>) -> bool {
         let mut stack = named_children(body);
         while let Some(n) = stack.pop() {
@@ -209,21 +263,88 @@ impl<'t> SemanticModel<'t> {
                     }
                     continue;
                 }
+                "call" => {
+                    if self.local_callee(n).is_some_and(|def| self.function_has_step_loop(def)) {
+                        return true;
+                    }
+                    stack.extend(named_children(n));
+                }
                 _ => stack.extend(named_children(n)),
             }
         }
         false
     }
 
+    /// The function of this module that `call` runs: `f(...)` resolving to a local
+    /// function, `self.f(...)` a method of the caller's class (or a local base), `x.f(...)`
+    /// a method of the local class `x` is an instance of.
+    pub fn local_callee(&self, call: Node<'t>) -> Option<Node<'t>> {
+        let callee = call.field("function")?;
+        match callee.kind_name() {
+            "identifier" => {
+                let binding = self.binding_at(self.text(callee), callee)?;
+                (binding.kind == BindingKind::Definition && binding.statement.kind_name() == "function_definition").then_some(binding.statement)
+            }
+            "attribute" => {
+                let method = self.text(callee.field("attribute")?);
+                let object = callee.field("object")?;
+                if self.text(object) == "self" {
+                    let class = self.enclosing_function(call)?.class.clone()?;
+                    return self.method_of(&class, method);
+                }
+                let class = self.instance_class(object)?;
+                self.method_of(class, method)
+            }
+            _ => None,
+        }
+    }
+
+    /// Does the function `def` hold a loop over batches (its own, or in a local function it
+    /// calls)? Memoized; a cycle of calls answers no.
+    pub fn function_has_step_loop(&self, def: Node<'t>) -> bool {
+        if let Some(known) = self.step_loop_functions.borrow().get(&def.id()) {
+            return *known;
+        }
+        self.step_loop_functions.borrow_mut().insert(def.id(), false);
+        let answer = def.field("body").is_some_and(|b| self.contains_nested_step_loop(b));
+        self.step_loop_functions.borrow_mut().insert(def.id(), answer);
+        answer
+    }
+
+    /// Does the function `def` run a step when called (a forward pass, a backward pass or
+    /// an optimizer step in its own body, outside loops, or through a local function it
+    /// calls)? Memoized; a cycle of calls answers no.
+    pub fn function_runs_a_step(&self, def: Node<'t>) -> bool {
+        if let Some(known) = self.step_functions.borrow().get(&def.id()) {
+            return *known;
+        }
+        self.step_functions.borrow_mut().insert(def.id(), false);
+        let answer = def.field("body").is_some_and(|b| self.trains_in(b) || self.runs_a_step_anywhere(b));
+        self.step_functions.borrow_mut().insert(def.id(), answer);
+        answer
+    }
+
     /// Does `body` (not counting nested loops and functions) run a training or inference
     /// step: a forward pass, a `backward()`, or an optimizer step?
     pub fn runs_a_step(&self, body: Node<'t>) -> bool {
+        self.step_in(body, false)
+    }
+
+    /// [`Self::runs_a_step`], also through the local functions `body` calls.
+    pub(crate) fn runs_a_step_anywhere(&self, body: Node<'t>) -> bool {
+        self.step_in(body, true)
+    }
+
+    fn step_in(&self, body: Node<'t>, through_calls: bool) -> bool {
         let mut stack = named_children(body);
         while let Some(n) = stack.pop() {
             match n.kind_name() {
                 "function_definition" | "class_definition" | "lambda" | "for_statement" | "while_statement" => continue,
                 "call" => {
                     if self.is_forward_call(n) || self.is_backward_call(n) || self.is_optimizer_step(n) {
+                        return true;
+                    }
+                    if through_calls && self.local_callee(n).is_some_and(|def| self.function_runs_a_step(def)) {
                         return true;
                     }
                     stack.extend(named_children(n));

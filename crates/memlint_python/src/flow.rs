@@ -1,186 +1,149 @@
-//! Where autograd history goes: an analysis beside the semantic model (as ruff keeps its
-//! domain analyses beside its model), built only from the model's public facts (values,
-//! bindings, the index of identifiers, backward calls).
+//! Where a value goes: the [`Fate`] of a tensor computed at one place (a forward pass's
+//! output, a parameter of a function), followed through the names it is assigned to, the
+//! containers it is put in, the expressions computed from it and the local functions it
+//! is handed to, to a `backward()`, out of its function, or nowhere.
 //!
-//! Two questions, both about a forward pass whose output may or may not be needed for a
-//! backward pass:
-//! - [`HistoryFlow::scope_keeps_history`]: does a function (or the module body) hand a
-//!   tensor with autograd history to anything that outlives it or could backpropagate it
-//!   — return or yield it, store it on an object, append it to a container, pass it to a
-//!   function memlint cannot see into — or backpropagate anything itself?
-//! - [`HistoryFlow::result_reaches_backward`]: does the value of one forward call reach a
-//!   `backward()` (or leave the function) through the names it is assigned to?
+//! A value is followed while it can carry autograd history or be part of a training step:
+//! a tensor with history, or a tensor derived from one without it (`out.detach()`, an
+//! `argmax`), which still belongs to a training step when it reaches a backward pass (a
+//! detached target). Once it is a number, a numpy array or another framework's value it
+//! can no longer reach a backward pass, and nothing about it escapes.
 //!
-//! Each scope is decided once (memoized); a result is followed through the uses of the
-//! names it flows into, looked up in the model's identifier index, so the cost is the
-//! number of those uses, not the size of the function.
+//! Each answer is memoized in the model; the cost of one is the number of uses of the
+//! names the value flows into (looked up in the identifier index), bounded by a budget
+//! past which the value counts as handed to unseen code.
 
-use std::cell::RefCell;
-
-use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
-use crate::semantic::{named_children, unparenthesize, SemanticModel, ValueKind};
+use crate::library::{READING_CALLS, READING_LIBRARIES, STORING_METHODS};
+use crate::semantic::*;
 use crate::NodeExt;
 
-/// Library prefixes whose functions only read a tensor (show, save, convert it): passing a
-/// tensor with history to them keeps nothing.
-const READING_LIBRARIES: &[&str] = &[
-    "torch.", "torchvision.", "numpy.", "np.", "cv2.", "PIL.", "matplotlib.", "scipy.", "imageio.", "skimage.",
-    "math.", "os.", "json.", "logging.", "pickle.", "wandb.", "tensorboardX.", "time.", "random.", "sys.",
-];
+/// How many uses one question may follow before giving up (the value then counts as
+/// handed to code memlint does not follow).
+const BUDGET: usize = 400;
 
-/// Builtins and methods that read their arguments (print, log, save, convert).
-const READING_CALLS: &[&str] = &[
-    "print", "len", "float", "int", "str", "repr", "format", "isinstance", "round", "bool", "type", "range",
-    "enumerate", "zip", "min", "max", "sum", "abs", "sorted", "list", "tuple", "dict", "set", "getattr",
-    "add_image", "add_images", "add_scalar", "add_scalars", "add_histogram", "add_figure", "add_video",
-    "add_audio", "add_text", "log", "info", "debug", "warning", "imsave", "imwrite", "imshow", "show",
-    "save_image", "make_grid", "write", "display", "plot", "savefig", "format_map", "join",
-];
-
-/// First words of functions that show, save or log what they are given (`save_img_results`,
-/// `plot_samples`): names are the evidence where memlint cannot see the function.
-const READING_VERBS: &[&str] = &["save", "show", "plot", "log", "print", "visualize", "visualise", "vis", "draw", "write", "display", "imsave", "dump"];
-
-fn reads_by_name(name: &str) -> bool {
-    crate::lexicon::name_words(name).first().map(|w| READING_VERBS.contains(&w.as_str())).unwrap_or(false)
+/// Where a value goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate<'t> {
+    /// It reaches this backward pass (`loss.backward()`, `torch.autograd.grad(...)`).
+    Backward(Node<'t>),
+    /// It leaves its function through this `return` or `yield`, still carrying history.
+    Returned(Node<'t>),
+    /// It is stored where it outlives its function (`self.x = out`, an attribute, a
+    /// global's item): this statement.
+    Stored(Node<'t>),
+    /// It is handed, with history, to code memlint does not follow (an unknown function, a
+    /// method of an unknown object): this call.
+    Handed(Node<'t>),
+    /// It is only read: never backpropagated, and nothing with history leaves.
+    Consumed,
 }
 
-/// Methods that store their argument in the object they are called on.
-const STORING_METHODS: &[&str] = &[
-    "append", "extend", "insert", "put", "put_data", "push", "add", "update", "store", "record", "setdefault",
-    "appendleft", "put_nowait", "register_buffer",
-];
+impl<'t> Fate<'t> {
+    /// Two paths of one value: a backward pass anywhere decides; then any escape; else it is
+    /// consumed.
+    fn merge(self, other: Fate<'t>) -> Fate<'t> {
+        match (self, other) {
+            (Fate::Backward(_), _) => self,
+            (_, Fate::Backward(_)) => other,
+            (Fate::Consumed, _) => other,
+            _ => self,
+        }
+    }
 
-/// Memoized answers about the flow of autograd history in one module.
-pub struct HistoryFlow<'m, 't> {
-    model: &'m SemanticModel<'t>,
-    /// By function node id (0 for the module body).
-    scopes: RefCell<HashMap<usize, bool>>,
-    /// Answers callers decide once per (question, name).
-    by_name: RefCell<HashMap<(&'static str, String), bool>>,
+    pub fn is_backward(self) -> bool {
+        matches!(self, Fate::Backward(_))
+    }
 }
 
-impl<'m, 't> HistoryFlow<'m, 't> {
-    pub fn new(model: &'m SemanticModel<'t>) -> Self {
-        HistoryFlow { model, scopes: RefCell::new(HashMap::default()), by_name: RefCell::new(HashMap::default()) }
+/// What the value being followed can still carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Carries {
+    /// Autograd history.
+    History,
+    /// A tensor without history, derived from one: part of a step if it reaches a backward.
+    Derived,
+}
+
+impl<'t> SemanticModel<'t> {
+    /// The fate of the value of `expr` (a forward call's output) in the function it is in.
+    pub fn fate(&self, expr: Node<'t>) -> Fate<'t> {
+        if let Some(fate) = self.fates.borrow().get(&expr.id()) {
+            return *fate;
+        }
+        let mut follower = Follower::new(self);
+        follower.use_at(expr, Carries::History);
+        let fate = follower.run();
+        self.fates.borrow_mut().insert(expr.id(), fate);
+        fate
     }
 
-    /// A memo for callers' per-name questions (`question`, `name`), so that a file of many
-    /// same-named functions is decided once per name.
-    pub fn memo_by_name(&self, question: &'static str, name: &str, decide: impl FnOnce() -> bool) -> bool {
-        let key = (question, name.to_owned());
-        if let Some(known) = self.by_name.borrow().get(&key) {
-            return *known;
+    /// The fate, inside the function `def`, of what its parameter `name` receives (a
+    /// tensor with history): where a caller's value goes once handed to it. A cycle of calls
+    /// answers [`Fate::Handed`].
+    pub fn parameter_fate(&self, def: Node<'t>, name: &str) -> Fate<'t> {
+        let key = (def.id(), name.to_owned());
+        if let Some(fate) = self.parameter_fates.borrow().get(&key) {
+            return *fate;
         }
-        let answer = decide();
-        self.by_name.borrow_mut().insert(key, answer);
-        answer
-    }
-
-    /// Does the scope `node` runs in (its function, or the module body) backpropagate, or
-    /// let a tensor with history escape it (return, yield, store on an object or in a
-    /// container, pass to a function or method memlint cannot see into)? `false` means
-    /// every forward pass there builds a graph that nothing can use.
-    pub fn scope_keeps_history(&self, node: Node<'t>) -> bool {
-        let model = self.model;
-        let function = model.enclosing_function(node).map(|f| f.node);
-        let id = function.map(|f| f.id()).unwrap_or(0);
-        if let Some(known) = self.scopes.borrow().get(&id) {
-            return *known;
-        }
-        let answer = self.compute_scope_keeps_history(function);
-        self.scopes.borrow_mut().insert(id, answer);
-        answer
-    }
-
-    fn compute_scope_keeps_history(&self, function: Option<Node<'t>>) -> bool {
-        let model = self.model;
-        let range = function.map(|f| f.byte_range()).unwrap_or(0..model.source().len());
-        let in_scope = |n: Node<'t>| model.enclosing_function(n).map(|f| f.node.id()) == function.map(|f| f.id());
-        let anchor = function.and_then(|f| f.field("body")).unwrap_or(model.root());
-        if !model.backward_calls_in_scope_of(anchor).is_empty() {
-            return true;
-        }
-        if model.trains_in(anchor) {
-            return true;
-        }
-        let calls = model.calls();
-        let from = calls.partition_point(|c| c.start_byte() < range.start);
-        let to = calls.partition_point(|c| c.start_byte() < range.end);
-        for call in &calls[from..to.max(from)] {
-            if !in_scope(*call) {
-                continue;
-            }
-            if self.call_keeps_argument_history(*call) {
-                return true;
-            }
-        }
-        // Returns, yields and stores: walk the scope's statements (once per scope).
-        let mut stack = vec![anchor];
-        while let Some(n) = stack.pop() {
-            match n.kind_name() {
-                "function_definition" | "class_definition" | "lambda" if n.id() != anchor.id() => continue,
-                "return_statement" | "yield" => {
-                    if let Some(value) = n.named_child(0) {
-                        if self.carries_history(value) {
-                            return true;
-                        }
+        self.parameter_fates.borrow_mut().insert(key.clone(), Fate::Handed(def));
+        let fate = match def.field("body") {
+            Some(body) => {
+                let mut follower = Follower::new(self);
+                let parameter = self.bindings_of(Some(def.id()), name).and_then(|bs| bs.iter().find(|b| b.kind == BindingKind::Parameter)).map(|b| b.statement);
+                match parameter {
+                    Some(p) => {
+                        follower.follow(Bound { name: self.intern(name), binding: p.id(), from: body.start_byte(), loop_start: None, function: Some(def), carries: Carries::History });
+                        follower.run()
                     }
+                    None => Fate::Handed(def),
                 }
-                "assignment" | "augmented_assignment" => {
-                    // `out[:, 1:5] /= scale` edits a local tensor in place; `self.x = out`,
-                    // `results["out"] = out` keep it.
-                    let stores = n
-                        .field("left")
-                        .map(|l| match l.kind_name() {
-                            "attribute" => true,
-                            "subscript" => !l
-                                .field("value")
-                                .map(|v| matches!(self.model.value_kind(v), ValueKind::GradTensor | ValueKind::PlainTensor))
-                                .unwrap_or(false),
-                            _ => false,
-                        })
-                        .unwrap_or(false);
-                    // A global or an outer name assigned in a function also outlives it;
-                    // only attribute and item stores are looked at (locals die here).
-                    if stores && n.field("right").map(|r| self.carries_history(r)).unwrap_or(false) {
-                        return true;
-                    }
-                }
-                _ => {}
             }
-            let mut cursor = n.walk();
-            stack.extend(n.named_children(&mut cursor));
-        }
-        false
+            None => Fate::Consumed,
+        };
+        self.parameter_fates.borrow_mut().insert(key, fate);
+        fate
     }
 
-    /// Does the function `def` return or yield a tensor with history (`return model(x),
-    /// noise`)? Its caller may backpropagate it.
+    /// May the value of `expr` reach a backward pass: in its function, or, returned, in a
+    /// caller (in this module, up to a few levels; a caller in another module that may keep
+    /// the result counts)? What is stored or handed out of sight is taken not to.
+    pub fn may_reach_backward(&self, expr: Node<'t>) -> bool {
+        self.reaches_backward_within(expr, 3)
+    }
+
+    fn reaches_backward_within(&self, expr: Node<'t>, depth: usize) -> bool {
+        match self.fate(expr) {
+            Fate::Backward(_) => true,
+            Fate::Returned(_) if depth > 0 => {
+                let Some(function) = self.enclosing_function(expr) else { return false };
+                if self.external_results_kept(function.node).iter().any(|kept| *kept) {
+                    return true;
+                }
+                self.calls_of_function(function).into_iter().any(|call| self.reaches_backward_within(call, depth - 1))
+            }
+            _ => false,
+        }
+    }
+
+    /// The fate of the result of `call` (a call of a function whose return value carries
+    /// history) in the caller's function.
+    pub fn result_fate(&self, call: Node<'t>) -> Fate<'t> {
+        self.fate(call)
+    }
+
+    /// Does the function `def` return or yield a tensor with history? Its callers may
+    /// backpropagate it.
     pub fn function_returns_history(&self, def: Node<'t>) -> bool {
-        let Some(body) = def.field("body") else { return false };
-        let mut stack = vec![body];
-        while let Some(n) = stack.pop() {
-            match n.kind_name() {
-                "function_definition" | "class_definition" | "lambda" => continue,
-                "return_statement" | "yield" => {
-                    if n.named_child(0).map(|v| self.carries_history(v)).unwrap_or(false) {
-                        return true;
-                    }
-                }
-                _ => {}
-            }
-            let mut cursor = n.walk();
-            stack.extend(n.named_children(&mut cursor));
-        }
-        false
+        self.returns.get(&def.id()).is_some_and(|returns| {
+            returns.iter().filter_map(|r| r.named_child(0)).any(|v| self.carries_history(v))
+        })
     }
 
-    /// Does `expr` hold a tensor with history, or a container or call result built from one
+    /// Does `expr` hold a tensor with history, or a container built from one
     /// (`(out, h)`, `{"logits": out}`)?
-    fn carries_history(&self, expr: Node<'t>) -> bool {
+    pub(crate) fn carries_history(&self, expr: Node<'t>) -> bool {
         let expr = unparenthesize(expr);
         match expr.kind_name() {
             "tuple" | "list" | "expression_list" | "set" => named_children(expr).into_iter().any(|e| self.carries_history(e)),
@@ -188,200 +151,376 @@ impl<'m, 't> HistoryFlow<'m, 't> {
             "keyword_argument" => expr.field("value").map(|v| self.carries_history(v)).unwrap_or(false),
             "list_splat" | "dictionary_splat" => expr.named_child(0).map(|v| self.carries_history(v)).unwrap_or(false),
             "list_comprehension" | "generator_expression" => expr.field("body").map(|b| self.carries_history(b)).unwrap_or(false),
-            _ => self.model.value_kind(expr) == ValueKind::GradTensor,
+            _ => self.value_kind(expr) == ValueKind::GradTensor,
         }
     }
 
-    /// Does `call` hand a tensor with history to something that may keep or
-    /// backpropagate it: a storing method (`xs.append(out)`), a function defined here or
-    /// in the project, an unknown object's method? Forward passes, tensor methods and the
-    /// reading functions of libraries (`save_image`, `np.asarray`, `print`) do not.
-    fn call_keeps_argument_history(&self, call: Node<'t>) -> bool {
-        let model = self.model;
-        let Some(args) = call.field("arguments") else { return false };
-        let Some(callee) = call.field("function") else { return false };
-        if model.forward_callee(call).is_some() {
-            return false;
-        }
-        let last = match callee.kind_name() {
-            "identifier" => model.text(callee),
-            "attribute" => callee.field("attribute").map(|a| model.text(a)).unwrap_or(""),
-            _ => "",
-        };
-        if !STORING_METHODS.contains(&last) {
-            if READING_CALLS.contains(&last) || reads_by_name(last) {
-                return false;
-            }
-            if let Some(q) = model.qualified_name(callee) {
-                if READING_LIBRARIES.iter().any(|p| q.starts_with(p)) {
-                    return false;
-                }
-            }
-            // A method of a tensor (`out.argmax(1)`, `out.cpu()`): its value is tracked.
-            if callee.kind_name() == "attribute" {
-                let object_kind = callee.field("object").map(|o| model.value_kind(o)).unwrap_or(ValueKind::Unknown);
-                if matches!(object_kind, ValueKind::GradTensor | ValueKind::PlainTensor | ValueKind::Number) {
-                    return false;
-                }
-            }
-        }
-        named_children(args).into_iter().any(|a| self.carries_history(a))
+    /// A name's text as it appears in the module (for the follower's worklist).
+    fn intern(&self, name: &str) -> &'t str {
+        self.identifiers_by_name.get_key_value(name).map(|(k, _)| *k).unwrap_or("")
+    }
+}
+
+/// A name bound to the value followed: its uses are those that see this binding.
+#[derive(Clone, Copy)]
+struct Bound<'t> {
+    name: &'t str,
+    /// The statement (or parameter) of the binding the uses must see, by node id.
+    binding: usize,
+    /// Where its uses start.
+    from: usize,
+    /// When the binding is in a loop: the start of the loop's body (uses before the
+    /// binding see it on the next iteration, unless the body binds the name before them).
+    loop_start: Option<usize>,
+    function: Option<Node<'t>>,
+    carries: Carries,
+}
+
+/// One question: the uses still to follow, and what was found so far.
+struct Follower<'m, 't> {
+    model: &'m SemanticModel<'t>,
+    pending: Vec<Bound<'t>>,
+    /// The bindings already followed, by (name, binding).
+    seen: rustc_hash::FxHashSet<(&'t str, usize)>,
+    budget: usize,
+    fate: Fate<'t>,
+}
+
+impl<'m, 't> Follower<'m, 't> {
+    fn new(model: &'m SemanticModel<'t>) -> Self {
+        Follower { model, pending: Vec::new(), seen: Default::default(), budget: BUDGET, fate: Fate::Consumed }
     }
 
-    /// Does the output of the forward call `call` reach a `backward()` in its scope, or
-    /// leave it (returned, stored on an object, handed to a function that may keep it),
-    /// through the names it is assigned to and the names computed from those?
-    pub fn result_reaches_backward(&self, call: Node<'t>) -> bool {
-        let model = self.model;
-        let function = model.enclosing_function(call).map(|f| f.node);
-        let scope_end = function.map(|f| f.end_byte()).unwrap_or(model.source().len());
-        let Some(statement) = statement_of(model, call) else { return true };
-        let mut pending: Vec<(&'t str, usize)> = Vec::new();
-        if !self.statement_passes_on(statement, call, &mut pending) {
-            return true;
-        }
-        // For each name, the earliest point its uses were followed from: a name assigned
-        // twice is followed from its first assignment, whichever is popped first.
-        let mut seen: HashMap<&'t str, usize> = HashMap::default();
-        let mut budget = 256;
-        while let Some((name, after)) = pending.pop() {
-            if seen.get(name).is_some_and(|from| *from <= after) {
+    fn found(&mut self, fate: Fate<'t>) {
+        self.fate = self.fate.merge(fate);
+    }
+
+    fn run(mut self) -> Fate<'t> {
+        while let Some(bound) = self.pending.pop() {
+            if self.fate.is_backward() {
+                break;
+            }
+            let Bound { name, binding, from, loop_start, function, carries } = bound;
+            if name.is_empty() || !self.seen.insert((name, binding)) {
                 continue;
             }
-            seen.insert(name, after);
-            for use_ in model.identifiers_named_in(name, after..scope_end) {
-                budget -= 1;
-                if budget == 0 {
-                    return true;
+            let model = self.model;
+            let end = function.map(|f| f.end_byte()).unwrap_or(model.source().len());
+            let start = loop_start.unwrap_or(from).min(from);
+            for use_ in model.identifiers_named_in(name, start..end) {
+                if self.budget == 0 {
+                    self.found(Fate::Handed(*use_));
+                    return self.fate;
                 }
+                self.budget -= 1;
                 if model.enclosing_function(*use_).map(|f| f.node.id()) != function.map(|f| f.id()) {
                     continue;
                 }
-                let Some(st) = statement_of(model, *use_) else { return true };
-                if !self.statement_passes_on(st, *use_, &mut pending) {
-                    return true;
+                if model.is_binding_target(*use_) {
+                    continue;
                 }
+                // The use must see the binding followed: no other binding of the name between
+                // them runs on every path to it (one in a branch that does not hold the use
+                // may not run); before it in its loop, the same from the loop's start.
+                let after_binding = use_.start_byte() >= from;
+                let since = if after_binding { from } else { start };
+                if model.rebound_on_every_path(name, since, *use_, binding) {
+                    continue;
+                }
+                self.use_at(*use_, carries);
             }
         }
-        false
+        self.fate
     }
 
-    /// Follows a value used at `at` within `statement`: adds the names it is assigned to
-    /// `pending`; `false` when the statement backpropagates it, returns it, stores it on
-    /// an object or hands it to a call that may keep it.
-    fn statement_passes_on(&self, statement: Node<'t>, at: Node<'t>, pending: &mut Vec<(&'t str, usize)>) -> bool {
+    fn follow(&mut self, bound: Bound<'t>) {
+        self.pending.push(bound);
+    }
+
+    /// Follow the name `ident` after `statement`, which binds it (a target) or stores into
+    /// what it holds (a container): the uses that see that binding.
+    fn follow_name(&mut self, ident: Node<'t>, statement: Node<'t>, function: Option<Node<'t>>, carries: Carries) {
         let model = self.model;
-        // Calls between the use and its statement: `loss(out).backward()`, `keep(out)`.
-        let mut current = at;
-        while let Some(parent) = model.parent(current) {
-            if parent.id() == statement.id() {
-                break;
+        let name = model.text(ident);
+        let own = model.bindings_in_scope(name, ident).iter().find(|b| b.statement.id() == statement.id() || contains(b.statement, ident) && contains(statement, b.statement) || contains(b.statement, statement));
+        let binding = match own {
+            Some(b) if model.is_binding_target(ident) || b.kind == BindingKind::AugAssign => *b,
+            _ => match model.binding_at(name, ident) {
+                Some(b) => *b,
+                None => return,
+            },
+        };
+        let binding_stmt = binding.statement;
+        let from = if binding_stmt.kind_name() == "for_statement" {
+            binding_stmt.field("body").map(|b| b.start_byte()).unwrap_or(statement.end_byte())
+        } else {
+            statement.end_byte()
+        };
+        let loop_start = model.loop_body_start(binding.position, function);
+        self.follow(Bound { name, binding: binding_stmt.id(), from, loop_start, function, carries });
+    }
+
+    /// The value is used at `node`: walk up its expression to its statement.
+    fn use_at(&mut self, node: Node<'t>, mut carries: Carries) {
+        let model = self.model;
+        let function = model.enclosing_function(node).map(|f| f.node);
+        let mut current = node;
+        // The argument of a call the value is in (the child of its argument list).
+        let mut argument = node;
+        loop {
+            let Some(parent) = model.parent(current) else { return };
+            if parent.kind_name() == "argument_list" {
+                argument = current;
             }
-            if parent.kind_name() == "call" {
-                if model.is_backward_call(parent) {
-                    return false;
-                }
-                let is_argument = parent.field("arguments").map(|a| a.id() == current.id() || crate::semantic::contains(a, current)).unwrap_or(false);
-                if is_argument && self.call_keeps_argument_history_of(parent) {
-                    return false;
-                }
-                // `out.backward()` on the value itself.
-                if let Some(callee) = parent.field("function") {
-                    if callee.kind_name() == "attribute" && callee.field("attribute").map(|a| model.text(a) == "backward").unwrap_or(false) {
-                        return false;
+            match parent.kind_name() {
+                "call" => {
+                    let in_arguments = parent.field("arguments").is_some_and(|a| a.id() == current.id());
+                    let is_callee = parent.field("function").is_some_and(|f| f.id() == current.id());
+                    if model.is_backward_call(parent) {
+                        self.found(Fate::Backward(parent));
+                        return;
+                    }
+                    if in_arguments {
+                        match self.handed_to(parent, argument, carries) {
+                            Handing::Stop => return,
+                            Handing::Continue => {}
+                        }
+                    } else if !is_callee {
+                        // The callee is computed from the value (`nets[out.argmax()](x)`).
+                        return;
+                    }
+                    if !self.still_followed(parent, &mut carries) {
+                        return;
                     }
                 }
+                "argument_list" | "keyword_argument" | "list_splat" | "dictionary_splat" | "parenthesized_expression" | "pair" => {}
+                "attribute" => {
+                    // `out.logits`, `out.argmax` (then called): the value's part or method.
+                    if parent.field("object").is_some_and(|o| o.id() == current.id()) {
+                        let is_method = model.parent(parent).is_some_and(|c| c.kind_name() == "call" && c.field("function").is_some_and(|f| f.id() == parent.id()));
+                        if !is_method && !self.still_followed(parent, &mut carries) {
+                            return;
+                        }
+                    } else {
+                        return;
+                    }
+                }
+                "subscript" => {
+                    if parent.field("value").is_some_and(|v| v.id() == current.id()) {
+                        if !self.still_followed(parent, &mut carries) {
+                            return;
+                        }
+                    } else {
+                        // An index computed from the value.
+                        return;
+                    }
+                }
+                "binary_operator" | "unary_operator" | "conditional_expression" | "boolean_operator" | "list" | "tuple" | "set"
+                | "dictionary" | "expression_list" | "await" => {
+                    if !self.still_followed(parent, &mut carries) {
+                        return;
+                    }
+                }
+                "comparison_operator" | "not_operator" => return,
+                "list_comprehension" | "generator_expression" | "set_comprehension" | "dictionary_comprehension" | "for_in_clause" => {
+                    // Followed as a whole: the comprehension's value carries what its body does.
+                    if !self.still_followed(parent, &mut carries) {
+                        return;
+                    }
+                }
+                "lambda" => {
+                    self.escape(carries, Fate::Handed(parent));
+                    return;
+                }
+                "return_statement" => {
+                    self.escape(carries, Fate::Returned(parent));
+                    return;
+                }
+                "yield" => {
+                    self.escape(carries, Fate::Returned(parent));
+                    return;
+                }
+                "assignment" | "augmented_assignment" => {
+                    if parent.field("right").is_some_and(|r| r.id() == current.id()) {
+                        if let Some(left) = parent.field("left") {
+                            self.assigned_to(left, parent, function, carries);
+                        }
+                    }
+                    return;
+                }
+                "for_statement" => {
+                    if parent.field("right").is_some_and(|r| r.id() == current.id()) {
+                        if let Some(left) = parent.field("left") {
+                            let mut targets = Vec::new();
+                            collect_targets(left, &mut targets);
+                            for t in targets.into_iter().filter(|t| t.kind_name() == "identifier") {
+                                self.follow_name(t, parent, function, carries);
+                            }
+                        }
+                    }
+                    return;
+                }
+                "with_item" | "as_pattern" => {
+                    self.escape(carries, Fate::Handed(parent));
+                    return;
+                }
+                // Read by a statement: a condition, an assertion, `del`, a bare expression.
+                _ => return,
             }
             current = parent;
         }
-        match statement.kind_name() {
-            "return_statement" => false,
-            "expression_statement" => {
-                let Some(inner) = statement.named_child(0) else { return true };
-                match inner.kind_name() {
-                    "assignment" | "augmented_assignment" => {
-                        let Some(left) = inner.field("left") else { return true };
-                        let mut targets = Vec::new();
-                        collect_targets(left, &mut targets);
-                        for t in targets {
-                            match t.kind_name() {
-                                "identifier" => pending.push((model.text(t), statement.end_byte())),
-                                // Stored on an object or in a container: outlives the statement.
-                                _ => return false,
-                            }
-                        }
-                        true
-                    }
-                    "yield" => false,
-                    _ => true,
-                }
-            }
-            // Conditions, loop headers: read only (a `for` over it binds its target).
-            "for_statement" => {
-                if let Some(left) = statement.field("left") {
-                    let mut targets = Vec::new();
-                    collect_targets(left, &mut targets);
-                    for t in targets {
-                        if t.kind_name() == "identifier" {
-                            pending.push((model.text(t), statement.start_byte()));
-                        }
-                    }
-                }
+    }
+
+    /// An escape of the value: with history it is one; a value without history cannot
+    /// carry any out.
+    fn escape(&mut self, carries: Carries, fate: Fate<'t>) {
+        if carries == Carries::History {
+            self.found(fate);
+        }
+    }
+
+    /// Is the value of `expr`, computed from the followed one, still followed? Updates what
+    /// it carries: a number or another framework's value ends the path.
+    fn still_followed(&self, expr: Node<'t>, carries: &mut Carries) -> bool {
+        match self.model.value_kind(expr) {
+            ValueKind::Number | ValueKind::Foreign => false,
+            ValueKind::PlainTensor => {
+                *carries = Carries::Derived;
                 true
             }
             _ => true,
         }
     }
 
-    /// [`Self::call_keeps_argument_history`] without the check that an argument has
-    /// history (the value followed has it by construction).
-    fn call_keeps_argument_history_of(&self, call: Node<'t>) -> bool {
+    /// The value is an argument of `call` (not a backward pass).
+    fn handed_to(&mut self, call: Node<'t>, argument: Node<'t>, carries: Carries) -> Handing {
         let model = self.model;
-        let Some(callee) = call.field("function") else { return true };
+        let Some(callee) = call.field("function") else { return Handing::Stop };
+        // A forward pass or a tensor operation: its result is computed from the value.
         if model.forward_callee(call).is_some() {
-            return false;
+            return Handing::Continue;
         }
         let last = match callee.kind_name() {
             "identifier" => model.text(callee),
             "attribute" => callee.field("attribute").map(|a| model.text(a)).unwrap_or(""),
             _ => "",
         };
-        if STORING_METHODS.contains(&last) {
-            return true;
+        // Put into a container: follow the container (`log_probs.append(lp)`, then
+        // `torch.stack(log_probs)`), or it is stored where the container lives.
+        if STORING_METHODS.contains(&last) && callee.kind_name() == "attribute" {
+            let container = callee.field("object").map(unparenthesize);
+            match container.filter(|c| c.kind_name() == "identifier" && model.holds_a_local_container(*c)) {
+                Some(c) if !model.is_global_name(c) => {
+                    let function = model.enclosing_function(call).map(|f| f.node);
+                    let statement = model.statement_around(call);
+                    self.follow_name(c, statement, function, carries);
+                }
+                _ => self.escape(carries, Fate::Stored(call)),
+            }
+            return Handing::Stop;
         }
-        if READING_CALLS.contains(&last) || reads_by_name(last) {
-            return false;
-        }
-        if let Some(q) = model.qualified_name(callee) {
-            return !READING_LIBRARIES.iter().any(|p| q.starts_with(p));
-        }
-        if callee.kind_name() == "attribute" {
-            let object_kind = callee.field("object").map(|o| model.value_kind(o)).unwrap_or(ValueKind::Unknown);
-            if matches!(object_kind, ValueKind::GradTensor | ValueKind::PlainTensor | ValueKind::Number | ValueKind::Loss) {
-                return false;
+        // A local function: where its parameter's value goes.
+        if let Some(def) = model.local_callee(call) {
+            if let Some(parameter) = model.parameter_receiving(def, call, Some(argument)) {
+                return match model.parameter_fate(def, parameter) {
+                    Fate::Backward(b) => {
+                        self.found(Fate::Backward(b));
+                        Handing::Stop
+                    }
+                    Fate::Returned(_) => Handing::Continue,
+                    Fate::Consumed => Handing::Stop,
+                    escape => {
+                        self.escape(carries, escape);
+                        Handing::Stop
+                    }
+                };
             }
         }
-        true
+        // A function or method of the project: what its summary says it does with what it
+        // is given (it backpropagates, stores, or computes a result from it).
+        if let Some(summary) = model.project_function_called(call) {
+            if summary.backprops {
+                self.found(Fate::Backward(call));
+            } else if !summary.stores.is_empty() {
+                self.escape(carries, Fate::Stored(call));
+            } else {
+                return Handing::Continue;
+            }
+            return Handing::Stop;
+        }
+        if let Some(q) = model.qualified_name(callee) {
+            // torch's own functions compute from the value; the other libraries memlint
+            // models read it; a library it does not model may keep it.
+            if q.starts_with("torch.") && !q.starts_with("torch.save") {
+                return Handing::Continue;
+            }
+            if READING_LIBRARIES.iter().any(|p| q.starts_with(p)) || crate::library::call_model(&q).is_some() {
+                return Handing::Stop;
+            }
+            self.escape(carries, Fate::Handed(call));
+            return Handing::Stop;
+        }
+        // A method of a tensor, a number or a loss module: its result is computed from it.
+        if callee.kind_name() == "attribute" {
+            let object = callee.field("object").map(|o| model.value_kind(o)).unwrap_or(ValueKind::Unknown);
+            if matches!(object, ValueKind::GradTensor | ValueKind::PlainTensor | ValueKind::Number | ValueKind::Foreign) {
+                return Handing::Continue;
+            }
+        }
+        if model.value_kind(callee) == ValueKind::Loss {
+            return Handing::Continue;
+        }
+        // Builtins that give the value back (in a container, an element, an iterator): their
+        // result carries it on.
+        if callee.kind_name() == "identifier" && PASSING_BUILTINS.contains(&last) {
+            return Handing::Continue;
+        }
+        // Builtins and the methods that print, log or save; an unseen function whose name
+        // says it shows or saves what it is given.
+        if READING_CALLS.contains(&last) || reads_by_name(last) {
+            return Handing::Stop;
+        }
+        self.escape(carries, Fate::Handed(call));
+        Handing::Stop
+    }
+
+    /// The value is assigned to `left`.
+    fn assigned_to(&mut self, left: Node<'t>, statement: Node<'t>, function: Option<Node<'t>>, carries: Carries) {
+        let model = self.model;
+        let mut targets = Vec::new();
+        collect_targets(left, &mut targets);
+        for t in targets {
+            match t.kind_name() {
+                "identifier" => self.follow_name(t, statement, function, carries),
+                // `results[k] = out`: into a local container, followed as the container.
+                "subscript" => match t.field("value").map(unparenthesize).filter(|v| v.kind_name() == "identifier" && model.holds_a_local_container(*v)) {
+                    Some(c) if !model.is_global_name(c) => self.follow_name(c, statement, function, carries),
+                    _ => self.escape(carries, Fate::Stored(statement)),
+                },
+                // `self.x = out`: outlives the call.
+                _ => self.escape(carries, Fate::Stored(statement)),
+            }
+        }
     }
 }
 
-/// The statement (a child of a block or the module) that contains `node`; a `for`/`if`/
-/// `while` header counts as its statement.
-fn statement_of<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Option<Node<'t>> {
-    let mut current = node;
-    while let Some(parent) = model.parent(current) {
-        if matches!(parent.kind_name(), "block" | "module") {
-            return Some(current);
-        }
-        if matches!(parent.kind_name(), "for_statement" | "while_statement" | "if_statement" | "elif_clause" | "with_statement")
-            && parent.field("body").map(|b| b.id() != current.id()).unwrap_or(true)
-            && !matches!(current.kind_name(), "block" | "else_clause" | "elif_clause")
-        {
-            return Some(parent);
-        }
-        current = parent;
-    }
-    None
+enum Handing {
+    /// The call's result carries the value on: keep walking up.
+    Continue,
+    /// The value stops here (read, stored, followed elsewhere).
+    Stop,
+}
+
+/// Builtins whose result holds what they are given (a container, an element of it, an
+/// iterator over it).
+const PASSING_BUILTINS: &[&str] = &["list", "tuple", "dict", "set", "zip", "enumerate", "sorted", "reversed", "min", "max", "sum", "abs", "iter", "next", "map", "filter", "getattr"];
+
+/// First words of functions that show, save or log what they are given (`save_img_results`,
+/// `plot_samples`), when memlint cannot see the function.
+const READING_VERBS: &[&str] = &["save", "show", "plot", "log", "print", "visualize", "visualise", "vis", "draw", "write", "display", "imsave", "dump"];
+
+fn reads_by_name(name: &str) -> bool {
+    crate::lexicon::name_words(name).first().map(|w| READING_VERBS.contains(&w.as_str())).unwrap_or(false)
 }
 
 fn collect_targets<'t>(target: Node<'t>, out: &mut Vec<Node<'t>>) {
@@ -397,5 +536,127 @@ fn collect_targets<'t>(target: Node<'t>, out: &mut Vec<Node<'t>>) {
             }
         }
         _ => out.push(target),
+    }
+}
+
+impl<'t> SemanticModel<'t> {
+    /// Is `name` bound again between the byte `since` and `use_` (not by `except`, the
+    /// binding followed) by a statement that runs on every path to the use: one whose
+    /// block holds the use? A binding in a branch that does not hold the use may not run
+    /// (`if a: out = f(x)` / `else: out = g(x)`: both reach the use after the `if`).
+    pub(crate) fn rebound_on_every_path(&self, name: &str, since: usize, use_: Node<'t>, except: usize) -> bool {
+        self.bindings_in_scope(name, use_).iter().any(|b| {
+            b.statement.id() != except
+                && b.position >= since
+                && b.position < use_.start_byte()
+                && !contains(b.statement, use_)
+                && matches!(b.kind, BindingKind::Assign | BindingKind::LoopTarget | BindingKind::WithTarget)
+                && self.parent(b.statement).is_some_and(|block| contains(block, use_))
+        })
+    }
+
+    /// The statement (a child of a block or the module) around `node`.
+    pub(crate) fn statement_around(&self, node: Node<'t>) -> Node<'t> {
+        let mut current = node;
+        while let Some(parent) = self.parent(current) {
+            if matches!(parent.kind_name(), "block" | "module") {
+                return current;
+            }
+            current = parent;
+        }
+        current
+    }
+
+    /// The start of the body of the innermost loop (in `function`) around the byte `at`: a
+    /// value bound in a loop is seen again by the uses before its binding on the next
+    /// iteration.
+    pub(crate) fn loop_body_start(&self, at: usize, function: Option<Node<'t>>) -> Option<usize> {
+        let range = function.map(|f| f.byte_range()).unwrap_or(0..self.source().len());
+        self.loops
+            .iter()
+            .filter(|l| range.start <= l.start_byte() && l.end_byte() <= range.end)
+            .filter_map(|l| l.field("body"))
+            .filter(|b| b.start_byte() <= at && at < b.end_byte())
+            .filter(|b| self.enclosing_function(*b).map(|f| f.node.id()) == function.map(|f| f.id()))
+            .map(|b| b.start_byte())
+            .max()
+    }
+
+    /// Does the name at `ident` hold a container built in this module (a list, dict, set or
+    /// tuple display or comprehension, `list()`, `dict()`, `defaultdict(...)`, `deque(...)`),
+    /// as far as its binding there says? What is put in it is followed with it; what is put
+    /// into another object (an instance of a class) is stored there.
+    pub(crate) fn holds_a_local_container(&self, ident: Node<'t>) -> bool {
+        let Some(binding) = self.binding_at(self.text(ident), ident) else { return false };
+        let Some(value) = binding.value.filter(|_| binding.kind == BindingKind::Assign).map(unparenthesize) else { return false };
+        match value.kind_name() {
+            "list" | "dictionary" | "set" | "tuple" | "list_comprehension" | "dictionary_comprehension" | "set_comprehension" => true,
+            "binary_operator" => value.field("left").is_some_and(|l| l.kind_name() == "list"),
+            "call" => value.field("function").map(|f| self.text(f).rsplit('.').next().unwrap_or("")).is_some_and(|name| {
+                matches!(name, "list" | "dict" | "set" | "defaultdict" | "OrderedDict" | "deque" | "Counter")
+            }),
+            _ => false,
+        }
+    }
+
+    /// Is the identifier the target of an assignment, a `for` or a `with` (a binding, not a
+    /// use)?
+    pub(crate) fn is_binding_target(&self, ident: Node<'t>) -> bool {
+        let mut current = ident;
+        while let Some(parent) = self.parent(current) {
+            match parent.kind_name() {
+                "pattern_list" | "tuple_pattern" | "list_pattern" | "list_splat_pattern" | "as_pattern_target" => current = parent,
+                "tuple" | "list" | "expression_list" | "parenthesized_expression" => current = parent,
+                "assignment" => return parent.field("left").is_some_and(|l| l.id() == current.id()),
+                "augmented_assignment" => return false,
+                "for_statement" | "for_in_clause" => return parent.field("left").is_some_and(|l| l.id() == current.id()),
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// Is `name` (used at the identifier) a module-level name used in a function (a global:
+    /// what is put in it outlives the function)?
+    pub(crate) fn is_global_name(&self, ident: Node<'t>) -> bool {
+        let Some(function) = self.enclosing_function(ident) else { return false };
+        let name = self.text(ident);
+        self.bindings_of(Some(function.node.id()), name).is_none() && self.bindings_of(None, name).is_some()
+    }
+
+    /// The parameter of `def` that the argument at `argument` (or, when `None`, the first
+    /// argument holding history) of `call` fills.
+    pub(crate) fn parameter_receiving(&self, def: Node<'t>, call: Node<'t>, argument: Option<Node<'t>>) -> Option<&'t str> {
+        let params = named_children(def.field("parameters")?);
+        let arguments = named_children(call.field("arguments")?);
+        let method = self.functions.get(&def.id()).is_some_and(|f| f.class.is_some())
+            && call.field("function").is_some_and(|c| c.kind_name() == "attribute");
+        let skip = usize::from(method);
+        let held = |a: Node<'t>| argument.map(|x| x.id() == a.id() || contains(a, x)).unwrap_or_else(|| self.carries_history(a));
+        let mut position = 0;
+        for a in arguments {
+            match a.kind_name() {
+                "keyword_argument" => {
+                    if a.field("value").is_some_and(held) {
+                        let name = a.field("name").map(|n| self.text(n))?;
+                        return params.iter().filter_map(|p| parameter_name(*p)).map(|n| self.text(n)).find(|n| *n == name);
+                    }
+                }
+                "list_splat" | "dictionary_splat" => {
+                    if held(a) {
+                        return None;
+                    }
+                }
+                "comment" => {}
+                _ => {
+                    if held(a) {
+                        let param = params.get(position + skip)?;
+                        return parameter_name(*param).map(|n| self.text(n));
+                    }
+                    position += 1;
+                }
+            }
+        }
+        None
     }
 }

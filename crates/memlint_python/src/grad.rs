@@ -218,4 +218,100 @@ impl<'t> SemanticModel<'t> {
         }
         self.no_grad_functions = no_grad;
     }
+
+    /// Does the forward pass `call` run with gradients disabled by its module's own class:
+    /// a class whose `forward` is decorated `@torch.no_grad()` (or `inference_mode`), defined
+    /// here or in another module of the project (`matcher = HungarianMatcher();
+    /// matcher(outputs, targets)`)? Gives why.
+    pub fn class_forward_disables_grad(&self, call: Node<'t>) -> Option<String> {
+        let callee = call.field("function")?;
+        let instance = match callee.kind_name() {
+            "attribute" if callee.field("attribute").is_some_and(|a| self.text(a) == "forward") => callee.field("object")?,
+            _ => callee,
+        };
+        if let Some(class) = self.instance_class(instance) {
+            let forward = self.method_of(class, "forward")?;
+            let info = self.functions.get(&forward.id())?;
+            let decorator = info.decorators.iter().find(|d| self.decorator_disables_grad(**d))?;
+            return Some(format!("`{class}.forward` is decorated `@{}`", self.text(*decorator)));
+        }
+        let construction = self.constructor_through_methods(instance, 0)?;
+        match self.project_class_built_by(construction)? {
+            crate::Symbol::Class { methods, .. } if methods.iter().any(|m| m.name == "forward" && m.no_grad) => {
+                let class = construction.field("function").map(|f| self.text(f)).unwrap_or("");
+                Some(format!("`{class}.forward` (in another module of the project) runs under `torch.no_grad()`"))
+            }
+            _ => None,
+        }
+    }
+
+    /// The call that built the value of `expr`, through names bound once, `self.X`
+    /// attributes and the methods that return the module (`Net().cuda()`).
+    pub(crate) fn constructor_through_methods(&self, expr: Node<'t>, depth: usize) -> Option<Node<'t>> {
+        if depth > 8 {
+            return None;
+        }
+        let expr = unparenthesize(expr);
+        match expr.kind_name() {
+            "identifier" | "attribute" => {
+                let value = self.constructor_of(expr)?;
+                self.constructor_through_methods(value, depth + 1)
+            }
+            "call" => {
+                let callee = expr.field("function")?;
+                if callee.kind_name() == "attribute" {
+                    let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
+                    if MODULE_METHODS_RETURNING_SELF.contains(&method) {
+                        return self.constructor_through_methods(callee.field("object")?, depth + 1);
+                    }
+                }
+                // A function that gives its argument back (`cuda(net(...), flag)`).
+                if let Some(def) = self.local_callee(expr) {
+                    if let Some(argument) = self.argument_returned(def, expr) {
+                        return self.constructor_through_methods(argument, depth + 1);
+                    }
+                }
+                if let Some(crate::Symbol::Function { summary, .. }) = self.project_callee(expr) {
+                    if let Some(argument) = summary.returns_parameter.and_then(|p| self.argument_for(expr, "", Some(p))) {
+                        return self.constructor_through_methods(argument, depth + 1);
+                    }
+                }
+                Some(expr)
+            }
+            _ => None,
+        }
+    }
+
+    /// The class of the project whose constructor `call` is: its callee resolves to a
+    /// class of the project, directly or through a name bound to one (`net = BetaVAE_H`,
+    /// then `net(z_dim)`).
+    pub(crate) fn project_class_built_by(&self, call: Node<'t>) -> Option<crate::Symbol> {
+        if let Some(symbol @ crate::Symbol::Class { .. }) = self.project_callee(call) {
+            return Some(symbol);
+        }
+        let mut callee = call.field("function")?;
+        for _ in 0..4 {
+            if callee.kind_name() != "identifier" {
+                return None;
+            }
+            let binding = self.binding_at(self.text(callee), callee)?;
+            match (binding.kind, binding.value) {
+                (BindingKind::Assign, Some(value)) => callee = unparenthesize(value),
+                _ => {
+                    let qualified = self.qualified_name(callee)?;
+                    return match self.project_symbol(&qualified)? {
+                        symbol @ crate::Symbol::Class { .. } => Some(symbol),
+                        _ => None,
+                    };
+                }
+            }
+            if let Some(qualified) = self.qualified_name(callee) {
+                return match self.project_symbol(&qualified)? {
+                    symbol @ crate::Symbol::Class { .. } => Some(symbol),
+                    _ => None,
+                };
+            }
+        }
+        None
+    }
 }

@@ -94,4 +94,17 @@ impl<'t> SemanticModel<'t> {
         let qualified = self.qualified_name(callee)?;
         names.iter().any(|n| *n == qualified).then_some(qualified)
     }
+
+    /// `Module` after `from torch.nn import *`: a name a star import of a torch module
+    /// binds, when that module has it (only torch's own modules are known here).
+    pub(crate) fn through_star_import_of_torch(&self, spelled: &str) -> Option<String> {
+        if spelled.contains('.') {
+            return None;
+        }
+        self.star_imports
+            .iter()
+            .filter(|m| m.as_str() == "torch" || m.starts_with("torch."))
+            .map(|m| format!("{m}.{spelled}"))
+            .find(|q| crate::library::library_module_class(q))
+    }
 }

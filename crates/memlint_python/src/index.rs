@@ -160,18 +160,14 @@ impl<'t> SemanticModel<'t> {
                     .field("superclasses")
                     .map(|s| named_children(s).into_iter().filter_map(|b| self.dotted_name(b)).collect())
                     .unwrap_or_default();
-                let is_lightning = bases.contains("LightningModule");
-                let is_module = is_lightning
-                    || bases.contains("Module")
-                    || bases.split(|c: char| !c.is_alphanumeric() && c != '_').any(|b| {
-                        self.classes.get(b).map(|c| c.is_module).unwrap_or(false)
-                    });
                 let class_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
                 let local_bases = bases
                     .split(|c: char| !c.is_alphanumeric() && c != '_')
                     .filter(|b| self.classes.contains_key(b))
                     .map(str::to_owned)
                     .collect();
+                // Decided once the imports are all known (`resolve_module_classes`).
+                let (is_module, is_lightning) = (false, false);
                 self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases, spelled_bases: base_names });
                 self.add_binding(scope, class_name, node, None, BindingKind::Definition);
                 let body = node.field("body");
@@ -379,6 +375,46 @@ impl<'t> SemanticModel<'t> {
 
     pub(crate) fn push_binding(&mut self, scope: ScopeId, name: &'t str, binding: Binding<'t>) {
         self.bindings.entry(name).or_default().entry(scope).or_default().push(binding);
+    }
+
+    /// Which local classes are `torch.nn.Module` (and `LightningModule`) subclasses, from
+    /// their bases resolved through the module's imports (`nn.Module` after `from torch
+    /// import nn`) or local classes defined before them. (A base the project defines is
+    /// asked of the project later, lazily: `is_module_class_at`.)
+    pub(crate) fn resolve_module_classes(&mut self) {
+        let mut order: Vec<(&'t str, usize)> = Vec::new();
+        for (name, bindings) in &self.bindings {
+            if let Some(by_scope) = bindings.get(&None) {
+                for b in by_scope.iter().filter(|b| b.statement.kind_name() == "class_definition") {
+                    order.push((name, b.position));
+                }
+            }
+        }
+        // Classes nested in functions or classes are decided too.
+        let mut all: Vec<(&'t str, usize)> = self.classes.keys().map(|k| (*k, order.iter().find(|(n, _)| n == k).map(|(_, p)| *p).unwrap_or(usize::MAX))).collect();
+        all.sort_by_key(|(name, position)| (*position, *name));
+        for _ in 0..2 {
+            for (name, _) in &all {
+                let bases = self.classes[name].spelled_bases.clone();
+                let mut module = false;
+                let mut lightning = false;
+                for base in &bases {
+                    if let Some(local) = self.classes.get(base.as_str()).filter(|_| base != name) {
+                        module |= local.is_module;
+                        lightning |= local.is_lightning;
+                        continue;
+                    }
+                    let qualified = self.through_module_imports(base).or_else(|| self.through_star_import_of_torch(base));
+                    if let Some(q) = qualified {
+                        module |= crate::library::library_module_class(&q);
+                        lightning |= q.ends_with("LightningModule");
+                    }
+                }
+                let info = self.classes.get_mut(name).expect("a collected class");
+                info.is_module |= module;
+                info.is_lightning |= lightning;
+            }
+        }
     }
 
     /// Builds `scope_segments` and `function_extents` from the functions' spans.

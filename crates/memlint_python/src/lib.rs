@@ -7,6 +7,8 @@ mod calls;
 mod classes;
 mod constants;
 mod control;
+mod evidence;
+mod flags;
 mod flow;
 mod grad;
 mod imports;
@@ -21,13 +23,16 @@ mod semantic;
 mod values;
 
 pub use constants::{argparse_default, bool_default, constant_value, Constant};
-pub use flow::HistoryFlow;
+pub use evidence::{describe_kind, Fact};
+pub use flags::FlagOff;
+pub use flow::Fate;
+pub use values::{Basis, Value};
 pub use line_index::{LineIndex, SourcePosition};
 pub use lexicon::{
     function_name_says_eval, name_says_data, name_says_eval, name_says_loss, name_says_model, name_says_optimizer, name_words,
     text_names_a_model_or_loss, text_names_an_optimizer,
 };
-pub use library::{loads_pretrained_network, pretrained_class_is_not_a_network, pretrained_class_loads_frozen, MODULE_METHODS_RETURNING_SELF};
+pub use library::{loads_pretrained_network, pretrained_class_is_not_a_network, pretrained_class_loads_frozen, MODULE_METHODS_RETURNING_SELF, MODULE_ONLY_METHODS};
 pub use semantic::{
     contains, named_children, parameter_name, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo, LoopKind,
     SemanticModel, ValueKind,

@@ -51,6 +51,13 @@ pub struct FunctionSummary {
     pub returns_calls: Vec<String>,
     /// The arguments it stores into state outliving the call.
     pub stores: Vec<StoredArgument>,
+    /// Its body runs a backward pass (`x.backward()`, `torch.autograd.grad`): what it is
+    /// given may reach one.
+    pub backprops: bool,
+    /// The position (among the arguments a caller passes) of the parameter it returns, when
+    /// every `return` gives that parameter back (itself, through methods that return the
+    /// module, or a conditional of those: `return x.cuda() if flag else x`).
+    pub returns_parameter: Option<usize>,
 }
 
 /// A class, as other modules see it.
@@ -64,6 +71,9 @@ pub struct ClassSummary {
     /// the module's imports later, see [`crate::loads_pretrained_network`]); empty when
     /// the class may freeze them (`crate::library::class_may_freeze`).
     pub pretrained_calls: Vec<PretrainedCall>,
+    /// `self.X = Callee(...)` in its methods: (X, the callee as this module spells it),
+    /// resolved later (a submodule when the callee builds a network).
+    pub attributes: Vec<(String, String)>,
 }
 
 /// A call that may load a pretrained network: the callee as the module spells it, and
@@ -115,6 +125,10 @@ pub struct ImportedCall {
     /// this module does not bind (possibly from a star import).
     pub callee: String,
     pub grad_disabled: bool,
+    /// What the call returns may reach a backward pass or leave the caller: its function
+    /// backpropagates anything, or returns, yields or stores the result (or a name it is
+    /// assigned to) on an object. `false` when the caller only reads it.
+    pub result_kept: bool,
 }
 
 /// What the walk of a module's calls gathers: the calls of imported names, and the method
@@ -123,8 +137,8 @@ pub struct ImportedCall {
 #[derive(Default)]
 struct CallCollector {
     calls: Vec<ImportedCall>,
-    /// (receiver name, method, gradients disabled).
-    receiver_calls: Vec<(String, String, bool)>,
+    /// (receiver name, method, gradients disabled, result kept).
+    receiver_calls: Vec<(String, String, bool, bool)>,
     /// What each name holds: the imported class it is built from (as this module spells
     /// it through its imports), `None` when it holds instances of different classes.
     instances: HashMap<String, Option<String>>,
@@ -132,9 +146,9 @@ struct CallCollector {
 
 impl CallCollector {
     fn finish(mut self) -> Vec<ImportedCall> {
-        for (receiver, method, grad_disabled) in std::mem::take(&mut self.receiver_calls) {
+        for (receiver, method, grad_disabled, result_kept) in std::mem::take(&mut self.receiver_calls) {
             if let Some(Some(class)) = self.instances.get(&receiver) {
-                self.calls.push(ImportedCall { callee: format!("{class}.{method}"), grad_disabled });
+                self.calls.push(ImportedCall { callee: format!("{class}.{method}"), grad_disabled, result_kept });
             }
         }
         self.calls
@@ -295,13 +309,18 @@ impl ModuleSummary {
             None => None,
         };
         match qualified {
-            Some(q) if !q.starts_with("torch.") => out.calls.push(ImportedCall { callee: q, grad_disabled: disabled }),
+            Some(q) if !q.starts_with("torch.") => out.calls.push(ImportedCall { callee: q, grad_disabled: disabled, result_kept: result_kept(source, call) }),
             Some(_) => {}
-            // `ddpm.sample(...)` on a name this module binds: a method of what it holds.
+            // `ddpm.sample(...)` on a name this module binds, `self.model.sample(...)` on an
+            // attribute of `self`: a method of what it holds.
             None => {
-                if let Some(method) = rest.filter(|r| !r.contains('.')) {
+                let receiver = match rest.and_then(|r| r.split_once('.')) {
+                    Some((attribute, method)) if first == "self" && !method.contains('.') => Some((format!("self.{attribute}"), method)),
+                    _ => rest.filter(|r| !r.contains('.')).map(|method| (first.to_owned(), method)),
+                };
+                if let Some((receiver, method)) = receiver {
                     if self.function(first).is_none() && self.class(first).is_none() {
-                        out.receiver_calls.push((first.to_owned(), method.to_owned(), disabled));
+                        out.receiver_calls.push((receiver, method.to_owned(), disabled, result_kept(source, call)));
                     }
                 }
             }
@@ -323,11 +342,16 @@ impl ModuleSummary {
     /// holds an instance of an imported class, for the method calls on it.
     fn record_instance(&self, source: &str, assignment: Node<'_>, out: &mut CallCollector) {
         let (Some(left), Some(value)) = (assignment.field("left"), assignment.field("right")) else { return };
-        if left.kind_name() != "identifier" || unparenthesize(value).kind_name() != "call" {
+        let name = match left.kind_name() {
+            "identifier" => text(source, left).to_owned(),
+            // `self.model = Net()`: the attribute, for `self.model.sample(...)` in the class.
+            "attribute" if left.field("object").is_some_and(|o| text(source, o) == "self") => text(source, left).to_owned(),
+            _ => return,
+        };
+        if unparenthesize(value).kind_name() != "call" {
             return;
         }
         let Some(class) = returned_callee_of(source)(value).and_then(|callee| self.through_imports(&callee)) else { return };
-        let name = text(source, left).to_owned();
         // One name holding instances of two classes in this module: neither is followed.
         match out.instances.get(&name) {
             Some(Some(existing)) if *existing != class => {
@@ -468,6 +492,7 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
         .unwrap_or_default();
     let mut methods = Vec::new();
     let mut pretrained_calls = Vec::new();
+    let mut attributes = Vec::new();
     if let Some(body) = class.field("body") {
         let may_freeze = crate::library::class_may_freeze(text(source, body));
         for item in named_children(body) {
@@ -490,10 +515,37 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
                     pretrained_calls_in(source, init_body, &mut pretrained_calls);
                 }
             }
+            if let Some(method_body) = def.field("body") {
+                attribute_calls(source, method_body, &mut attributes);
+            }
             methods.push(f);
         }
     }
-    ClassSummary { name, bases, methods, pretrained_calls }
+    ClassSummary { name, bases, methods, pretrained_calls, attributes }
+}
+
+/// `self.X = Callee(...)` (through methods that return the module) under `body`.
+fn attribute_calls(source: &str, body: Node<'_>, out: &mut Vec<(String, String)>) {
+    let mut cursor = body.walk();
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        match n.kind_name() {
+            "function_definition" | "class_definition" | "lambda" => continue,
+            "assignment" => {
+                if let (Some(left), Some(right)) = (n.field("left"), n.field("right")) {
+                    if left.kind_name() == "attribute" && left.field("object").is_some_and(|o| text(source, o) == "self") {
+                        if let (Some(attr), Some(callee)) = (left.field("attribute"), returned_callee_of(source)(right)) {
+                            if unparenthesize(right).kind_name() == "call" {
+                                out.push((text(source, attr).to_owned(), callee));
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        stack.extend(n.named_children(&mut cursor));
+    }
 }
 
 /// The calls under `node` that may load a pretrained network: `from_pretrained`, a call
@@ -674,7 +726,140 @@ fn function_summary(source: &str, def: Node<'_>, method: bool) -> FunctionSummar
             }
         }
     }
-    FunctionSummary { name, no_grad: false, returns_calls, stores }
+    let backprops = def.field("body").is_some_and(|b| runs_backward(source, b));
+    let returns_parameter = returned_parameter(source, def, &statements).and_then(|p| params.iter().position(|n| *n == p));
+    FunctionSummary { name, no_grad: false, returns_calls, stores, backprops, returns_parameter }
+}
+
+/// The parameter every `return` of a function gives back (through methods that return
+/// the module, and both branches of a conditional), by name. `statements`: the function's
+/// statements (nested blocks included).
+pub(crate) fn returned_parameter(source: &str, def: Node<'_>, statements: &[Node<'_>]) -> Option<String> {
+    let params = def.field("parameters").map(named_children).unwrap_or_default();
+    let names: Vec<&str> = params.iter().filter_map(|p| crate::semantic::parameter_name(*p)).map(|n| text(source, n)).collect();
+    let mut found: Option<String> = None;
+    let mut returns = 0;
+    for s in statements.iter().filter(|s| s.kind_name() == "return_statement") {
+        returns += 1;
+        let value = s.named_child(0)?;
+        let mut pending = vec![value];
+        while let Some(v) = pending.pop() {
+            let v = unparenthesize(v);
+            match v.kind_name() {
+                "conditional_expression" => {
+                    let parts = named_children(v);
+                    pending.extend([parts.first(), parts.get(2)].into_iter().flatten().copied());
+                }
+                _ => {
+                    let returned = returned_callee_of(source)(v)?;
+                    if !names.contains(&returned.as_str()) || found.as_ref().is_some_and(|f| *f != returned) {
+                        return None;
+                    }
+                    // Only through methods that return the module: a call of the parameter
+                    // itself (`return x(y)`) gives its result, not it.
+                    if unparenthesize(v).kind_name() == "call" && returned_callee_of(source)(unparenthesize(v)).as_deref() == Some(returned.as_str()) {
+                        let mut inner = unparenthesize(v);
+                        while inner.kind_name() == "call" {
+                            let callee = inner.field("function")?;
+                            if callee.kind_name() != "attribute" {
+                                return None;
+                            }
+                            inner = unparenthesize(callee.field("object")?);
+                        }
+                    }
+                    found = Some(returned);
+                }
+            }
+        }
+    }
+    if returns == 0 {
+        return None;
+    }
+    found
+}
+
+/// Does `node` (a body; nested functions included, conservatively) call `backward()` or
+/// `autograd.grad` / `autograd.backward`?
+fn runs_backward(source: &str, node: Node<'_>) -> bool {
+    let mut cursor = node.walk();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if n.kind_name() == "call" {
+            if let Some(callee) = n.field("function").and_then(|f| dotted(source, f)) {
+                if callee.ends_with(".backward") || callee.ends_with("autograd.grad") {
+                    return true;
+                }
+            }
+        }
+        stack.extend(n.named_children(&mut cursor));
+    }
+    false
+}
+
+/// May the result of `call` reach a backward pass or leave its caller? Its function (or the
+/// module) runs a backward pass, or the call is returned or yielded, stored on an
+/// attribute or item, or assigned to a name the function returns, yields or stores.
+fn result_kept(source: &str, call: Node<'_>) -> bool {
+    let mut scope = call.parent();
+    while let Some(n) = scope {
+        if matches!(n.kind_name(), "function_definition" | "module") {
+            break;
+        }
+        scope = n.parent();
+    }
+    let Some(scope) = scope else { return true };
+    let body = scope.field("body").unwrap_or(scope);
+    if runs_backward(source, body) {
+        return true;
+    }
+    // Walk up to the statement: returned, yielded, or assigned.
+    let mut current = call;
+    let mut names: Vec<String> = Vec::new();
+    while let Some(parent) = current.parent() {
+        match parent.kind_name() {
+            "return_statement" | "yield" => return true,
+            "assignment" | "augmented_assignment" => {
+                let Some(left) = parent.field("left") else { return true };
+                let mut targets = vec![left];
+                while let Some(t) = targets.pop() {
+                    match t.kind_name() {
+                        "identifier" => names.push(text(source, t).to_owned()),
+                        "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list" => targets.extend(named_children(t)),
+                        _ => return true,
+                    }
+                }
+                break;
+            }
+            "block" | "module" | "function_definition" => break,
+            _ => current = parent,
+        }
+    }
+    // A name the result is assigned to, returned, yielded or stored later.
+    let mut cursor = body.walk();
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        match n.kind_name() {
+            "return_statement" | "yield" => {
+                let t = text(source, n);
+                if names.iter().any(|name| t.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == name)) {
+                    return true;
+                }
+            }
+            "assignment" => {
+                if let (Some(left), Some(right)) = (n.field("left"), n.field("right")) {
+                    let stored = matches!(left.kind_name(), "attribute" | "subscript");
+                    let r = text(source, right);
+                    if stored && names.iter().any(|name| r.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == name)) {
+                        return true;
+                    }
+                }
+            }
+            "function_definition" | "class_definition" if n.id() != body.id() && n.id() != scope.id() => continue,
+            _ => {}
+        }
+        stack.extend(n.named_children(&mut cursor));
+    }
+    false
 }
 
 /// For a returned or assigned expression: the dotted callee of the call it is, through
@@ -711,7 +896,7 @@ pub enum Symbol {
     /// A class; `is_module` when it derives `torch.nn.Module` (through any chain of local,
     /// project and library bases); `pretrained`: the callee (as its module spells it) of a
     /// pretrained network its `__init__` loads and the class never freezes.
-    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String> },
+    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, submodules: Vec<String> },
     /// A function; `returns_module` when calling it returns a module instance (a factory).
     Function { returns_module: bool, summary: FunctionSummary },
     /// A module of the project.
@@ -731,6 +916,12 @@ pub trait ProjectIndex: Sync {
     /// hold an instance of it) from other modules of the project: for each, whether it runs
     /// with gradients disabled. Empty when there are none (or the project does not know).
     fn external_calls(&self, function: &str) -> Vec<bool>;
+
+    /// The same calls, each with whether its result may reach a backward pass or leave
+    /// its caller ([`ImportedCall::result_kept`]): (gradients disabled, result kept).
+    fn external_call_sites(&self, function: &str) -> Vec<(bool, bool)> {
+        self.external_calls(function).into_iter().map(|disabled| (disabled, true)).collect()
+    }
 
     /// Is `module` (as an import statement of the linted module spells it: `nets`,
     /// `.models`, `..`) one of the project's modules?
@@ -973,7 +1164,15 @@ impl<'a> ProjectResolver<'a> {
                     };
                     call.loads_pretrained(&qualified).then(|| call.callee.clone())
                 });
-                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained })
+                // Attributes the class sets to a network it builds (`self.encoder =
+                // nn.Sequential(...)`, a class of the project deriving `Module`).
+                let submodules = class
+                    .attributes
+                    .iter()
+                    .filter(|(_, callee)| self.callee_returns_module(&m, callee, &mut HashSet::new(), 1))
+                    .map(|(attr, _)| attr.clone())
+                    .collect();
+                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained, submodules })
             }
             Target::Function(m, n) => {
                 let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);
@@ -986,30 +1185,7 @@ impl<'a> ProjectResolver<'a> {
     }
 }
 
-/// Is a library class (fully qualified) a `torch.nn.Module` subclass? `torch.nn.*` classes
-/// (not `Parameter`), Lightning's `LightningModule`, and the model bases of transformers,
-/// diffusers and timm.
-pub fn library_module_class(qualified: &str) -> bool {
-    let last = qualified.rsplit('.').next().unwrap_or(qualified);
-    let upper = last.chars().next().map(char::is_uppercase).unwrap_or(false);
-    if !upper {
-        return false;
-    }
-    if let Some(rest) = qualified.strip_prefix("torch.nn.") {
-        return !rest.starts_with("functional.") && !rest.starts_with("init.") && !matches!(last, "Parameter" | "ParameterList" | "ParameterDict");
-    }
-    last == "Module" || last.ends_with("LightningModule") || last == "PreTrainedModel" || last == "ModelMixin"
-}
-
-/// Does a library function (fully qualified) return a module instance
-/// (`torchvision.models.resnet18`, `timm.create_model`, `X.from_pretrained`), or is it a
-/// module class (calling it builds one)?
-pub fn library_module_factory(qualified: &str) -> bool {
-    library_module_class(qualified)
-        || qualified.starts_with("torchvision.models.")
-        || qualified == "timm.create_model"
-        || qualified.ends_with(".from_pretrained")
-}
+pub use crate::library::{library_module_class, library_module_factory};
 
 impl ProjectIndex for ProjectResolver<'_> {
     fn symbol(&self, qualified: &str) -> Option<Symbol> {
@@ -1048,6 +1224,10 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn external_calls(&self, function: &str) -> Vec<bool> {
+        self.external_call_sites(function).into_iter().map(|(disabled, _)| disabled).collect()
+    }
+
+    fn external_call_sites(&self, function: &str) -> Vec<(bool, bool)> {
         // `Class.method`: calls of the method on instances of the class.
         let (class, name) = match function.rsplit_once('.') {
             Some((class, method)) => (Some(class), method),
@@ -1086,7 +1266,7 @@ impl ProjectIndex for ProjectResolver<'_> {
                     None => resolve(&call.callee, &mut seen) == Some(Target::Function(self.from.clone(), function.to_owned())),
                 };
                 if hit {
-                    found.push(call.grad_disabled);
+                    found.push((call.grad_disabled, call.result_kept));
                 }
             }
         }

@@ -175,4 +175,36 @@ impl<'t> SemanticModel<'t> {
         self.external_no_grad.borrow_mut().insert(def.id(), answer.clone());
         answer
     }
+
+    /// The calls of the function `def` (a top-level function, or a method of a top-level
+    /// class) in other modules of the project: for each, whether its result may reach a
+    /// backward pass or leave the caller. Empty without a project or such calls.
+    pub fn external_results_kept(&self, def: Node<'t>) -> Vec<bool> {
+        if self.project.is_empty() {
+            return Vec::new();
+        }
+        let Some(info) = self.functions.get(&def.id()) else { return Vec::new() };
+        match self.name_elsewhere(info) {
+            Some(name) => self.project.external_call_sites(&name).into_iter().map(|(_, kept)| kept).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The summary of the project function or method `call` runs: `f(...)` of a function
+    /// imported from the project, `x.m(...)` where `x` was built from a class of the project.
+    pub fn project_function_called(&self, call: Node<'t>) -> Option<crate::FunctionSummary> {
+        if self.project.is_empty() {
+            return None;
+        }
+        if let Some(crate::Symbol::Function { summary, .. }) = self.project_callee(call) {
+            return Some(summary);
+        }
+        let callee = call.field("function").filter(|c| c.kind_name() == "attribute")?;
+        let method = self.text(callee.field("attribute")?);
+        let construction = self.constructor_through_methods(callee.field("object")?, 0)?;
+        match self.project_callee(construction)? {
+            crate::Symbol::Class { methods, .. } => methods.into_iter().find(|m| m.name == method),
+            _ => None,
+        }
+    }
 }

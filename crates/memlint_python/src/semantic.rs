@@ -47,6 +47,9 @@ pub enum ValueKind {
     Scaler,
     /// A `DataLoader`.
     DataLoader,
+    /// A value of another framework: a numpy array, a JAX or TensorFlow array, a Flax
+    /// module. Not a tensor: autograd never records it.
+    Foreign,
     Unknown,
 }
 
@@ -193,15 +196,17 @@ pub struct SemanticModel<'t> {
     /// Memo of `some_module_method_runs_forward`, by method name.
     pub(crate) forward_method_names: RefCell<HashMap<String, bool>>,
     /// Memo of [`SemanticModel::function_return_kind`], by function node id.
-    pub(crate) return_kinds: RefCell<HashMap<usize, ValueKind>>,
+    pub(crate) return_values: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// (scope, name) of names on which a module-only method is called (`x.eval()`,
     /// `x.parameters()`): a value known as a module by what is done with it. `self.x`
     /// is recorded as "self.x" with scope `None`.
-    pub(crate) modules_by_use: OnceCell<HashSet<(ScopeId, &'t str)>>,
+    pub(crate) modules_by_use: OnceCell<HashMap<(ScopeId, &'t str), Node<'t>>>,
+    /// Like `modules_by_use`, for optimizers (`x.zero_grad()` and `x.step()`, `x.param_groups`).
+    pub(crate) optimizers_by_use: OnceCell<HashMap<(ScopeId, &'t str), Node<'t>>>,
     /// Functions that always run with gradients disabled (decorated, framework hooks,
     /// or only ever called from a no-grad context).
     pub(crate) no_grad_functions: HashMap<usize, String>,
-    pub(crate) value_cache: RefCell<HashMap<usize, ValueKind>>,
+    pub(crate) value_cache: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
     pub(crate) parents: HashMap<NodeKey, Node<'t>>,
@@ -245,6 +250,12 @@ pub struct SemanticModel<'t> {
     /// loops again and again.
     pub(crate) loop_infos: RefCell<HashMap<usize, LoopInfo<'t>>>,
     pub(crate) loop_kinds: RefCell<HashMap<usize, LoopKind>>,
+    /// Memos of `function_has_step_loop` and `function_runs_a_step`, by function node id.
+    pub(crate) step_loop_functions: RefCell<HashMap<usize, bool>>,
+    pub(crate) step_functions: RefCell<HashMap<usize, bool>>,
+    /// Memos of `fate` (by expression node id) and `parameter_fate` (by function and name).
+    pub(crate) fates: RefCell<HashMap<usize, crate::flow::Fate<'t>>>,
+    pub(crate) parameter_fates: RefCell<HashMap<(usize, String), crate::flow::Fate<'t>>>,
     /// Statements `x.enter_context(...)` / `torch.set_grad_enabled(...)`, by their block.
     pub(crate) toggle_statements: HashMap<NodeKey, Vec<Node<'t>>>,
     // ----- the project around the module (see `project.rs`) -----
@@ -338,8 +349,9 @@ impl<'t> SemanticModel<'t> {
             returns: HashMap::default(),
             forward_methods: RefCell::new(HashMap::default()),
             forward_method_names: RefCell::new(HashMap::default()),
-            return_kinds: RefCell::new(HashMap::default()),
+            return_values: RefCell::new(HashMap::default()),
             modules_by_use: OnceCell::new(),
+            optimizers_by_use: OnceCell::new(),
             no_grad_functions: HashMap::default(),
             value_cache: RefCell::new(HashMap::default()),
             parents: HashMap::default(),
@@ -359,6 +371,10 @@ impl<'t> SemanticModel<'t> {
             backward_calls_by_scope: OnceCell::new(),
             loop_infos: RefCell::new(HashMap::default()),
             loop_kinds: RefCell::new(HashMap::default()),
+            step_loop_functions: RefCell::new(HashMap::default()),
+            step_functions: RefCell::new(HashMap::default()),
+            fates: RefCell::new(HashMap::default()),
+            parameter_fates: RefCell::new(HashMap::default()),
             toggle_statements: HashMap::default(),
             project,
             star_imports: Vec::new(),
@@ -378,6 +394,7 @@ impl<'t> SemanticModel<'t> {
         }
         model.index_scopes();
         model.index_local_scopes();
+        model.resolve_module_classes();
         for bindings in model.bindings.values_mut().flat_map(|by_scope| by_scope.values_mut()) {
             bindings.sort_by_key(|b| b.position);
         }

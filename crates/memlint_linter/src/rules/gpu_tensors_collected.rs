@@ -139,6 +139,16 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         let grad = model.value_kind(term) == ValueKind::GradTensor;
+        // What is collected with its graph and later backpropagated (a rollout's log
+        // probabilities, a truncated-BPTT window) is kept on purpose.
+        if grad && model.may_reach_backward(term) {
+            continue;
+        }
+        // Tensors without history only add up over a long loop: one over a `DataLoader`
+        // (not a loop over a handful of latent values or target domains).
+        if !grad && !surviving.iter().any(|l| model.iterates_data(l.node)) {
+            continue;
+        }
         let shown = snippet(model, statement);
         let value = snippet(model, term);
         let (message, severity, fix) = match (kind, grad) {

@@ -303,7 +303,7 @@ fn scaling_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
     scopes.extend(model.calls_named("scale").iter().filter(|c| {
         c.field("function")
             .and_then(|f| f.field("object"))
-            .map(|o| model.value_kind(o) == ValueKind::Scaler || model.text(o).to_lowercase().contains("scaler"))
+            .map(|o| model.value_kind(o) == ValueKind::Scaler)
             .unwrap_or(false)
     }).map(scope));
     // `optimizer.backward(loss)`: apex's `FP16_Optimizer` scales (its `else` branch's
@@ -311,7 +311,7 @@ fn scaling_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
     scopes.extend(model.calls_named("backward").iter().filter(|c| {
         c.field("function")
             .and_then(|f| f.field("object"))
-            .map(|o| memlint_python::name_says_optimizer(model.text(o)))
+            .map(|o| model.value_kind(o) == ValueKind::Optimizer)
             .unwrap_or(false)
     }).map(scope));
     scopes
@@ -320,6 +320,6 @@ fn scaling_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
 /// A framework's backward (see `SemanticModel::is_framework_backward`), or apex's
 /// `FP16_Optimizer`, whose `optimizer.backward(loss)` scales the loss.
 fn backward_scales_itself<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
-    let object = call.field("function").and_then(|f| f.field("object")).map(|o| model.text(o)).unwrap_or_default();
-    model.is_framework_backward(call) || memlint_python::name_says_optimizer(&object.to_lowercase())
+    let optimizer = call.field("function").and_then(|f| f.field("object")).is_some_and(|o| model.value_kind(o) == ValueKind::Optimizer);
+    model.is_framework_backward(call) || optimizer
 }

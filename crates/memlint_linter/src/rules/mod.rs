@@ -20,7 +20,7 @@ pub mod zero_grad_keeps_memory;
 
 use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
-use memlint_python::{name_words, unparenthesize, BindingKind, SemanticModel, ValueKind};
+use memlint_python::{unparenthesize, BindingKind, SemanticModel, ValueKind};
 
 use crate::prefilter::Words;
 use crate::Edit;
@@ -29,17 +29,17 @@ use crate::Edit;
 // Necessary conditions over a file's words that several rules' triggers share. Each
 // mirrors what the semantic model needs to decide a fact, so it may only ever be weaker.
 
-/// Could some value be a network, a loss or a tensor with history: module classes,
-/// `forward`, `torch.nn`, model zoos, a name the semantic model reads as a model or loss,
-/// or a class or factory imported from the project.
+/// Could some value be a network, a loss or a tensor with history: what builds one (a
+/// `Module` subclass, `torch.nn`, the model zoos and hubs the library table models), a
+/// method only modules have called on something (`x.eval()`, `x.parameters()`), or a
+/// class or factory imported from the project. (The semantic model knows a network only
+/// by these facts: a name is never evidence.)
 pub(crate) fn could_hold_a_model(words: &Words<'_>) -> bool {
     words.project_values()
-        || ["Module", "LightningModule", "forward", "requires_grad_", "nn", "torchvision", "timm", "transformers", "hub"]
-        .iter()
-        .any(|w| words.has(w))
-        // A module by what is done with it (`x.eval()`, `x.parameters()`).
-        || ["eval", "parameters", "named_parameters", "load_state_dict", "modules", "named_modules"].iter().any(|w| words.called(w))
-        || memlint_python::text_names_a_model_or_loss(words.text())
+        || ["Module", "LightningModule", "ModelMixin", "PreTrainedModel", "nn", "torchvision", "timm", "transformers", "diffusers", "peft", "hub"]
+            .iter()
+            .any(|w| words.has(w))
+        || memlint_python::MODULE_ONLY_METHODS.iter().any(|w| words.called(w))
 }
 
 /// Could `backward()` or `torch.autograd.grad` be called?
@@ -47,16 +47,24 @@ pub(crate) fn could_run_backward(words: &Words<'_>) -> bool {
     words.called("backward") || words.called("grad")
 }
 
-/// Could an optimizer (or a `GradScaler`) be stepped: `.step()` called and a name the
-/// semantic model reads as an optimizer?
+/// Could an optimizer (or a `GradScaler`) be stepped: `.step()` called, and an optimizer
+/// built (`torch.optim`, apex), known by use (`zero_grad()` with `step()`,
+/// `param_groups`, Lightning's `optimizers()`), a scaler, or one from the project?
 pub(crate) fn could_step_an_optimizer(words: &Words<'_>) -> bool {
-    words.called("step") && memlint_python::text_names_an_optimizer(words.text())
+    words.called("step")
+        && (words.has("optim")
+            || words.has("optimizers")
+            || words.has("apex")
+            || words.has("GradScaler")
+            || words.called("zero_grad")
+            || words.has("param_groups")
+            || words.project_values())
 }
 
-/// Could a loop go over batches: data in a loop header, or a backward pass or an
-/// optimizer step somewhere?
+/// Could a loop go over batches: a `DataLoader`, or a backward pass, an optimizer step or
+/// a forward pass somewhere?
 pub(crate) fn could_loop_over_batches(words: &Words<'_>) -> bool {
-    words.any_in_loop_header(memlint_python::name_says_data) || could_run_backward(words) || could_step_an_optimizer(words)
+    words.has("DataLoader") || could_run_backward(words) || could_step_an_optimizer(words) || could_hold_a_model(words)
 }
 
 /// The leading whitespace of the line `offset` is on.
@@ -362,28 +370,32 @@ pub(crate) fn always_bool<'t>(model: &SemanticModel<'t>, value: Node<'t>, expect
     }
 }
 
-/// A loss (by name, by the loss module or function that computes it): a running list of
-/// losses is reported by `accumulated-loss-tensor`.
+/// A loss: computed by a loss module or a loss function of `torch.nn.functional`, the
+/// `loss` field of a network's output, or a name that is backpropagated in its function
+/// (`loss.backward()`), and what is computed from those. A running list of losses is
+/// reported by `accumulated-loss-tensor`.
 pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
     if depth > 8 {
         return false;
     }
     let expr = unparenthesize(expr);
-    let says_loss = |name: &str| name_words(name).iter().any(|w| w.starts_with("loss") || w.ends_with("loss"));
     match expr.kind_name() {
         "identifier" => {
             let name = model.text(expr);
-            says_loss(name)
+            backpropagated_name(model, name, expr)
                 || model
                     .binding_at(name, expr)
                     .and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None })
                     .map(|v| is_loss_like(model, v, depth + 1))
                     .unwrap_or(false)
         }
-        // `loss.data`: the loss's value (a number in PyTorch < 0.4 as `loss.data[0]`).
+        // `loss.data`: the loss's value (a number in PyTorch < 0.4 as `loss.data[0]`);
+        // `outputs.loss`: the loss a transformers network computes.
         "attribute" => {
             let attr = expr.field("attribute").map(|a| model.text(a)).unwrap_or("");
-            says_loss(attr) || (attr == "data" && expr.field("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false))
+            let object = expr.field("object");
+            (attr == "loss" && object.is_some_and(|o| model.value_kind(o) == ValueKind::GradTensor))
+                || (attr == "data" && object.map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false))
         }
         "subscript" => expr.field("value").map(|v| is_loss_like(model, v, depth + 1)).unwrap_or(false),
         "binary_operator" => ["left", "right"]
@@ -405,4 +417,14 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
         }
         _ => false,
     }
+}
+
+/// Is `name` backpropagated in the function `at` is in (`name.backward()`,
+/// `scaler.scale(name).backward()`, `torch.autograd.grad(name, ...)`)?
+fn backpropagated_name<'t>(model: &SemanticModel<'t>, name: &str, at: Node<'t>) -> bool {
+    model.backward_calls_in_scope_of(at).iter().any(|call| {
+        let receiver = call.field("function").filter(|f| f.kind_name() == "attribute").and_then(|f| f.field("object"));
+        let target = receiver.or_else(|| call.field("arguments").and_then(|a| a.named_child(0)));
+        target.is_some_and(|t| model.identifiers_in(t).iter().any(|n| n == name))
+    })
 }
