@@ -24,11 +24,11 @@ pub struct CheckArgs {
     pub paths: Vec<PathBuf>,
 
     /// How to print findings.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text, env = "MEMLINT_OUTPUT_FORMAT")]
+    #[arg(long, visible_alias = "format", value_enum, default_value_t = OutputFormat::Text, env = "MEMLINT_OUTPUT_FORMAT")]
     pub output_format: OutputFormat,
 
     /// Write the report to this file instead of standard output.
-    #[arg(long, short = 'o', value_name = "PATH")]
+    #[arg(long, short = 'o', visible_alias = "output", value_name = "PATH")]
     pub output_file: Option<PathBuf>,
 
     /// Only these rules (codes or names, comma-separated); replaces `select` from the configuration.

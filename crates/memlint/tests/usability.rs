@@ -1,0 +1,97 @@
+//! What a new user meets first (issue 28, item 8): README's examples are the real output,
+//! both spellings of the report options work in every command, `memlint rule` lists the
+//! rules, an empty folder warns, concise lines show the severity, and rule links work
+//! outside memlint's repository.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use memlint_linter::Rule;
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// `memlint` as a user runs it: no colour, no results cache written into the tree.
+fn memlint() -> Command {
+    let mut cmd = Command::cargo_bin("memlint").unwrap();
+    cmd.env("NO_COLOR", "1").env("MEMLINT_NO_CACHE", "true").env_remove("MEMLINT_OUTPUT_FORMAT");
+    cmd
+}
+
+struct Ran {
+    out: String,
+    err: String,
+    code: i32,
+}
+
+fn run(cmd: &mut Command) -> Ran {
+    let o = cmd.output().unwrap();
+    Ran { out: String::from_utf8(o.stdout).unwrap(), err: String::from_utf8(o.stderr).unwrap(), code: o.status.code().unwrap() }
+}
+
+const BAD: &str = "import torch\n\nfor x in loader:\n    model(x).sum().backward()\n    torch.cuda.empty_cache()\n";
+
+fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    dir
+}
+
+/// `check` spelled `--output-format`/`--output-file`, `snapshot` and `verify`
+/// `--format`/`--output`: each command takes both, and its --help says so.
+#[test]
+fn both_spellings_of_format_and_output_work_everywhere() {
+    let dir = tree(&[("bad.py", BAD)]);
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    for (i, spelling) in [["--output-format", "--output-file"], ["--format", "--output"], ["--format", "-o"]].iter().enumerate() {
+        let file = format!("check{i}.json");
+        let ran = run(memlint().current_dir(dir.path()).args(["check", "bad.py", spelling[0], "json", spelling[1], &file]));
+        assert_eq!(ran.code, 1, "{spelling:?}: {}", ran.err);
+        let v: Value = serde_json::from_str(&read(&file)).unwrap();
+        assert_eq!(v[0]["code"], "MEM004", "{spelling:?}");
+    }
+
+    let pickle = repo().join("tests/snapshot/data/eval_no_grad_bad.pickle");
+    let mut reports = Vec::new();
+    for (i, spelling) in [["--format", "--output"], ["--output-format", "--output-file"]].iter().enumerate() {
+        let file = format!("snapshot{i}.json");
+        let ran = run(memlint().current_dir(dir.path()).arg("snapshot").arg(&pickle).args([spelling[0], "json", spelling[1], &file]));
+        assert_eq!(ran.code, 0, "{spelling:?}: {}", ran.err);
+        reports.push(serde_json::from_str::<Value>(&read(&file)).unwrap());
+        let file = format!("diff{i}.json");
+        let ran = run(memlint().current_dir(dir.path()).args(["snapshot", "diff"]).arg(&pickle).arg(&pickle).args([spelling[0], "json", spelling[1], &file]));
+        assert_eq!(ran.code, 0, "diff {spelling:?}: {}", ran.err);
+        serde_json::from_str::<Value>(&read(&file)).unwrap();
+    }
+    assert_eq!(reports[0], reports[1]);
+
+    // verify on the simulator (no GPU), on a small workload.
+    for (i, spelling) in [["--format", "--output"], ["--output-format", "--output-file"]].iter().enumerate() {
+        let file = format!("verify{i}.json");
+        let ran = run(memlint().current_dir(dir.path()).args(["verify", "--backend", "sim", "--rule", "MEM004", "--layers", "1", "--hidden", "64"]).args([
+            "--batch", "8", "--iters", "2", spelling[0], "json", spelling[1], &file,
+        ]));
+        assert_eq!(ran.code, 0, "{spelling:?}: {}", ran.err);
+        assert_eq!(serde_json::from_str::<Value>(&ran.out).unwrap()["backend"], "sim", "{spelling:?}: the JSON report on stdout");
+        assert_eq!(serde_json::from_str::<Value>(&read(&file)).unwrap()["backend"], "sim", "{spelling:?}");
+    }
+
+    for (command, aliases) in [
+        (&["check"][..], ["[aliases: --format]", "[aliases: --output]"]),
+        (&["snapshot"][..], ["[aliases: --output-format]", "[aliases: --output-file]"]),
+        (&["snapshot", "diff"][..], ["[aliases: --output-format]", "[aliases: --output-file]"]),
+        (&["verify"][..], ["[aliases: --output-format]", "[aliases: --output-file]"]),
+    ] {
+        let help = run(memlint().args(command).arg("--help")).out.replace('\n', " ");
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ").replace("[alias:", "[aliases:");
+        for alias in aliases {
+            assert!(help.contains(alias), "`memlint {} --help` does not show {alias}: {help}", command.join(" "));
+        }
+    }
+}
