@@ -87,6 +87,7 @@ fn both_spellings_of_format_and_output_work_everywhere() {
         (&["snapshot"][..], ["[aliases: --output-format]", "[aliases: --output-file]"]),
         (&["snapshot", "diff"][..], ["[aliases: --output-format]", "[aliases: --output-file]"]),
         (&["verify"][..], ["[aliases: --output-format]", "[aliases: --output-file]"]),
+        (&["rule"][..], ["[aliases: --format]", ""]),
     ] {
         let help = run(memlint().args(command).arg("--help")).out.replace('\n', " ");
         let help = help.split_whitespace().collect::<Vec<_>>().join(" ").replace("[alias:", "[aliases:");
@@ -94,4 +95,54 @@ fn both_spellings_of_format_and_output_work_everywhere() {
             assert!(help.contains(alias), "`memlint {} --help` does not show {alias}: {help}", command.join(" "));
         }
     }
+}
+
+/// `memlint rule` alone names --all and --list; --list prints one line per rule, in text
+/// and JSON, with what the registry says.
+#[test]
+fn rule_list_and_rule_alone() {
+    let alone = run(memlint().arg("rule"));
+    assert_eq!(alone.code, 2);
+    assert!(alone.err.contains("--all") && alone.err.contains("--list"), "{}", alone.err);
+
+    let list = run(memlint().args(["rule", "--list"]));
+    assert_eq!(list.code, 0, "{}", list.err);
+    let lines: Vec<&str> = list.out.lines().collect();
+    assert_eq!(lines.len(), Rule::ALL.len(), "{}", list.out);
+    for (line, rule) in lines.iter().zip(Rule::ALL) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&words[..2], [rule.code(), rule.name()], "{line}");
+        assert_eq!(words[2] == "[*]", rule.fixable(), "{line}");
+        assert!(line.ends_with(rule.summary()), "{line}");
+    }
+    let column = |l: &str| l.find(Rule::ALL[0].summary().split_whitespace().next().unwrap());
+    assert_eq!(column(lines[0]), Some(Rule::ALL.iter().map(|r| r.name().len()).max().unwrap() + 12), "summaries are aligned: {}", list.out);
+
+    for format in ["--output-format", "--format"] {
+        let json = run(memlint().args(["rule", "--list", format, "json"]));
+        assert_eq!(json.code, 0, "{}", json.err);
+        let v: Vec<Value> = serde_json::from_str(&json.out).unwrap();
+        assert_eq!(v.len(), Rule::ALL.len());
+        for (entry, rule) in v.iter().zip(Rule::ALL) {
+            assert_eq!(entry["code"], rule.code());
+            assert_eq!(entry["name"], rule.name());
+            assert_eq!(entry["summary"], rule.summary());
+            assert_eq!(entry["fixable"], rule.fixable());
+            assert_eq!(entry["url"], rule.url());
+            assert!(entry.get("explanation").is_none(), "{entry}");
+        }
+    }
+    let one: Value = serde_json::from_str(&run(memlint().args(["rule", "MEM004", "--output-format", "json"])).out).unwrap();
+    assert_eq!(one["name"], "empty-cache-in-loop");
+    assert_eq!(one["explanation"], Rule::EmptyCacheInLoop.doc().markdown);
+    let all: Vec<Value> = serde_json::from_str(&run(memlint().args(["rule", "--all", "--output-format", "json"])).out).unwrap();
+    assert_eq!(all.len(), Rule::ALL.len());
+    assert!(all.iter().all(|e| e["explanation"].as_str().is_some_and(|t| t.contains("## What it does"))));
+    // The text of one rule and of --all are as before.
+    assert!(run(memlint().args(["rule", "MEM004"])).out.starts_with("# empty-cache-in-loop (MEM004)\n"));
+    assert_eq!(run(memlint().args(["rule", "--all"])).out.matches("\n---\n").count(), Rule::ALL.len() - 1);
+    // An unknown rule points to the list.
+    let unknown = run(memlint().args(["rule", "MEM999"]));
+    assert_eq!(unknown.code, 2);
+    assert!(unknown.err.contains("`memlint rule --list`"), "{}", unknown.err);
 }

@@ -186,7 +186,7 @@ impl fmt::Display for UnknownRule {
             .find(|r| r.name().contains(&self.0.to_lowercase()) || self.0.to_lowercase().contains(r.name()))
             .map(|r| format!(" (did you mean `{}` / `{}`?)", r.code(), r.name()))
             .unwrap_or_default();
-        write!(f, "unknown rule `{}`{close}; `memlint rule --all` lists the rules", self.0)
+        write!(f, "unknown rule `{}`{close}; `memlint rule --list` lists the rules", self.0)
     }
 }
 
