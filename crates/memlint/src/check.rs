@@ -125,7 +125,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "ROOT", requires = "snapshot")]
     pub snapshot_source: Option<PathBuf>,
 
-    /// Print only the findings, no summary.
+    /// Print only the findings: no summary, and no warning when no Python file or notebook
+    /// is found.
     #[arg(long, short)]
     pub quiet: bool,
 
@@ -261,6 +262,11 @@ pub fn run_once(args: &CheckArgs) -> u8 {
             return exit::ERROR;
         }
     };
+    if files.is_empty() && walk_errors.is_empty() && !args.quiet {
+        // As ruff warns (and still exits 0): a wrong path or an `exclude` that takes
+        // everything should not pass silently as "All checks passed!".
+        eprintln!("warning: No Python files found under the given path(s)");
+    }
     if args.add_noqa {
         return crate::add_noqa::run(&files, walk_errors);
     }

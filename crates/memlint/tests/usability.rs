@@ -146,3 +146,28 @@ fn rule_list_and_rule_alone() {
     assert_eq!(unknown.code, 2);
     assert!(unknown.err.contains("`memlint rule --list`"), "{}", unknown.err);
 }
+
+/// As ruff: a folder with no Python file or notebook passes (exit 0), with a warning on
+/// standard error; `-q` leaves it out; a folder with a file says nothing.
+#[test]
+fn an_empty_folder_warns() {
+    const WARNING: &str = "warning: No Python files found under the given path(s)\n";
+    let dir = tree(&[("notes.txt", "not python\n"), ("sub/README.md", "# hi\n")]);
+    let text = run(memlint().arg("check").arg(dir.path()));
+    assert_eq!(text.code, 0);
+    assert_eq!(text.err, WARNING);
+    assert!(text.out.contains("All checks passed! (0 files checked)"), "{}", text.out);
+    let json = run(memlint().args(["check", "--output-format", "json"]).arg(dir.path().join("sub")));
+    assert_eq!((json.code, json.out.as_str(), json.err.as_str()), (0, "[]\n", WARNING));
+    let quiet = run(memlint().args(["check", "-q"]).arg(dir.path()));
+    assert_eq!((quiet.code, quiet.out.as_str(), quiet.err.as_str()), (0, "", ""));
+    // A file named on the command line and excluded with --force-exclude (pre-commit) is
+    // the same case, as in ruff.
+    std::fs::write(dir.path().join("a.py"), "x = 1\n").unwrap();
+    std::fs::write(dir.path().join("memlint.toml"), "extend-exclude = [\"a.py\"]\n").unwrap();
+    let excluded = run(memlint().current_dir(dir.path()).args(["check", "--force-exclude", "a.py"]));
+    assert_eq!((excluded.code, excluded.err.as_str()), (0, WARNING), "{}", excluded.out);
+    let named = run(memlint().current_dir(dir.path()).args(["check", "a.py"]));
+    assert_eq!((named.code, named.err.as_str()), (0, ""), "{}", named.out);
+    assert!(named.out.contains("(1 file checked)"), "{}", named.out);
+}
