@@ -141,7 +141,8 @@ pub struct CheckArgs {
 pub enum OutputFormat {
     /// Each finding with its source lines, the rule and the help text.
     Text,
-    /// One line a finding: `path:row:col: MEM001 message`.
+    /// One line a finding: `path:row:col: MEM001 [warning] message` (`MEM004 [*] [warning]`
+    /// when --fix fixes it).
     Concise,
     /// A JSON array with ruff's field names.
     Json,

@@ -212,8 +212,17 @@ pub fn write_concise(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resu
             }
         }
         for d in &file.diagnostics {
+            // `path:row:col: CODE [*] [severity] message`: ruff's line (the code, then `[*]`
+            // when `--fix` fixes it) with the severity before the message.
             let fixable = if file.fix_applies(d) { " [*]" } else { "" };
-            writeln!(out, "{}: {}{fixable} {}", display_location(&path, location(source, d.range.start)), d.rule.code(), d.message)?;
+            writeln!(
+                out,
+                "{}: {}{fixable} [{}] {}",
+                display_location(&path, location(source, d.range.start)),
+                d.rule.code(),
+                d.severity.as_str(),
+                d.message
+            )?;
             if let Some(m) = crate::snapshot::measured(file, source, d) {
                 writeln!(out, "  measured: {}", m.describe())?;
             }

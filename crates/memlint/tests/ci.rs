@@ -50,7 +50,7 @@ fn pyproject_section_and_closest_config_win() {
     ]);
     let (out, code) = concise(dir.path(), &[]);
     assert_eq!(code, 1);
-    assert_eq!(out.lines().collect::<Vec<_>>(), vec!["sub/b.py:5:5: MEM004 [*] `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak"]);
+    assert_eq!(out.lines().collect::<Vec<_>>(), vec!["sub/b.py:5:5: MEM004 [*] [warning] `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak"]);
     // --isolated ignores both files; --config uses one for everything.
     let (out, _) = concise(dir.path(), &["--isolated"]);
     assert_eq!(out.lines().count(), 2, "{out}");

@@ -171,3 +171,18 @@ fn an_empty_folder_warns() {
     assert_eq!((named.code, named.err.as_str()), (0, ""), "{}", named.out);
     assert!(named.out.contains("(1 file checked)"), "{}", named.out);
 }
+
+/// Concise lines show the severity after ruff's `path:row:col: CODE [*]`.
+#[test]
+fn concise_lines_show_the_severity() {
+    let source = "import torch\n\nfor x in loader:\n    model(x).sum().backward()\n    torch.cuda.empty_cache()\n    ckpt = torch.load('a.pt')\n";
+    let dir = tree(&[("a.py", source), ("pyproject.toml", "[tool.memlint]\nseverity = { MEM008 = \"error\", MEM004 = \"info\" }\n")]);
+    let ran = run(memlint().current_dir(dir.path()).args(["check", "--output-format", "concise", "-q", "a.py"]));
+    assert_eq!(ran.code, 1, "{}", ran.err);
+    let lines: Vec<&str> = ran.out.lines().collect();
+    assert!(lines[0].starts_with("a.py:5:5: MEM004 [*] [info] `torch.cuda.empty_cache()`"), "{lines:#?}");
+    assert!(lines[1].starts_with("a.py:6:12: MEM008 [error] `torch.load"), "{lines:#?}");
+    std::fs::remove_file(dir.path().join("pyproject.toml")).unwrap();
+    let ran = run(memlint().current_dir(dir.path()).args(["check", "--output-format", "concise", "-q", "a.py"]));
+    assert!(ran.out.lines().all(|l| l.contains(" [warning] ")), "{}", ran.out);
+}
