@@ -629,9 +629,9 @@ pub fn write_sarif(out: &mut dyn Write, results: Vec<serde_sarif::sarif::Result>
                 )
                 .help(MultiformatMessageString::builder().text(doc.markdown.clone()).markdown(doc.markdown.clone()).build())
                 .build();
-            // SARIF wants an absolute URI in `helpUri`; while the rule's page is a path
-            // inside memlint's repository it goes in the property bag (`docs`) instead,
-            // and `help` carries the whole page.
+            // SARIF wants an absolute URI in `helpUri`; while the rule's documentation is
+            // `memlint rule <name>` (the command that prints it) it goes in the property
+            // bag (`docs`) instead, and `help` carries the whole page.
             let url = rule.url();
             if url.contains("://") {
                 descriptor.help_uri = Some(url.clone());

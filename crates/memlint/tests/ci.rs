@@ -138,7 +138,7 @@ fn sarif_is_valid_against_the_schema() {
     let run = &report["runs"][0];
     assert_eq!(run["tool"]["driver"]["name"], "memlint");
     let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
-    assert!(rules.iter().any(|r| r["id"] == "MEM001" && r["name"] == "eval-without-no-grad" && r["properties"]["docs"] == "docs/rules/eval-without-no-grad.md"));
+    assert!(rules.iter().any(|r| r["id"] == "MEM001" && r["name"] == "eval-without-no-grad" && r["properties"]["docs"] == "memlint rule eval-without-no-grad"));
     // No public home yet: no helpUri (SARIF wants an absolute URI there), no informationUri.
     assert!(rules.iter().all(|r| r.get("helpUri").is_none()) && run["tool"]["driver"].get("informationUri").is_none());
     let results = run["results"].as_array().unwrap();

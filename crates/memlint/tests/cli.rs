@@ -110,7 +110,7 @@ fn json_output_has_ruffs_fields() {
         "name": "empty-cache-in-loop",
         "noqa_row": 4,
         "severity": "warning",
-        "url": "docs/rules/empty-cache-in-loop.md"
+        "url": "memlint rule empty-cache-in-loop"
       }
     ]
     "###);

@@ -186,3 +186,47 @@ fn concise_lines_show_the_severity() {
     let ran = run(memlint().current_dir(dir.path()).args(["check", "--output-format", "concise", "-q", "a.py"]));
     assert!(ran.out.lines().all(|l| l.contains(" [warning] ")), "{}", ran.out);
 }
+
+/// Rule links are `memlint rule <name>`: a command that prints the documentation wherever
+/// memlint is installed, not a path inside memlint's repository.
+#[test]
+fn rule_links_work_outside_the_repository() {
+    let dir = tree(&[("bad.py", BAD)]);
+    for rule in Rule::ALL {
+        let url = rule.url();
+        assert_eq!(url, format!("memlint rule {}", rule.name()));
+        let args: Vec<&str> = url.split_whitespace().skip(1).collect();
+        let ran = run(memlint().current_dir(dir.path()).args(&args));
+        assert_eq!(ran.code, 0, "`{url}`: {}", ran.err);
+        assert!(ran.out.contains(rule.doc().markdown.trim()), "`{url}` prints the documentation");
+    }
+    let json: Value = serde_json::from_str(&run(memlint().current_dir(dir.path()).args(["check", "--output-format", "json"])).out).unwrap();
+    assert_eq!(json[0]["url"], "memlint rule empty-cache-in-loop");
+    let text = run(memlint().current_dir(dir.path()).arg("check")).out;
+    assert!(text.contains("MEM004 empty-cache-in-loop (memlint rule empty-cache-in-loop)"), "{text}");
+    let sarif: Value = serde_json::from_str(&run(memlint().current_dir(dir.path()).args(["check", "--output-format", "sarif"])).out).unwrap();
+    let rules = sarif["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
+    assert!(rules.iter().all(|r| r["properties"]["docs"] == format!("memlint rule {}", r["name"].as_str().unwrap())), "{rules:#?}");
+    for report in [json.to_string(), text, sarif.to_string()] {
+        assert!(!report.contains("docs/rules"), "{report}");
+    }
+}
+
+/// The snapshot page names the command for a finding's rule instead of linking to a path
+/// that is not there.
+#[test]
+fn the_snapshot_page_names_the_rule_command() {
+    let out = tempfile::tempdir().unwrap();
+    let page = out.path().join("page.html");
+    let ran = run(memlint().current_dir(repo()).args(["snapshot", "tests/snapshot/data/retain_graph_bad.pickle", "--format", "html", "--source"]).arg(repo().join("tests/snapshot/scripts")).arg("-o").arg(&page));
+    assert_eq!(ran.code, 0, "{}", ran.err);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let findings = &html[html.find("<h2>Findings on these lines</h2>").expect("the findings section")..];
+    let items: Vec<&str> = findings.split("<li id=\"finding-").skip(1).collect();
+    assert!(!items.is_empty(), "{findings}");
+    assert!(findings.contains("MEM005 retain-graph-in-loop (documentation: <code>memlint rule retain-graph-in-loop</code>)"), "{findings}");
+    for item in items {
+        assert!(item.contains("(documentation: <code>memlint rule ") && !item.contains("href"), "{item}");
+    }
+    assert!(!html.contains("docs/rules"), "{findings}");
+}
