@@ -43,6 +43,40 @@ fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// The ```text blocks of a Markdown file that show a `$ memlint ...` command and its
+/// output: (command line, output).
+fn shown_runs(markdown: &str) -> Vec<(String, String)> {
+    let mut runs = Vec::new();
+    let mut lines = markdown.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "```text" {
+            continue;
+        }
+        let block: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+        if let Some(command) = block.first().and_then(|l| l.strip_prefix("$ memlint ")) {
+            runs.push((command.to_owned(), block[1..].iter().map(|l| format!("{l}\n")).collect()));
+        }
+    }
+    runs
+}
+
+/// README's examples are what the command prints (it showed `[fix: ...]` where memlint
+/// says `[unsafe fix: ...]`, for a `train.py` that is not in the repository).
+#[test]
+fn readme_examples_are_the_real_output() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let runs = shown_runs(&readme);
+    assert!(runs.len() >= 2, "README shows no `$ memlint` runs in ```text blocks: {runs:#?}");
+    assert!(readme.find("```text\n$ memlint check").unwrap() < readme.find("## Quick start").unwrap(), "the headline is one of them");
+    for (command, shown) in runs {
+        let ran = run(memlint().current_dir(repo()).args(command.split_whitespace()));
+        assert!(ran.code == 0 || ran.code == 1, "`memlint {command}` exited {}: {}", ran.code, ran.err);
+        let printed: String = ran.out.lines().map(|l| format!("{}\n", l.trim_end())).collect();
+        let shown: String = shown.lines().map(|l| format!("{}\n", l.trim_end())).collect();
+        assert_eq!(printed, shown, "README shows other output than `memlint {command}` prints");
+    }
+}
+
 /// `check` spelled `--output-format`/`--output-file`, `snapshot` and `verify`
 /// `--format`/`--output`: each command takes both, and its --help says so.
 #[test]
