@@ -24,11 +24,11 @@ pub struct CheckArgs {
     pub paths: Vec<PathBuf>,
 
     /// How to print findings.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text, env = "MEMLINT_OUTPUT_FORMAT")]
+    #[arg(long, visible_alias = "format", value_enum, default_value_t = OutputFormat::Text, env = "MEMLINT_OUTPUT_FORMAT")]
     pub output_format: OutputFormat,
 
     /// Write the report to this file instead of standard output.
-    #[arg(long, short = 'o', value_name = "PATH")]
+    #[arg(long, short = 'o', visible_alias = "output", value_name = "PATH")]
     pub output_file: Option<PathBuf>,
 
     /// Only these rules (codes or names, comma-separated); replaces `select` from the configuration.
@@ -125,7 +125,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "ROOT", requires = "snapshot")]
     pub snapshot_source: Option<PathBuf>,
 
-    /// Print only the findings, no summary.
+    /// Print only the findings: no summary, and no warning when no Python file or notebook
+    /// is found.
     #[arg(long, short)]
     pub quiet: bool,
 
@@ -140,7 +141,8 @@ pub struct CheckArgs {
 pub enum OutputFormat {
     /// Each finding with its source lines, the rule and the help text.
     Text,
-    /// One line a finding: `path:row:col: MEM001 message`.
+    /// One line a finding: `path:row:col: MEM001 [warning] message` (`MEM004 [*] [warning]`
+    /// when --fix fixes it).
     Concise,
     /// A JSON array with ruff's field names.
     Json,
@@ -261,6 +263,11 @@ pub fn run_once(args: &CheckArgs) -> u8 {
             return exit::ERROR;
         }
     };
+    if files.is_empty() && walk_errors.is_empty() && !args.quiet {
+        // As ruff warns (and still exits 0): a wrong path or an `exclude` that takes
+        // everything should not pass silently as "All checks passed!".
+        eprintln!("warning: No Python files found under the given path(s)");
+    }
     if args.add_noqa {
         return crate::add_noqa::run(&files, walk_errors);
     }

@@ -35,7 +35,7 @@ pub mod exit {
 without torch.no_grad(), loss tensors summed across iterations, float16 without a GradScaler, \
 torch.cuda.empty_cache() in the hot loop, ...), explains what each costs, and fixes most of them.",
     after_help = "Exit status: 0 no findings, 1 findings, 2 memlint could not do its job.\n\
-Rules: `memlint rule --all`."
+Rules: `memlint rule --list`; a rule's documentation: `memlint rule MEM001`."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -46,7 +46,8 @@ struct Cli {
 enum Command {
     /// Lint Python files and folders.
     Check(check::CheckArgs),
-    /// Print a rule's documentation (by code or name), or every rule's with --all.
+    /// Print a rule's documentation (by code or name), every rule's with --all, or one
+    /// line per rule with --list.
     Rule(RuleArgs),
     /// Run the language server on standard input and output (for editors).
     Server(ServerArgs),
@@ -66,13 +67,34 @@ struct ServerArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(
+    group = clap::ArgGroup::new("which").required(true).args(["rule", "all", "list"]),
+    after_help = "Examples:\n  memlint rule --list                 one line per rule\n  \
+memlint rule MEM001                 its documentation (also by name: eval-without-no-grad)\n  \
+memlint rule --all                  every rule's documentation\n  \
+memlint rule --list --format json   for tools"
+)]
 struct RuleArgs {
     /// A rule code (`MEM001`) or name (`eval-without-no-grad`).
-    #[arg(required_unless_present = "all", conflicts_with = "all")]
     rule: Option<String>,
     /// Print every rule's documentation.
     #[arg(long)]
     all: bool,
+    /// One line per rule: code, name, `[*]` when the rule can fix (some of) its findings,
+    /// and what it finds.
+    #[arg(long)]
+    list: bool,
+    /// text, or json: for a rule an object with `code`, `name`, `summary`, `fixable`,
+    /// `url` and `explanation` (the documentation in Markdown); an array of them with
+    /// --all, and without `explanation` with --list.
+    #[arg(long, visible_alias = "format", value_enum, default_value_t = RuleFormat::Text)]
+    output_format: RuleFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum RuleFormat {
+    Text,
+    Json,
 }
 
 fn main() -> ExitCode {
@@ -113,20 +135,58 @@ fn verify(args: memlint_verify::VerifyArgs) -> u8 {
 }
 
 fn rule(args: RuleArgs) -> u8 {
-    if args.all {
-        let pages: Vec<String> = memlint_linter::Rule::ALL.iter().map(|r| r.doc().render()).collect();
-        println!("{}", pages.join("\n---\n\n"));
-        return exit::CLEAN;
+    use memlint_linter::Rule;
+    let json = args.output_format == RuleFormat::Json;
+    /// A rule in `--output-format json` (field names are a public contract; ruff's where
+    /// ruff has one: `explanation` is the documentation).
+    #[derive(serde::Serialize)]
+    struct Entry {
+        code: &'static str,
+        name: &'static str,
+        summary: &'static str,
+        fixable: bool,
+        url: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        explanation: Option<String>,
     }
-    let name = args.rule.expect("clap requires a rule without --all");
-    match memlint_linter::Rule::from_code_or_name(&name) {
-        Ok(rule) => {
-            print!("{}", rule.doc().render());
-            exit::CLEAN
+    let entry = |rule: Rule, explain: bool| Entry {
+        code: rule.code(),
+        name: rule.name(),
+        summary: rule.summary(),
+        fixable: rule.fixable(),
+        url: rule.url(),
+        explanation: explain.then(|| rule.doc().markdown),
+    };
+    let text = if args.list || args.all {
+        if json {
+            serde_json::to_string_pretty(&Rule::ALL.iter().map(|r| entry(*r, args.all)).collect::<Vec<_>>()).expect("serializes") + "\n"
+        } else if args.all {
+            let pages: Vec<String> = Rule::ALL.iter().map(|r| r.doc().render()).collect();
+            pages.join("\n---\n\n") + "\n"
+        } else {
+            let width = Rule::ALL.iter().map(|r| r.name().len()).max().unwrap_or(0);
+            Rule::ALL
+                .iter()
+                .map(|r| format!("{} {:width$} {} {}\n", r.code(), r.name(), if r.fixable() { "[*]" } else { "   " }, r.summary()))
+                .collect()
         }
-        Err(e) => {
-            eprintln!("error: {e}");
+    } else {
+        let name = args.rule.expect("clap requires a rule, --all or --list");
+        match Rule::from_code_or_name(&name) {
+            Ok(rule) if json => serde_json::to_string_pretty(&entry(rule, true)).expect("serializes") + "\n",
+            Ok(rule) => rule.doc().render(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::ERROR;
+            }
+        }
+    };
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("error: could not write to standard output: {e}");
             exit::ERROR
         }
+        _ => exit::CLEAN,
     }
 }

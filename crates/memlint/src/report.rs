@@ -212,8 +212,17 @@ pub fn write_concise(out: &mut dyn Write, files: &[FileReport]) -> std::io::Resu
             }
         }
         for d in &file.diagnostics {
+            // `path:row:col: CODE [*] [severity] message`: ruff's line (the code, then `[*]`
+            // when `--fix` fixes it) with the severity before the message.
             let fixable = if file.fix_applies(d) { " [*]" } else { "" };
-            writeln!(out, "{}: {}{fixable} {}", display_location(&path, location(source, d.range.start)), d.rule.code(), d.message)?;
+            writeln!(
+                out,
+                "{}: {}{fixable} [{}] {}",
+                display_location(&path, location(source, d.range.start)),
+                d.rule.code(),
+                d.severity.as_str(),
+                d.message
+            )?;
             if let Some(m) = crate::snapshot::measured(file, source, d) {
                 writeln!(out, "  measured: {}", m.describe())?;
             }
@@ -620,9 +629,9 @@ pub fn write_sarif(out: &mut dyn Write, results: Vec<serde_sarif::sarif::Result>
                 )
                 .help(MultiformatMessageString::builder().text(doc.markdown.clone()).markdown(doc.markdown.clone()).build())
                 .build();
-            // SARIF wants an absolute URI in `helpUri`; while the rule's page is a path
-            // inside memlint's repository it goes in the property bag (`docs`) instead,
-            // and `help` carries the whole page.
+            // SARIF wants an absolute URI in `helpUri`; while the rule's documentation is
+            // `memlint rule <name>` (the command that prints it) it goes in the property
+            // bag (`docs`) instead, and `help` carries the whole page.
             let url = rule.url();
             if url.contains("://") {
                 descriptor.help_uri = Some(url.clone());

@@ -36,10 +36,10 @@ pub struct SnapshotArgs {
     /// text (for people), json (field names are a public contract) or html (one
     /// self-contained page: memory over time, the tables, links to memlint's findings on
     /// each line; the files are linted where they are found, see --source).
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, visible_alias = "output-format", value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Write the report to this file instead of standard output (atomically).
-    #[arg(long, short = 'o', value_name = "OUT")]
+    #[arg(long, short = 'o', visible_alias = "output-file", value_name = "OUT")]
     output: Option<PathBuf>,
     /// How many lines to list at the peak and at each out-of-memory error (0: all).
     #[arg(long, default_value_t = 20)]
@@ -55,11 +55,14 @@ enum SnapshotCommand {
         before: PathBuf,
         #[arg(value_name = "AFTER.pickle")]
         after: PathBuf,
+        /// Map the recorded paths onto files under ROOT, by longest matching path suffix.
         #[arg(long, value_name = "ROOT")]
         source: Option<PathBuf>,
-        #[arg(long, value_enum, default_value_t = Format::Text)]
+        /// text or json (html is for one snapshot).
+        #[arg(long, visible_alias = "output-format", value_enum, default_value_t = Format::Text)]
         format: Format,
-        #[arg(long, short = 'o', value_name = "OUT")]
+        /// Write the report to this file instead of standard output.
+        #[arg(long, short = 'o', visible_alias = "output-file", value_name = "OUT")]
         output: Option<PathBuf>,
     },
 }

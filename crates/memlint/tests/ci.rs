@@ -50,7 +50,7 @@ fn pyproject_section_and_closest_config_win() {
     ]);
     let (out, code) = concise(dir.path(), &[]);
     assert_eq!(code, 1);
-    assert_eq!(out.lines().collect::<Vec<_>>(), vec!["sub/b.py:5:5: MEM004 [*] `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak"]);
+    assert_eq!(out.lines().collect::<Vec<_>>(), vec!["sub/b.py:5:5: MEM004 [*] [warning] `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak"]);
     // --isolated ignores both files; --config uses one for everything.
     let (out, _) = concise(dir.path(), &["--isolated"]);
     assert_eq!(out.lines().count(), 2, "{out}");
@@ -138,7 +138,7 @@ fn sarif_is_valid_against_the_schema() {
     let run = &report["runs"][0];
     assert_eq!(run["tool"]["driver"]["name"], "memlint");
     let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
-    assert!(rules.iter().any(|r| r["id"] == "MEM001" && r["name"] == "eval-without-no-grad" && r["properties"]["docs"] == "docs/rules/eval-without-no-grad.md"));
+    assert!(rules.iter().any(|r| r["id"] == "MEM001" && r["name"] == "eval-without-no-grad" && r["properties"]["docs"] == "memlint rule eval-without-no-grad"));
     // No public home yet: no helpUri (SARIF wants an absolute URI there), no informationUri.
     assert!(rules.iter().all(|r| r.get("helpUri").is_none()) && run["tool"]["driver"].get("informationUri").is_none());
     let results = run["results"].as_array().unwrap();

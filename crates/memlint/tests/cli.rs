@@ -80,7 +80,7 @@ fn concise_output_one_line_per_finding() {
     let dir = tree(&[("a/bad.py", BAD.as_bytes()), ("b/clean.py", CLEAN.as_bytes())]);
     let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--output-format", "concise", "-q"]));
     assert_eq!(code, 1);
-    insta::assert_snapshot!(out, @"a/bad.py:5:5: MEM004 [*] `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak");
+    insta::assert_snapshot!(out, @"a/bad.py:5:5: MEM004 [*] [warning] `torch.cuda.empty_cache()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak");
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn json_output_has_ruffs_fields() {
         "name": "empty-cache-in-loop",
         "noqa_row": 4,
         "severity": "warning",
-        "url": "docs/rules/empty-cache-in-loop.md"
+        "url": "memlint rule empty-cache-in-loop"
       }
     ]
     "###);
@@ -358,8 +358,8 @@ fn unused_noqa_and_unknown_codes_are_reported() {
     let dir = tree(&[("a.py", source.as_bytes())]);
     let (lines, code) = concise_lines(dir.path(), &[]);
     assert_eq!(code, 1);
-    assert!(lines.iter().any(|l| l == "a.py:2:8: MEM013 [*] Unused `noqa` directive (unused: `MEM004`)"), "{lines:#?}");
-    assert!(lines.iter().any(|l| l == "a.py:3:29: MEM013 [*] Unused `noqa` directive (unknown: `MEM1`)"), "{lines:#?}");
+    assert!(lines.iter().any(|l| l == "a.py:2:8: MEM013 [*] [warning] Unused `noqa` directive (unused: `MEM004`)"), "{lines:#?}");
+    assert!(lines.iter().any(|l| l == "a.py:3:29: MEM013 [*] [warning] Unused `noqa` directive (unknown: `MEM1`)"), "{lines:#?}");
     assert!(lines.iter().any(|l| l.starts_with("a.py:3:9: MEM008")), "the misspelled code suppresses nothing: {lines:#?}");
     assert_eq!(lines.len(), 3, "{lines:#?}");
     // Named by code or name in --select / --ignore like any rule.
@@ -367,7 +367,7 @@ fn unused_noqa_and_unknown_codes_are_reported() {
     assert_eq!((lines.len(), code), (1, 1), "{lines:#?}");
     // With MEM004 not selected, its code is reported as not enabled (ruff's wording).
     let (lines, _) = concise_lines(dir.path(), &["--select", "MEM013"]);
-    assert!(lines.contains(&"a.py:2:8: MEM013 [*] Unused `noqa` directive (non-enabled: `MEM004`)".to_owned()), "{lines:#?}");
+    assert!(lines.contains(&"a.py:2:8: MEM013 [*] [warning] Unused `noqa` directive (non-enabled: `MEM004`)".to_owned()), "{lines:#?}");
     // `memlint rule` documents it.
     let (doc, code) = stdout(memlint().args(["rule", "unused-noqa"]));
     assert_eq!(code, 0);

@@ -19,7 +19,7 @@ pub use fix::{apply_fixes, apply_fixes_in_project, FixMode, FixOutcome};
 pub use memlint_python::{LineIndex, NoProject, ProjectIndex, SourcePosition, SyntaxError};
 pub use checker::Suppressions;
 pub use noqa::{Directive, DirectiveKind, Directives, ListedCode};
-pub use registry::{Rule, RuleDoc, UnknownRule, RULE_DOCS_URL};
+pub use registry::{Rule, RuleDoc, UnknownRule};
 pub use settings::{LinterSettings, RuleSelection};
 
 use memlint_python::tree_sitter::Tree;

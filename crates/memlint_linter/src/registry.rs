@@ -8,11 +8,6 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-/// Where each rule's documentation is (`<url>/<rule-name>.md`): memlint has no public
-/// home yet, so this is the page's path inside memlint's repository (generated from the
-/// rule files; `memlint rule <name>` prints the same text).
-pub const RULE_DOCS_URL: &str = "docs/rules";
-
 /// A rule's `check` for the phase that runs before suppression: every rule's, except a
 /// rule marked `after_suppression`, which checks the suppression comments instead.
 macro_rules! check_phase {
@@ -138,9 +133,14 @@ impl Rule {
             .ok_or_else(|| UnknownRule(text.to_owned()))
     }
 
-    /// The documentation URL of the rule.
+    /// Where a user reads the rule's documentation: `memlint rule <name>`, the command
+    /// that prints it. The documentation is compiled into the binary ([`Rule::doc`]), so
+    /// this works wherever memlint is installed; memlint has no public home to link to yet,
+    /// and a path inside its repository (`docs/rules/<name>.md`, the same text) points
+    /// nowhere in a user's project. The value of the JSON report's `url`, the text report's
+    /// header, the hover and SARIF's `properties.docs`.
     pub fn url(self) -> String {
-        format!("{RULE_DOCS_URL}/{}.md", self.name())
+        format!("memlint rule {}", self.name())
     }
 
     /// The rule's documentation: the module doc comment of its source file, in Markdown.
@@ -186,7 +186,7 @@ impl fmt::Display for UnknownRule {
             .find(|r| r.name().contains(&self.0.to_lowercase()) || self.0.to_lowercase().contains(r.name()))
             .map(|r| format!(" (did you mean `{}` / `{}`?)", r.code(), r.name()))
             .unwrap_or_default();
-        write!(f, "unknown rule `{}`{close}; `memlint rule --all` lists the rules", self.0)
+        write!(f, "unknown rule `{}`{close}; `memlint rule --list` lists the rules", self.0)
     }
 }
 

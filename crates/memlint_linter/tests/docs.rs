@@ -68,8 +68,8 @@ fn codes_are_never_renumbered() {
     }
 }
 
-/// `docs/rules/<name>.md` (where every diagnostic's `url` points) is generated from the
-/// rule files. Regenerate with `MEMLINT_UPDATE_DOCS=1 cargo test -p memlint_linter --test docs`.
+/// `docs/rules/<name>.md` (the pages `memlint rule <name>` prints, kept for reading in
+/// the repository) is generated from the rule files. Regenerate with `MEMLINT_UPDATE_DOCS=1 cargo test -p memlint_linter --test docs`.
 #[test]
 fn published_rule_pages_match_the_rule_files() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/rules");

@@ -113,13 +113,14 @@ pub fn markdown(findings: &[&Diagnostic], report: Option<&(PathBuf, Result<Value
     parts.join("\n\n---\n\n")
 }
 
-/// A link to the rule's page when it has an address; else where the page is.
+/// A link to the rule's page when it has an address; else the command that prints it
+/// (`memlint rule <name>`: the documentation is compiled into memlint).
 fn docs_link(rule: Rule) -> String {
     let url = rule.url();
     if url.contains("://") {
         format!("[{} documentation]({url})", rule.code())
     } else {
-        format!("{} documentation: `{url}` in memlint's repository, or `memlint rule {}`", rule.code(), rule.name())
+        format!("{} documentation in a terminal: `{url}`", rule.code())
     }
 }
 

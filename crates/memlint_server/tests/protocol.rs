@@ -282,6 +282,10 @@ async fn hover_shows_the_rule_documentation() {
     assert!(value.starts_with("**memlint MEM004** `empty-cache-in-loop`: `torch.cuda.empty_cache()` in the per-step loop"), "{value}");
     assert!(value.contains(memlint_linter::Rule::EmptyCacheInLoop.doc().markdown.trim()), "{value}");
     assert!(!value.contains("memlint verify"), "{value}");
+    // Where to read the page again: the command that prints it (the documentation is in
+    // the binary), not a path inside memlint's repository that a user's project lacks.
+    assert!(value.ends_with("MEM004 documentation in a terminal: `memlint rule empty-cache-in-loop`"), "{value}");
+    assert!(!value.contains("docs/rules") && !value.contains("memlint's repository"), "{value}");
     // Nothing under the cursor: no hover.
     let none = client
         .request("textDocument/hover", json!({"textDocument": {"uri": URI}, "position": {"line": 0, "character": 2}}))

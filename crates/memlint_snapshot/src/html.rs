@@ -14,6 +14,8 @@ pub struct PageFinding {
     pub line: u32,
     pub code: String,
     pub name: String,
+    /// Where the rule's documentation is: an address (shown as a link) or the command that
+    /// prints it (`memlint rule <name>`, shown as code).
     pub url: String,
 }
 
@@ -180,15 +182,16 @@ line.peak{{stroke:#d00;stroke-width:1}}.label{{font-size:11px;fill:#444}}.key{{d
     } else {
         o.push_str("<ul class=\"findings\">");
         for (i, f) in findings.iter().enumerate() {
-            let _ = write!(
-                o,
-                "<li id=\"finding-{i}\"><code>{}:{}</code> {} <a href=\"{}\">{}</a></li>",
-                esc(&f.file),
-                f.line,
-                esc(&f.code),
-                esc(&f.url),
+            // A rule's documentation is a link when it has an address, else the command
+            // that prints it (`memlint rule <name>`).
+            let name = if f.url.contains("://") {
+                format!("<a href=\"{}\">{}</a>", esc(&f.url), esc(&f.name))
+            } else if f.url.is_empty() {
                 esc(&f.name)
-            );
+            } else {
+                format!("{} (documentation: <code>{}</code>)", esc(&f.name), esc(&f.url))
+            };
+            let _ = write!(o, "<li id=\"finding-{i}\"><code>{}:{}</code> {} {name}</li>", esc(&f.file), f.line, esc(&f.code));
         }
         o.push_str("</ul>");
     }

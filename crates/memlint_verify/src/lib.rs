@@ -181,10 +181,10 @@ pub struct VerifyArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub device: usize,
     /// Report format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, visible_alias = "output-format", value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Also save the JSON report to FILE (the language server reads it for hovers).
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    #[arg(short = 'o', long = "output", visible_alias = "output-file", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Where the loops run: a GPU, or a simulator that estimates memory without one.
     #[arg(long, value_enum, default_value_t = BackendKind::Cuda)]

@@ -68,7 +68,7 @@ test("memlint in VS Code (stubbed editor, real client, real server)", { timeout:
         assert.equal(document.getText(mem004.range), "torch.cuda.empty_cache()");
         assert.equal(mem004.severity, vscode.DiagnosticSeverity.Warning);
         assert.match(mem004.message, /empty_cache/);
-        // No public home yet: the rule's docs are a path in memlint's repository, not a link.
+        // No public home yet: the rule's docs are `memlint rule <name>` (in the hover), not a link.
         assert.equal(mem004.code, "MEM004");
 
         // The line holds "évaluation 🌡️" (UTF-16 surrogate pair) before the finding:
