@@ -117,6 +117,7 @@
 pub mod alloc;
 pub mod autograd;
 pub mod backend;
+pub mod fabric;
 pub mod parallel;
 pub mod report;
 pub mod scenarios;
@@ -227,8 +228,10 @@ pub struct VerifyArgs {
     /// Run the same loops through PyTorch (python3 with torch and CUDA) and show its figures beside ours.
     #[arg(long)]
     pub compare_torch: bool,
-    /// Devices of MEM007 (data-parallel): nn.DataParallel against DDP on N devices, per-device peaks.
-    /// Only `--backend sim` runs it so far; the CUDA backend checks that N GPUs are visible.
+    /// Devices of MEM007 (data-parallel): nn.DataParallel against DDP (default buckets and
+    /// gradient_as_bucket_view=True), with plain SGD and SGD with momentum, on GPUs 0..N: per-device
+    /// peak and held memory and the step time of each. Needs N GPUs and NCCL (libnccl.so.2, found on
+    /// the loader's path, in python3's nvidia-nccl wheel, or where MEMLINT_NCCL points).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub devices: usize,
 }
@@ -416,6 +419,48 @@ pub fn make_backend(kind: BackendKind, device: usize) -> Result<Rc<dyn Backend>,
     }
 }
 
+/// MEM007 on `--devices` devices of the chosen backend (and PyTorch beside it with
+/// `--compare-torch`). An error is why it could not run at all.
+fn run_parallel(args: &VerifyArgs, wl: &Workload, progress: bool, err: &mut dyn Write) -> Result<parallel::ParallelReport, String> {
+    let n = args.devices;
+    let mut tick = |m: &str| {
+        if progress {
+            let _ = writeln!(err, "memlint verify: {m}");
+        }
+    };
+    let rows = parallel::chunk_rows(wl.batch, n)?;
+    let mut report = match args.backend {
+        BackendKind::Sim => {
+            let make = |_i: usize| -> Result<autograd::Runtime, String> {
+                let b: Rc<dyn Backend> = Rc::new(backend::sim::SimBackend::new(backend::sim::DEFAULT_CAPACITY));
+                autograd::Runtime::with_workspaces(b, parallel::TORCH_EXTRA_WORKSPACES).map_err(|e| format!("could not set up the runtime: {e}"))
+            };
+            let setup = parallel::Setup { devices: n, make: &make, fabric: &fabric::SimFabric, estimated: true };
+            parallel::run(&setup, wl, &mut tick)?
+        }
+        BackendKind::Cuda => {
+            let count = backend::cuda::device_count().map_err(|e| format!("it compares DataParallel and DDP on --devices {n} GPUs, but {e}"))?;
+            parallel::check_device_count(count, n, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref())?;
+            let (lib, version) = backend::nccl::probe()?;
+            tick(&format!("MEM007: NCCL {version} from {lib}"));
+            let fab = fabric::CudaFabric::new(n)?;
+            let make = |i: usize| -> Result<autograd::Runtime, String> {
+                let b = make_backend(BackendKind::Cuda, i)?;
+                autograd::Runtime::with_workspaces(b, parallel::TORCH_EXTRA_WORKSPACES).map_err(|e| format!("could not set up the runtime on GPU {i}: {e}"))
+            };
+            let setup = parallel::Setup { devices: n, make: &make, fabric: &fab, estimated: false };
+            parallel::run(&setup, wl, &mut tick)?
+        }
+    };
+    debug_assert_eq!(report.chunk_rows, rows);
+    if args.compare_torch {
+        tick("MEM007: PyTorch's DataParallel and DDP (python3)");
+        let t = torch::run_torch_parallel("python3", wl, n);
+        parallel::attach_torch(&mut report, t);
+    }
+    Ok(report)
+}
+
 /// Runs the given scenarios on a backend and returns their reports. `tick` is called after each loop.
 pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], mut tick: impl FnMut(&str)) -> Result<Vec<ScenarioReport>, String> {
     let rt = autograd::Runtime::new(dev.clone()).map_err(|e| format!("could not set up the runtime: {e}"))?;
@@ -459,6 +504,7 @@ pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], 
             row.underflow_fraction_fp32 = frac;
             row.saving_summary = report::underflow_summary(&row);
         }
+        report::caveat(&mut row, def);
         out.push(row);
     }
     Ok(out)
@@ -520,6 +566,32 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
             return 0;
         }
     }
+    // MEM007 runs on its own runtimes, one per device.
+    let mut without = without;
+    let mut parallel_report = None;
+    let mut failed_parallel = false;
+    if codes.contains(&"MEM007") {
+        let explicit = without.iter().any(|c| c == "MEM007");
+        without.retain(|c| c != "MEM007");
+        if let Err(e) = parallel::chunk_rows(wl.batch, args.devices) {
+            let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
+            return 2;
+        }
+        match run_parallel(args, &wl, progress, err) {
+            Ok(p) => {
+                failed_parallel = p.error.is_some();
+                parallel_report = Some(p);
+            }
+            Err(e) if explicit => {
+                let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
+                return 2;
+            }
+            // Not asked for by name (every rule runs): the other rules still run.
+            Err(e) => {
+                let _ = writeln!(err, "note: MEM007 (data-parallel) not run: {e}");
+            }
+        }
+    }
     let dev = match make_backend(args.backend, args.device) {
         Ok(d) => d,
         Err(e) => {
@@ -527,47 +599,6 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
             return 2;
         }
     };
-    // MEM007 runs on its own runtimes, one per device.
-    let mut without = without;
-    let mut parallel_report = None;
-    let mut failed_parallel = false;
-    if codes.contains(&"MEM007") {
-        if let Err(e) = parallel::chunk_rows(wl.batch, args.devices) {
-            let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
-            return 2;
-        }
-        match args.backend {
-            BackendKind::Sim => {
-                let make = |_i: usize| -> Result<autograd::Runtime, String> {
-                    let b: Rc<dyn Backend> = Rc::new(backend::sim::SimBackend::new(backend::sim::DEFAULT_CAPACITY));
-                    autograd::Runtime::new(b).map_err(|e| format!("could not set up the runtime: {e}"))
-                };
-                match parallel::run(args.devices, &wl, &make) {
-                    Ok(p) => {
-                        failed_parallel = p.error.is_some();
-                        parallel_report = Some(p);
-                        without.retain(|c| c != "MEM007");
-                    }
-                    Err(e) => {
-                        let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
-                        return 2;
-                    }
-                }
-            }
-            BackendKind::Cuda if without.iter().any(|c| c == "MEM007") => {
-                // Asked for explicitly: it needs N GPUs, and the CUDA run itself is not built yet.
-                for i in 0..args.devices {
-                    if let Err(e) = make_backend(BackendKind::Cuda, i) {
-                        let _ = writeln!(err, "error: MEM007 (data-parallel) compares DataParallel and DDP on --devices {} GPUs, but GPU {i} could not be opened: {e}", args.devices);
-                        return 2;
-                    }
-                }
-                let _ = writeln!(err, "error: MEM007 (data-parallel) on the CUDA backend is not implemented yet (cross-device copies and the NCCL all-reduce are missing); `--backend sim` runs its memory accounting");
-                return 2;
-            }
-            BackendKind::Cuda => {}
-        }
-    }
     let (free, total) = match dev.mem_info() {
         Ok(m) => m,
         Err(e) => {
@@ -600,7 +631,7 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
             return 2;
         }
     };
-    let torch = if args.compare_torch {
+    let torch = if args.compare_torch && !defs.is_empty() {
         bar.set_message("PyTorch comparison (python3)");
         let mut codes: Vec<&str> = defs.iter().map(|d| d.code).collect();
         codes.dedup();
