@@ -26,9 +26,11 @@
 //! (the fp16 rows only on an fp32 workload), MEM005/peak, MEM005/growth, MEM006/graphs,
 //! MEM006/detached, MEM008/restore, MEM009/train, MEM012/frozen. Rules MEM010 and MEM011 have no
 //! scenario (they do not change device memory) and are listed as such. MEM007 (`data-parallel`)
-//! compares `nn.DataParallel` with DDP on `--devices N` devices (default 2), per device
-//! ([`parallel`]); so far only `--backend sim` runs it (the CUDA backend refuses it with status 2
-//! when it is asked for explicitly, after checking that N GPUs can be opened).
+//! compares `nn.DataParallel` with DDP (default buckets and `gradient_as_bucket_view=True`), with
+//! plain SGD and SGD with momentum, on `--devices N` devices (default 2), per device
+//! ([`parallel`], [`fabric`]): on N GPUs through NCCL (loaded at run time, [`backend::nccl`]), or
+//! on the simulator. Asked for by name (`--rule MEM007`, or a finding) without N GPUs or NCCL, it
+//! exits 2 with a message; in a run of every rule it is then left out with a note.
 //! MEM013 has none either (it checks suppression comments).
 //!
 //! # The JSON report (`--format json`, `-o FILE`)
@@ -50,7 +52,7 @@
 //! | `rules_without_scenario` | codes asked for that have no scenario |
 //! | `findings` | `null`, or per linted finding `{path, row, column, code, name, measured: [summary…]}` |
 //! | `torch` | `null`, or the `--compare-torch` figures (below) |
-//! | `parallel` | `null`, or MEM007's `{code, name, devices, chunk_rows, data_parallel: [{index, peak_bytes, held_bytes, at_peak}], ddp: [same], imbalance_data_parallel, imbalance_ddp, saving_bytes, saving_summary, error}` (imbalance: device 0's peak over the highest of the others) |
+//! | `parallel` | `null`, or MEM007's `{code, name, devices, chunk_rows, data_parallel: [{index, peak_bytes, held_bytes, at_peak, step_ms}], ddp: [same], imbalance_data_parallel, imbalance_ddp, saving_bytes, saving_summary, error, estimated, optimizer, ddp_bucket_view: [same], step_ms_data_parallel, step_ms_ddp, step_ms_ddp_bucket_view, step_time_ratio, runs: [{optimizer, momentum, data_parallel: {devices: [same], step_ms, error}, ddp: {…}, ddp_bucket_view: {…}, step_time_ratio, step_time_ratio_bucket_view}], left_out: [text], torch}` (the fields before `runs` are the first run's: SGD with momentum, DDP's default buckets; imbalance: device 0's peak over the highest of the others; `saving_bytes`: DataParallel's device-0 peak minus DDP's highest, negative when DDP's is higher; `torch`: null, or with `--compare-torch` `{python, torch_version, devices, chunk_rows, workspace_bytes, runs: [{optimizer, data_parallel: {devices: [{index, peak_bytes, held_bytes, step_ms, released_after_warmup_bytes, peak_difference}], step_ms, error}, ddp, ddp_bucket_view, step_time_ratio, step_time_ratio_bucket_view, step_time_ratio_difference, step_time_ratio_bucket_view_difference}], error, max_peak_difference, max_step_time_ratio_difference}`, differences being memlint's over PyTorch's, minus 1) |
 //! | `elapsed_s` | wall time of the whole run |
 //!
 //! Each `scenarios[]` entry: `code` (`"MEM001"`), `name` (`"eval-without-no-grad"`), `variant`,
@@ -63,7 +65,7 @@
 //! `saving_summary` (one sentence), `underflow_fraction_bad`, `underflow_fraction_fixed` (MEM003:
 //! mean fraction of gradient elements that are zero; null elsewhere and on `sim`), `at_peak_bad`,
 //! `at_peak_fixed` (bytes by kind at the peak: `parameters`, `gradients`, `saved_activations`,
-//! `outputs`, `workspace`), `driver_mallocs_bad`, `driver_mallocs_fixed` (segments allocated from
+//! `outputs`, `workspace`, `optimizer_state`), `driver_mallocs_bad`, `driver_mallocs_fixed` (segments allocated from
 //! the driver during the loop; MEM004: during its timed passes), `mallocs_per_step_bad`,
 //! `mallocs_per_step_fixed` (MEM004: per timed step), `underflow_fraction_fp32` (MEM003: the
 //! fraction of zero gradient elements in an fp32 run of the loop), `tracker_reserved_delta_bytes`, `driver_used_delta_bytes` (the

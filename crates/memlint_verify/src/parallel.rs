@@ -77,11 +77,15 @@ pub const COALESCE_BYTES: usize = 10 << 20;
 pub const WARMUP_STEPS: usize = 2;
 /// SGD's momentum in the "SGD with momentum" runs.
 pub const MOMENTUM: f32 = 0.9;
-/// What a PyTorch process holds on each device besides cuBLAS's workspace (which every runtime
-/// allocates, [`crate::autograd::GEMM_WORKSPACE`]): cuBLASLt's workspace, allocated through the
-/// caching allocator by the first `nn.Linear` forward (PyTorch runs `addmm` with a bias through
-/// cuBLASLt). Counted so that per-device peaks compare with `torch.cuda.max_memory_allocated`.
-pub const TORCH_EXTRA_WORKSPACES: &[usize] = &[32 << 20];
+/// What a PyTorch process holds on each device besides the cuBLAS workspace every runtime allocates
+/// ([`crate::autograd::GEMM_WORKSPACE`], 32 MiB): PyTorch keeps a workspace per cuBLAS handle, and
+/// a handle per thread, so the forward (the main thread, or DataParallel's `parallel_apply`
+/// thread) and the backward (autograd's thread for the device) each allocate a 32 MiB cuBLAS
+/// workspace and a 1 MiB cuBLASLt one through the caching allocator (a memory snapshot of
+/// PyTorch 2.11 on an H100 shows the first `nn.Linear` of a replica allocating 32 MiB and 1 MiB;
+/// `memory_allocated()` after the loops is 66 MiB on every device). Counted so that per-device
+/// peaks compare with `torch.cuda.max_memory_allocated`.
+pub const TORCH_EXTRA_WORKSPACES: &[usize] = &[1 << 20, 32 << 20, 1 << 20];
 
 /// The optimizer of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -129,6 +133,8 @@ pub struct DevicePeak {
     /// Mean step time on this device's rank (DDP) or of the whole step (DataParallel); null on
     /// the simulator.
     pub step_ms: Option<f64>,
+    /// The host's time issuing a step on this rank (see [`LoopReport::host_ms`]).
+    pub host_ms: Option<f64>,
 }
 
 /// One loop on every device.
@@ -137,13 +143,17 @@ pub struct LoopReport {
     pub devices: Vec<DevicePeak>,
     /// Mean step time (DDP: the slowest rank's); null on the simulator.
     pub step_ms: Option<f64>,
+    /// Of a step, the host's time issuing it: from the return of the blocking `x.cuda()` to the
+    /// return of `optimizer.step()`, less the time blocked in `y.cuda()` (which waits for the
+    /// forward); DDP: the slowest rank's. Close to `step_ms`, the step waits for the host.
+    pub host_ms: Option<f64>,
     /// Why the loop has no figures (out of memory, ...).
     pub error: Option<String>,
 }
 
 impl LoopReport {
     fn failed(e: String) -> LoopReport {
-        LoopReport { devices: Vec::new(), step_ms: None, error: Some(e) }
+        LoopReport { devices: Vec::new(), step_ms: None, host_ms: None, error: Some(e) }
     }
     fn max_peak(&self) -> u64 {
         self.devices.iter().map(|d| d.peak_bytes).max().unwrap_or(0)
@@ -250,6 +260,10 @@ pub struct TorchLoop {
     #[serde(default)]
     pub devices: Vec<TorchDevice>,
     pub step_ms: Option<f64>,
+    /// The host's time issuing a step, measured as memlint's [`LoopReport::host_ms`] (the slowest
+    /// rank's): Python issuing the step's work.
+    #[serde(default)]
+    pub host_ms: Option<f64>,
     pub error: Option<String>,
 }
 
@@ -421,13 +435,26 @@ impl HostData {
         Ok(HostData { x, y, rows })
     }
 
-    /// `x.cuda(), y.cuda()`.
-    fn to_device(&self, rt: &Runtime, wl: &Workload) -> Result<(Rc<Storage>, Rc<Storage>), DeviceError> {
+    /// `x.cuda()` (blocking: it waits for the device's earlier work too).
+    fn x(&self, rt: &Runtime, wl: &Workload) -> Result<Rc<Storage>, DeviceError> {
         let x = rt.empty(self.rows, wl.hidden, wl.dtype, Kind::Output)?;
         rt.dev.upload_pinned(x.addr(), &*self.x, 0, x.bytes())?;
+        Ok(x)
+    }
+
+    /// `y.cuda()`, which `criterion(model(x.cuda()), y.cuda())` evaluates after the forward pass
+    /// (so it waits for the forward's work); also returns the host's time blocked in it.
+    fn y(&self, rt: &Runtime) -> Result<(Rc<Storage>, f64), DeviceError> {
+        let t = Instant::now();
         let y = rt.empty(self.rows, 1, DType::I64, Kind::Output)?;
         rt.dev.upload_pinned(y.addr(), &*self.y, 0, y.bytes())?;
-        Ok((x, y))
+        Ok((y, t.elapsed().as_secs_f64() * 1000.0))
+    }
+
+    /// `x.cuda(), y.cuda()` one after the other.
+    fn to_device(&self, rt: &Runtime, wl: &Workload) -> Result<(Rc<Storage>, Rc<Storage>), DeviceError> {
+        let x = self.x(rt, wl)?;
+        Ok((x, self.y(rt)?.0))
     }
 }
 
@@ -437,7 +464,7 @@ fn peaks(rts: &[Runtime], step_ms: Option<f64>) -> Result<Vec<DevicePeak>, Devic
         .map(|(i, rt)| {
             rt.synchronize()?;
             let st = rt.stats();
-            Ok(DevicePeak { index: i, peak_bytes: st.peak_allocated as u64, held_bytes: st.allocated as u64, at_peak: st.at_peak, step_ms })
+            Ok(DevicePeak { index: i, peak_bytes: st.peak_allocated as u64, held_bytes: st.allocated as u64, at_peak: st.at_peak, step_ms, host_ms: None })
         })
         .collect()
 }
@@ -597,6 +624,7 @@ pub fn data_parallel(rts: &[Runtime], fab: &dyn Fabric, wl: &Workload, opt: Opti
     }).collect();
     let mut loss: Option<Tensor> = None;
     let mut t0 = None;
+    let mut host = 0.0;
     for step in 0..WARMUP_STEPS + wl.iters {
         if step == WARMUP_STEPS {
             for rt in rts {
@@ -605,8 +633,10 @@ pub fn data_parallel(rts: &[Runtime], fab: &dyn Fabric, wl: &Workload, opt: Opti
             }
             t0 = clock(r0);
         }
-        let (x, y) = data.to_device(r0, wl)?;
         r0.zero_grad(&params, true)?;
+        // criterion(model(x.cuda()), y.cuda())
+        let x = data.x(r0, wl)?;
+        let issued = clock(r0);
         // scatter
         let mut inputs = vec![Tensor { data: x.rows_view(0, rows[0]), grad_fn: None }];
         for i in 1..n {
@@ -629,6 +659,7 @@ pub fn data_parallel(rts: &[Runtime], fab: &dyn Fabric, wl: &Workload, opt: Opti
             fab.copy(rts, 0, out.rows_view(offsets[i], rows[i]).addr(), i, o.data.addr(), o.data.bytes())?;
         }
         let nodes: Vec<_> = outputs.into_iter().map(|o| o.grad_fn).collect();
+        let (y, blocked) = data.y(r0)?;
         // criterion(out, y) and loss.backward() down to the gathered output's gradient
         let (gather, dl_slot) = r0.grad_sink();
         let out = Tensor { data: out, grad_fn: Some(gather) };
@@ -656,15 +687,42 @@ pub fn data_parallel(rts: &[Runtime], fab: &dyn Fabric, wl: &Workload, opt: Opti
         reduce_gradients(rts, fab, &params, &slots, dt)?;
         drop(slots);
         sgd.step(r0, &params)?;
+        if step >= WARMUP_STEPS {
+            host += issued.map(|t| t.elapsed().as_secs_f64() * 1000.0 - blocked).unwrap_or(0.0);
+        }
     }
     for rt in rts {
         rt.synchronize()?;
     }
     let step_ms = ms_per_step(t0, wl.iters);
-    let devices = peaks(rts, step_ms)?;
+    let host_ms = step_ms.map(|_| host / wl.iters.max(1) as f64);
+    let mut devices = peaks(rts, step_ms)?;
+    for d in &mut devices {
+        d.host_ms = host_ms;
+    }
     drop(loss);
     let params_out = if keep_params { Some(read_params(r0, &params)?) } else { None };
-    Ok(Outcome { report: LoopReport { devices, step_ms, error: None }, params: params_out })
+    Ok(Outcome { report: LoopReport { devices, step_ms, host_ms, error: None }, params: params_out })
+}
+
+/// The same training without parallelism, on one device and the whole batch: the parameters
+/// before and after `steps` steps (the GPU tests compare DataParallel's and DDP's with these).
+pub fn single_device(rt: &Runtime, wl: &Workload, opt: Optimizer, steps: usize) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>), DeviceError> {
+    let model = mlp(rt, wl)?;
+    let params = model.params();
+    let before = read_params(rt, &params)?;
+    let sgd = Sgd::new(LR, opt.momentum());
+    let data = HostData::new(rt, wl, 0, wl.batch)?;
+    for _ in 0..steps {
+        let (x, y) = data.to_device(rt, wl)?;
+        rt.zero_grad(&params, true)?;
+        let out = model.forward(rt, &Tensor { data: x, grad_fn: None }, false)?;
+        let loss = rt.cross_entropy(&out, &y)?;
+        drop((out, y));
+        rt.backward(&loss, false)?;
+        sgd.step(rt, &params)?;
+    }
+    Ok((before, read_params(rt, &params)?))
 }
 
 /// A barrier for the ranks' threads that any rank can break by failing (so that the others stop
@@ -845,6 +903,7 @@ pub fn ddp_rank(rt: &Runtime, comm: &mut dyn RankOps, wl: &Workload, opt: Optimi
     let mut reducer = Reducer::new(rt, &params, n, wl.dtype, bucket_view)?;
     let mut loss: Option<Tensor> = None;
     let mut t0 = None;
+    let mut host = 0.0;
     let result = (|| -> Result<(), DeviceError> {
         for step in 0..WARMUP_STEPS + wl.iters {
             if step == WARMUP_STEPS {
@@ -853,12 +912,15 @@ pub fn ddp_rank(rt: &Runtime, comm: &mut dyn RankOps, wl: &Workload, opt: Optimi
                 rt.reset_peak();
                 t0 = clock(rt);
             }
-            let (x, y) = data.to_device(rt, wl)?;
             rt.zero_grad(&params, true)?;
+            // criterion(model(x.cuda()), y.cuda())
+            let x = data.x(rt, wl)?;
+            let issued = clock(rt);
             if step == 1 {
                 reducer.rebuild(rt, &params)?;
             }
             let out = model.forward(rt, &Tensor { data: x, grad_fn: None }, false)?;
+            let (y, blocked) = data.y(rt)?;
             let l = rt.cross_entropy(&out, &y)?;
             drop((out, y));
             loss = Some(l);
@@ -866,6 +928,9 @@ pub fn ddp_rank(rt: &Runtime, comm: &mut dyn RankOps, wl: &Workload, opt: Optimi
             rt.backward_with_hook(loss.as_ref().expect("just set"), &mut |p: &Param| reducer.ready(rt, comm, p))?;
             reducer.finalize(rt, comm, &params)?;
             sgd.step(rt, &params)?;
+            if step >= WARMUP_STEPS {
+                host += issued.map(|t| t.elapsed().as_secs_f64() * 1000.0 - blocked).unwrap_or(0.0);
+            }
         }
         rt.synchronize()
     })();
@@ -876,6 +941,7 @@ pub fn ddp_rank(rt: &Runtime, comm: &mut dyn RankOps, wl: &Workload, opt: Optimi
     let step_ms = ms_per_step(t0, wl.iters);
     let mut d = peaks(std::slice::from_ref(rt), step_ms)?.remove(0);
     d.index = rank;
+    d.host_ms = step_ms.map(|_| host / wl.iters.max(1) as f64);
     drop(loss);
     let kept = if keep_params { Some(read_params(rt, &params)?) } else { None };
     Ok((d, kept))
@@ -951,8 +1017,9 @@ pub fn run_ddp(setup: &Setup, wl: &Workload, opt: Optimizer, bucket_view: bool, 
     if !errors.is_empty() {
         return Ok(Outcome { report: LoopReport::failed(errors.join("; ")), params: None });
     }
-    let step_ms = devices.iter().filter_map(|d| d.step_ms).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-    Ok(Outcome { report: LoopReport { devices, step_ms, error: None }, params })
+    let slowest = |f: fn(&DevicePeak) -> Option<f64>| devices.iter().filter_map(f).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let (step_ms, host_ms) = (slowest(|d| d.step_ms), slowest(|d| d.host_ms));
+    Ok(Outcome { report: LoopReport { devices, step_ms, host_ms, error: None }, params })
 }
 
 fn imbalance(m: &[DevicePeak]) -> f64 {
@@ -1059,7 +1126,9 @@ pub fn summary(p: &ParallelReport) -> String {
     let ddpv = r.ddp_bucket_view.max_peak();
     let mut s = format!("with {} on {} devices, DataParallel peaks at {} on device 0", r.optimizer.describe(), p.devices, b(dp0));
     if let Some(o) = others {
-        s.push_str(&format!(" and {} on the others ({:.0}% of device 0: the rest of their memory stays unused)", b(o), o as f64 / dp0.max(1) as f64 * 100.0));
+        let pct = o as f64 / dp0.max(1) as f64 * 100.0;
+        let unused = if pct < 75.0 { ": what device 0 holds beyond that stays unused on each of them" } else { "" };
+        s.push_str(&format!(" and {} on the others ({pct:.0}% of device 0's peak{unused})", b(o)));
     }
     let diff = ddp as i64 - dp0 as i64;
     s.push_str(&format!(
@@ -1112,7 +1181,11 @@ pub fn render_text(p: &ParallelReport) -> String {
     use crate::report::fmt_bytes;
     let est = if p.estimated { "~" } else { "" };
     let b = |v: u64| format!("{est}{}", fmt_bytes(v as f64));
-    let ms = |v: Option<f64>| v.map(|x| format!("{x:.2} ms")).unwrap_or_else(|| "-".into());
+    let step = |l: &LoopReport| match (l.step_ms, l.host_ms) {
+        (Some(t), Some(h)) => format!("{t:.2} ms (host {h:.2} ms)"),
+        (Some(t), None) => format!("{t:.2} ms"),
+        _ => "-".into(),
+    };
     let mut s = format!(
         "MEM007 data-parallel on {} devices (rows per device: {:?}){}:\n",
         p.devices,
@@ -1131,9 +1204,9 @@ pub fn render_text(p: &ParallelReport) -> String {
         }
         s.push_str(&format!(
             "    step    {:<27}  {:<27}  {}   DataParallel / DDP: {}\n",
-            ms(r.data_parallel.step_ms),
-            ms(r.ddp.step_ms),
-            ms(r.ddp_bucket_view.step_ms),
+            step(&r.data_parallel),
+            step(&r.ddp),
+            step(&r.ddp_bucket_view),
             r.step_time_ratio.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into())
         ));
     }
@@ -1187,6 +1260,16 @@ fn render_torch(p: &ParallelReport, t: &TorchParallel) -> String {
             tr.step_time_ratio_bucket_view.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into()),
             ours.step_time_ratio_bucket_view.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into()),
             pct(tr.step_time_ratio_bucket_view_difference),
+        ));
+        s.push_str(&format!(
+            "    {:<12}  host time per step    DataParallel {} / DDP {} / bucket view {} (PyTorch) vs {} / {} / {} (memlint)\n",
+            tr.optimizer,
+            st(tr.data_parallel.host_ms),
+            st(tr.ddp.host_ms),
+            st(tr.ddp_bucket_view.host_ms),
+            st(ours.data_parallel.host_ms),
+            st(ours.ddp.host_ms),
+            st(ours.ddp_bucket_view.host_ms),
         ));
     }
     s.push_str(&format!("    largest peak difference {}, largest step-time-ratio difference {}\n", pct(t.max_peak_difference), pct(t.max_step_time_ratio_difference)));

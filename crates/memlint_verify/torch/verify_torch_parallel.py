@@ -19,15 +19,17 @@ watchdog releases finished collectives' tensors up to ~100 ms late), then the pe
 reset on every device and `--iters` steps are timed (the devices synchronized before and after;
 DDP's ranks meet at a barrier first).
 Per device: torch.cuda.max_memory_allocated (peak) and torch.cuda.memory_allocated (held right
-after the loop, its variables alive), in bytes; the mean step time in ms.
+after the loop, its variables alive), in bytes; the mean step time in ms, and of it the host's time
+issuing the step (`host_ms`, see HostTimer; memlint measures its own loops the same way).
 
 Prints one JSON object on stdout and exits 0 even when it cannot run (the reason is in "error"):
 
     {"python": ..., "torch_version": ..., "devices": ["NVIDIA H100 80GB HBM3", ...],
      "chunk_rows": [...], "workspace_bytes": [per device],
      "runs": [{"optimizer": "sgd-momentum" | "sgd",
-               "data_parallel": {"devices": [{"index", "peak_bytes", "held_bytes", "step_ms"}],
-                                 "step_ms": X, "error": null},
+               "data_parallel": {"devices": [{"index", "peak_bytes", "held_bytes", "step_ms", "host_ms",
+                                              "released_after_warmup_bytes"}],
+                                 "step_ms": X, "host_ms": X, "error": null},
                "ddp": {...}, "ddp_bucket_view": {...}}],
      "data_parallel": [first run's devices] | null, "ddp": [...] | null, "error": null | "..."}
 
@@ -107,7 +109,52 @@ def quiesce(torch, devices, quiet_s=0.25, timeout_s=2.0):
             break
 
 
-def measure(torch, devices, train, steps, sync_all, barrier=None):
+class HostTimer:
+    """The host's time issuing a step, as memlint measures its own: from the return of the step's
+    first (blocking) `.cuda()` to the return of `optimizer.step()`, less the time blocked in the
+    step's later `.cuda()` calls (`y.cuda()` waits for the forward's work). Tensor.cuda and the
+    optimizer's step are wrapped for the timed steps only."""
+
+    def __init__(self, torch):
+        self.torch, self.active, self.total, self.steps = torch, False, 0.0, 0
+        self.start, self.blocked, self.orig = None, 0.0, None
+
+    def __enter__(self):
+        self.orig = orig = self.torch.Tensor.cuda
+        timer = self
+
+        def cuda(t, *a, **k):
+            t0 = time.perf_counter()
+            r = orig(t, *a, **k)
+            t1 = time.perf_counter()
+            if timer.start is None:
+                timer.start = t1
+            else:
+                timer.blocked += t1 - t0
+            return r
+        self.torch.Tensor.cuda = cuda
+        return self
+
+    def __exit__(self, *exc):
+        self.torch.Tensor.cuda = self.orig
+
+    def wrap(self, optimizer):
+        step = optimizer.step
+
+        def timed_step(*a, **k):
+            r = step(*a, **k)
+            if self.active and self.start is not None:
+                self.total += time.perf_counter() - self.start - self.blocked
+                self.steps += 1
+            self.start, self.blocked = None, 0.0
+            return r
+        optimizer.step = timed_step
+
+    def ms(self):
+        return self.total * 1000.0 / self.steps if self.steps else None
+
+
+def measure(torch, devices, train, steps, sync_all, barrier=None, timer=None):
     """Runs the warm-up steps, resets the peaks, times `steps` steps; per device figures."""
     kept = train(loader_steps=WARMUP_STEPS)
     del kept
@@ -120,14 +167,17 @@ def measure(torch, devices, train, steps, sync_all, barrier=None):
         sync_all()
     for d in devices:
         torch.cuda.reset_peak_memory_stats(d)
+    if timer is not None:
+        timer.active = True
     t0 = time.perf_counter()
     kept = train(loader_steps=steps)
     sync_all()
     ms = (time.perf_counter() - t0) * 1000.0 / max(steps, 1)
+    host = timer.ms() if timer is not None else None
     figs = [{"index": d, "peak_bytes": torch.cuda.max_memory_allocated(d), "held_bytes": torch.cuda.memory_allocated(d), "step_ms": ms,
-             "released_after_warmup_bytes": r} for d, r in zip(devices, released)]
+             "host_ms": host, "released_after_warmup_bytes": r} for d, r in zip(devices, released)]
     del kept
-    return {"devices": figs, "step_ms": ms, "error": None}
+    return {"devices": figs, "step_ms": ms, "host_ms": host, "error": None}
 
 
 def data_parallel(torch, nn, args, dtype, momentum, record=None):
@@ -154,7 +204,9 @@ def data_parallel(torch, nn, args, dtype, momentum, record=None):
         for d in range(n):
             torch.cuda.synchronize(d)
 
-    res = measure(torch, list(range(n)), train, args.iters, sync_all)
+    with HostTimer(torch) as timer:
+        timer.wrap(optimizer)
+        res = measure(torch, list(range(n)), train, args.iters, sync_all, timer=timer)
     if record:
         torch.cuda.memory._dump_snapshot(os.path.join(record, "data_parallel.pickle"))
         torch.cuda.memory._record_memory_history(enabled=None)
@@ -205,7 +257,9 @@ def ddp_worker(rank, args, port, outdir):
                         optimizer.step()
                     return loss
 
-                res = measure(torch, [local_rank], train, args.iters, torch.cuda.synchronize, barrier=dist.barrier)
+                with HostTimer(torch) as timer:
+                    timer.wrap(optimizer)
+                    res = measure(torch, [local_rank], train, args.iters, torch.cuda.synchronize, barrier=dist.barrier, timer=timer)
                 res["devices"][0]["index"] = rank
                 del model, optimizer
             except Exception as e:  # out of memory on one config: report it, go on
@@ -246,7 +300,8 @@ def merge_ranks(per_rank):
     if errors:
         return {"devices": [], "step_ms": None, "error": "; ".join(errors)}
     devices = [d for r in per_rank for d in r["devices"]]
-    return {"devices": devices, "step_ms": max(r["step_ms"] for r in per_rank), "error": None}
+    hosts = [r.get("host_ms") for r in per_rank if r.get("host_ms") is not None]
+    return {"devices": devices, "step_ms": max(r["step_ms"] for r in per_rank), "host_ms": max(hosts) if hosts else None, "error": None}
 
 
 def main():

@@ -179,6 +179,8 @@ impl CudaBackend {
 
 impl Drop for CudaBackend {
     fn drop(&mut self) {
+        // The handle belongs to this device's context: make it current first.
+        let _ = self.ctx.bind_to_thread();
         // SAFETY: the handle is ours and no longer used. A failure here cannot be acted on.
         let _ = unsafe { cublas::destroy_handle(self.blas) };
     }
