@@ -21,8 +21,9 @@
 //!
 //! - **Time.** The per-step copies and the one process make each step slower than with
 //!   `DistributedDataParallel`: 1.2× to 1.3× on 2 GPUs and 1.8× to 2.4× on 4 (plain SGD
-//!   and with momentum); 2.1× to 4.1× for a smaller model (4 × `Linear(2048, 2048)`, batch
-//!   256), 1.1× to 1.2× for a large one (4 × `Linear(8192, 8192)`, batch 4096).
+//!   and with momentum); 2.1× to 4.3× for a smaller model (4 × `Linear(2048, 2048)`, batch
+//!   256), where PyTorch's host work per step sets the pace; 1.1× to 1.2× for a large one
+//!   (4 × `Linear(8192, 8192)`, batch 4096).
 //! - **The other GPUs' memory.** They hold a replica and their share of the activations
 //!   only: 598 to 618 MiB against the first GPU's 2,115 MiB (28 to 29%); the rest of their
 //!   memory stays unused.
