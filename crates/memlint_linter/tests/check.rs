@@ -597,8 +597,8 @@ fn data_parallel_through_aliases() {
         b = DP(net)
         "#,
         expect![[r#"
-            3:5 MEM007 `th.nn.DataParallel(net)`: `DataParallel` replicates the mod
-            4:5 MEM007 `DP(net)`: `DataParallel` replicates the model and gathers e
+            3:5 MEM007 `th.nn.DataParallel(net)`: `DataParallel` drives every GPU f
+            4:5 MEM007 `DP(net)`: `DataParallel` drives every GPU from one process:
         "#]],
     );
 }

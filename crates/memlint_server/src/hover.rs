@@ -69,6 +69,15 @@ pub fn savings(report: &Value, rule: Rule) -> Vec<String> {
         (None, false) => String::new(),
     };
     let scenarios = report.get("scenarios").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    // MEM007's multi-device comparison is a report of its own (`parallel`).
+    let parallel = report.get("parallel").filter(|p| p.get("code").and_then(Value::as_str).is_some_and(|c| c.eq_ignore_ascii_case(rule.code()))).and_then(|p| {
+        let devices = p.get("devices").and_then(Value::as_u64).map(|n| format!("{n} devices")).unwrap_or_else(|| rule.name().to_owned());
+        if let Some(error) = p.get("error").and_then(Value::as_str) {
+            return Some(format!("- `{devices}`: not measured ({error})"));
+        }
+        let summary = p.get("saving_summary").and_then(Value::as_str).filter(|t| !t.is_empty())?;
+        Some(format!("- `{devices}` (DataParallel against DistributedDataParallel): {summary}{on}"))
+    });
     scenarios
         .iter()
         .filter(|s| s.get("code").and_then(Value::as_str).map(|c| c.eq_ignore_ascii_case(rule.code())).unwrap_or(false))
@@ -82,6 +91,7 @@ pub fn savings(report: &Value, rule: Rule) -> Vec<String> {
             let summary = s.get("saving_summary").and_then(Value::as_str).filter(|t| !t.is_empty())?;
             Some(format!("- `{label}`{about}: {summary}{on}"))
         })
+        .chain(parallel)
         .collect()
 }
 
@@ -217,6 +227,24 @@ mod tests {
         assert!(savings(&json!({"scenarios": "nope"}), Rule::EvalWithoutNoGrad).is_empty());
         let measured = json!({"device": {"name": "H200"}, "scenarios": [{"code": "MEM004", "saving_summary": "s"}]});
         assert_eq!(savings(&measured, Rule::EmptyCacheInLoop), vec!["- `empty-cache-in-loop`: s (measured on H200)".to_owned()]);
+    }
+
+    #[test]
+    fn data_parallel_hover_shows_the_multi_device_comparison() {
+        let report = json!({
+            "backend": "cuda",
+            "device": {"name": "NVIDIA H100 80GB HBM3"},
+            "scenarios": [],
+            "parallel": {"code": "MEM007", "devices": 2, "error": null,
+                         "saving_summary": "DataParallel peaks at 2.06 GiB on device 0 and 616 MiB on the others"}
+        });
+        assert_eq!(
+            savings(&report, Rule::DataParallel),
+            vec!["- `2 devices` (DataParallel against DistributedDataParallel): DataParallel peaks at 2.06 GiB on device 0 and 616 MiB on the others (measured on NVIDIA H100 80GB HBM3)".to_owned()]
+        );
+        assert!(savings(&report, Rule::EvalWithoutNoGrad).is_empty());
+        let failed = json!({"parallel": {"code": "MEM007", "devices": 4, "error": "out of memory"}});
+        assert_eq!(savings(&failed, Rule::DataParallel), vec!["- `4 devices`: not measured (out of memory)".to_owned()]);
     }
 
     #[test]

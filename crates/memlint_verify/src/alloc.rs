@@ -43,10 +43,12 @@ pub enum Kind {
     Saved,
     Output,
     Workspace,
+    /// An optimizer's state (SGD's momentum buffers).
+    OptimizerState,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [Kind::Parameter, Kind::Gradient, Kind::Saved, Kind::Output, Kind::Workspace];
+    pub const ALL: [Kind; 6] = [Kind::Parameter, Kind::Gradient, Kind::Saved, Kind::Output, Kind::Workspace, Kind::OptimizerState];
     fn index(self) -> usize {
         match self {
             Kind::Parameter => 0,
@@ -54,6 +56,7 @@ impl Kind {
             Kind::Saved => 2,
             Kind::Output => 3,
             Kind::Workspace => 4,
+            Kind::OptimizerState => 5,
         }
     }
 }
@@ -66,11 +69,12 @@ pub struct KindBytes {
     pub saved_activations: usize,
     pub outputs: usize,
     pub workspace: usize,
+    pub optimizer_state: usize,
 }
 
 impl KindBytes {
-    fn from_array(a: [usize; 5]) -> Self {
-        KindBytes { parameters: a[0], gradients: a[1], saved_activations: a[2], outputs: a[3], workspace: a[4] }
+    fn from_array(a: [usize; 6]) -> Self {
+        KindBytes { parameters: a[0], gradients: a[1], saved_activations: a[2], outputs: a[3], workspace: a[4], optimizer_state: a[5] }
     }
 }
 
@@ -116,8 +120,8 @@ pub struct CachingAllocator {
     peak_allocated: usize,
     reserved: usize,
     peak_reserved: usize,
-    by_kind: [usize; 5],
-    at_peak: [usize; 5],
+    by_kind: [usize; 6],
+    at_peak: [usize; 6],
     driver_mallocs: u64,
     driver_frees: u64,
 }
@@ -154,8 +158,8 @@ impl CachingAllocator {
             peak_allocated: 0,
             reserved: 0,
             peak_reserved: 0,
-            by_kind: [0; 5],
-            at_peak: [0; 5],
+            by_kind: [0; 6],
+            at_peak: [0; 6],
             driver_mallocs: 0,
             driver_frees: 0,
         }

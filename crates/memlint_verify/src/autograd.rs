@@ -25,9 +25,13 @@ use crate::backend::{Backend, DType, DeviceError, Gemm, HostData};
 /// (`CUBLAS_WORKSPACE_CONFIG` default `:4096:8`, i.e. 8 × 4 MiB).
 pub const GEMM_WORKSPACE: usize = 32 << 20;
 
-/// A device buffer with a shape (row-major, 2-D; scalars are 1×1).
+/// A device buffer with a shape (row-major, 2-D; scalars are 1×1). Several storages may share one
+/// buffer at different offsets (views: a device's chunk of a batch, a parameter inside a flat
+/// buffer); the buffer goes back to the allocator when the last of them is dropped.
 pub struct Storage {
-    pub buf: Buffer,
+    pub buf: Rc<Buffer>,
+    /// Byte offset of this tensor's first element in `buf`.
+    pub offset: usize,
     pub rows: usize,
     pub cols: usize,
     pub dtype: DType,
@@ -38,7 +42,18 @@ impl Storage {
         self.rows * self.cols
     }
     pub fn addr(&self) -> u64 {
-        self.buf.addr
+        self.buf.addr + self.offset as u64
+    }
+    pub fn bytes(&self) -> usize {
+        self.numel() * self.dtype.size()
+    }
+    /// A view of `rows × cols` elements of `dtype` starting `offset` bytes into `buf`.
+    pub fn view_of(buf: &Rc<Buffer>, offset: usize, rows: usize, cols: usize, dtype: DType) -> Rc<Storage> {
+        Rc::new(Storage { buf: buf.clone(), offset, rows, cols, dtype })
+    }
+    /// `t[row0 .. row0 + rows]` (a view sharing this storage's buffer).
+    pub fn rows_view(&self, row0: usize, rows: usize) -> Rc<Storage> {
+        Storage::view_of(&self.buf, self.offset + row0 * self.cols * self.dtype.size(), rows, self.cols, self.dtype)
     }
 }
 
@@ -116,7 +131,29 @@ enum Op {
         c: f32,
     },
     Add,
+    /// `F.linear(x, w, b)` whose weight and bias are tensors with their own history rather than
+    /// leaf parameters: a DataParallel replica's, which `replicate` makes as outputs of a broadcast.
+    /// Next edges: the input's, the weight's and the bias's nodes.
+    LinearT {
+        input: Option<SavedTensor>,
+        weight: Option<SavedTensor>,
+        in_features: usize,
+        needs: [bool; 3],
+    },
+    /// Where a replica parameter's gradient ends: it is kept in `slot` (PyTorch buffers it for the
+    /// reduce that `replicate`'s broadcast has as its backward). Runs as soon as its gradient exists,
+    /// like `AccumulateGrad`.
+    Sink {
+        slot: GradSlot,
+    },
 }
+
+/// The gradient a [`Runtime::grad_sink`] collected.
+pub type GradSlot = Rc<RefCell<Option<Rc<Storage>>>>;
+
+/// Called after a parameter's gradient was accumulated into its `.grad` (a post-hook of
+/// `AccumulateGrad`, as DDP's reducer registers one); see [`Runtime::backward_with_hook`].
+pub type GradHook<'a> = &'a mut dyn FnMut(&Param) -> Result<(), DeviceError>;
 
 /// A node of the backward graph.
 pub struct Node {
@@ -142,7 +179,7 @@ pub struct Runtime {
     pub alloc: AllocRef,
     grad_enabled: Cell<bool>,
     seq: Cell<u64>,
-    _workspace: Buffer,
+    _workspace: Vec<Buffer>,
 }
 
 fn freed_graph() -> DeviceError {
@@ -153,15 +190,34 @@ fn freed_graph() -> DeviceError {
 
 impl Runtime {
     pub fn new(dev: Rc<dyn Backend>) -> Result<Runtime, DeviceError> {
+        Runtime::with_workspaces(dev, &[])
+    }
+
+    /// A runtime holding, beside the GEMM workspace, blocks of these sizes for the whole of its life
+    /// (what a PyTorch process holds per device besides cuBLAS's workspace: cuBLASLt's, see
+    /// [`crate::parallel::TORCH_EXTRA_WORKSPACES`]).
+    pub fn with_workspaces(dev: Rc<dyn Backend>, extra: &[usize]) -> Result<Runtime, DeviceError> {
         let alloc: AllocRef = Rc::new(RefCell::new(CachingAllocator::new(dev.clone())));
         let ws = Buffer::new(&alloc, GEMM_WORKSPACE, Kind::Workspace)?;
         dev.set_gemm_workspace(ws.addr, GEMM_WORKSPACE)?;
-        Ok(Runtime { dev, alloc, grad_enabled: Cell::new(true), seq: Cell::new(0), _workspace: ws })
+        let mut held = vec![ws];
+        for &b in extra {
+            held.push(Buffer::new(&alloc, b, Kind::Workspace)?);
+        }
+        Ok(Runtime { dev, alloc, grad_enabled: Cell::new(true), seq: Cell::new(0), _workspace: held })
+    }
+
+    /// A node that keeps the gradient it receives in the returned slot (see [`Op::Sink`]).
+    pub fn grad_sink(&self) -> (Rc<Node>, GradSlot) {
+        let slot: GradSlot = Rc::new(RefCell::new(None));
+        // Highest priority, like AccumulateGrad's: it runs as soon as its gradient is ready.
+        let node = Rc::new(Node { seq: u64::MAX, op: RefCell::new(Op::Sink { slot: slot.clone() }), released: Cell::new(false), next: Vec::new() });
+        (node, slot)
     }
 
     pub fn empty(&self, rows: usize, cols: usize, dtype: DType, kind: Kind) -> Result<Rc<Storage>, DeviceError> {
-        let buf = Buffer::new(&self.alloc, rows * cols * dtype.size(), kind)?;
-        Ok(Rc::new(Storage { buf, rows, cols, dtype }))
+        let buf = Rc::new(Buffer::new(&self.alloc, rows * cols * dtype.size(), kind)?);
+        Ok(Rc::new(Storage { buf, offset: 0, rows, cols, dtype }))
     }
 
     fn next_seq(&self) -> u64 {
@@ -293,6 +349,37 @@ impl Runtime {
         Ok(Tensor { data: y, grad_fn })
     }
 
+    /// `F.linear(x, w, b)` with a weight and bias that are tensors (a DataParallel replica's, whose
+    /// gradients go to the nodes their history names instead of a `.grad`).
+    pub fn linear_t(&self, x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor, DeviceError> {
+        let dt = x.dtype();
+        let (rows, inf, outf) = (x.data.rows, x.data.cols, w.data.rows);
+        if w.data.cols != inf || w.dtype() != dt {
+            return Err(DeviceError::Usage(format!("linear: input has {inf} features, weight expects {}", w.data.cols)));
+        }
+        let y = self.empty(rows, outf, dt, Kind::Output)?;
+        self.dev.gemm(dt, Gemm { trans_a: true, trans_b: false, m: outf, n: rows, k: inf, a: w.data.addr(), lda: inf, b: x.data.addr(), ldb: inf, c: y.addr(), ldc: outf })?;
+        self.dev.bias_add(dt, y.addr(), b.data.addr(), rows, outf)?;
+        let (xg, wg, bg) = (x.requires_grad(), w.requires_grad(), b.requires_grad());
+        let grad_fn = (self.grad_enabled() && (wg || bg || xg)).then(|| {
+            let op = Op::LinearT {
+                input: wg.then(|| SavedTensor::new(&x.data)),
+                weight: xg.then(|| SavedTensor::new(&w.data)),
+                in_features: inf,
+                needs: [xg, wg, bg],
+            };
+            self.node(op, vec![x.grad_fn.clone(), w.grad_fn.clone(), b.grad_fn.clone()])
+        });
+        Ok(Tensor { data: y, grad_fn })
+    }
+
+    /// A copy of a storage into a new buffer of this runtime (`tensor.clone()`).
+    pub fn clone_storage(&self, x: &Storage, kind: Kind) -> Result<Rc<Storage>, DeviceError> {
+        let y = self.empty(x.rows, x.cols, x.dtype, kind)?;
+        self.dev.copy(y.addr(), x.addr(), x.bytes())?;
+        Ok(y)
+    }
+
     /// `F.relu(x)` (not in place).
     pub fn relu(&self, x: &Tensor) -> Result<Tensor, DeviceError> {
         let y = self.empty(x.data.rows, x.data.cols, x.dtype(), Kind::Output)?;
@@ -413,21 +500,26 @@ impl Runtime {
     }
 
     /// Accumulates a freshly computed gradient into `p.grad` (PyTorch's `AccumulateGrad`).
-    fn accumulate(&self, p: &Param, g: Rc<Storage>) -> Result<(), DeviceError> {
+    fn accumulate(&self, p: &Param, g: Rc<Storage>, hook: &mut Option<GradHook<'_>>) -> Result<(), DeviceError> {
         if !p.requires_grad.get() {
             return Ok(());
         }
-        let mut slot = p.grad.borrow_mut();
-        match slot.as_ref() {
-            None => {
-                g.buf.set_kind(Kind::Gradient);
-                *slot = Some(g);
-            }
-            Some(existing) => {
-                self.dev.axpy(existing.dtype, existing.addr(), g.addr(), 1.0, g.numel())?;
+        {
+            let mut slot = p.grad.borrow_mut();
+            match slot.as_ref() {
+                None => {
+                    g.buf.set_kind(Kind::Gradient);
+                    *slot = Some(g);
+                }
+                Some(existing) => {
+                    self.dev.axpy(existing.dtype, existing.addr(), g.addr(), 1.0, g.numel())?;
+                }
             }
         }
-        Ok(())
+        match hook {
+            Some(h) => h(p),
+            None => Ok(()),
+        }
     }
 
     /// `root.backward(retain_graph=retain)` for a scalar `root`.
@@ -449,6 +541,20 @@ impl Runtime {
     /// gradient of its output (the multi-device scenario hands each device the gradient that the
     /// loss on device 0 scattered back to it).
     pub fn backward_from(&self, root_fn: Rc<Node>, g0: Rc<Storage>, retain: bool) -> Result<(), DeviceError> {
+        self.backward_impl(root_fn, g0, retain, None)
+    }
+
+    /// `root.backward()` with `hook` called after each parameter's gradient was accumulated.
+    pub fn backward_with_hook(&self, root: &Tensor, hook: GradHook<'_>) -> Result<(), DeviceError> {
+        let Some(root_fn) = root.grad_fn.clone() else {
+            return Err(DeviceError::Usage("element 0 of tensors does not require grad and does not have a grad_fn".into()));
+        };
+        let g0 = self.empty(1, 1, root.dtype(), Kind::Output)?;
+        self.dev.fill(root.dtype(), g0.addr(), 1, 1.0)?;
+        self.backward_impl(root_fn, g0, false, Some(hook))
+    }
+
+    fn backward_impl(&self, root_fn: Rc<Node>, g0: Rc<Storage>, retain: bool, mut hook: Option<GradHook<'_>>) -> Result<(), DeviceError> {
 
         type Key = *const Node;
         let mut deps: HashMap<Key, usize> = HashMap::new();
@@ -499,7 +605,7 @@ impl Runtime {
                 let d = param_deps.entry(k).or_insert(1);
                 *d = d.saturating_sub(1);
                 if *d == 0 {
-                    self.accumulate(&p, grad)?;
+                    self.accumulate(&p, grad, &mut hook)?;
                 } else {
                     pending.insert(k, grad);
                 }
@@ -529,7 +635,7 @@ impl Runtime {
         // built by this runtime, but never lose one).
         for (k, grad) in pending.drain() {
             if let Some(p) = nodes.values().flat_map(|n| n.params()).find(|p| Rc::as_ptr(p) == k) {
-                self.accumulate(&p, grad)?;
+                self.accumulate(&p, grad, &mut hook)?;
             }
         }
         Ok(())
@@ -580,6 +686,51 @@ impl Runtime {
                     *weight = None;
                 }
                 vec![dx]
+            }
+            Op::LinearT { input, weight, in_features, needs } => {
+                let dt = g.dtype;
+                let (rows, outf, inf) = (g.rows, g.cols, *in_features);
+                let [xg, wg, bg] = *needs;
+                let dx = if xg {
+                    let wt = weight.as_ref().ok_or_else(freed_graph)?;
+                    let dx = self.empty(rows, inf, dt, Kind::Output)?;
+                    self.dev.gemm(dt, Gemm { trans_a: false, trans_b: false, m: inf, n: rows, k: outf, a: wt.0.addr(), lda: inf, b: g.addr(), ldb: outf, c: dx.addr(), ldc: inf })?;
+                    Some(dx)
+                } else {
+                    None
+                };
+                let dw = if wg {
+                    let x = input.as_ref().ok_or_else(freed_graph)?;
+                    let dw = self.empty(outf, inf, dt, Kind::Output)?;
+                    self.dev.gemm(dt, Gemm { trans_a: false, trans_b: true, m: inf, n: outf, k: rows, a: x.0.addr(), lda: inf, b: g.addr(), ldb: outf, c: dw.addr(), ldc: inf })?;
+                    Some(dw)
+                } else {
+                    None
+                };
+                let db = if bg {
+                    let db = self.empty(1, outf, dt, Kind::Output)?;
+                    let (staging, semaphores) = sum0_staging(rows, outf, dt, self.dev.sm_info());
+                    let staging = (staging > 0).then(|| Buffer::new(&self.alloc, staging, Kind::Workspace)).transpose()?;
+                    let semaphores = (semaphores > 0).then(|| Buffer::new(&self.alloc, semaphores, Kind::Workspace)).transpose()?;
+                    self.dev.col_sum(dt, g.addr(), db.addr(), rows, outf)?;
+                    drop((semaphores, staging));
+                    Some(db)
+                } else {
+                    None
+                };
+                if !retain {
+                    *input = None;
+                    *weight = None;
+                }
+                vec![dx, dw, db]
+            }
+            Op::Sink { slot } => {
+                let mut s = slot.borrow_mut();
+                match s.as_ref() {
+                    None => *s = Some(g.clone()),
+                    Some(prev) => self.dev.axpy(prev.dtype, prev.addr(), g.addr(), 1.0, g.numel())?,
+                }
+                Vec::new()
             }
             Op::Relu { output } => {
                 let y = output.as_ref().ok_or_else(freed_graph)?;
@@ -637,7 +788,7 @@ impl Runtime {
         drop(op);
         // The incoming gradient is released when the node returns.
         drop(g);
-        if !retain && !matches!(&*node.op.borrow(), Op::Add | Op::Cast { .. } | Op::Scale { .. }) {
+        if !retain && !matches!(&*node.op.borrow(), Op::Add | Op::Cast { .. } | Op::Scale { .. } | Op::Sink { .. }) {
             node.released.set(true);
         }
         let mut ready = Vec::with_capacity(param_grads.len());
@@ -669,6 +820,46 @@ impl Runtime {
             } else if let Some(g) = p.grad.borrow().as_ref() {
                 self.dev.fill(g.dtype, g.addr(), g.numel(), 0.0)?;
             }
+        }
+        Ok(())
+    }
+}
+
+/// `torch.optim.SGD(params, lr, momentum=m)` as its default (foreach) implementation runs on CUDA:
+/// with momentum, each parameter's buffer is `grad.clone()` at the first step, then
+/// `buf = momentum * buf + grad`; `p -= lr * buf`. No temporaries; the buffers are optimizer state
+/// that lives on the parameters' device for good.
+pub struct Sgd {
+    pub lr: f32,
+    pub momentum: f32,
+    buffers: RefCell<Vec<Option<Rc<Storage>>>>,
+}
+
+impl Sgd {
+    pub fn new(lr: f32, momentum: f32) -> Sgd {
+        Sgd { lr, momentum, buffers: RefCell::new(Vec::new()) }
+    }
+
+    /// `optimizer.step()` over `params` (the same list, in the same order, at every step).
+    pub fn step(&self, rt: &Runtime, params: &[Rc<Param>]) -> Result<(), DeviceError> {
+        if self.momentum == 0.0 {
+            return rt.sgd_step(params, self.lr);
+        }
+        let mut bufs = self.buffers.borrow_mut();
+        bufs.resize_with(params.len(), || None);
+        for (p, slot) in params.iter().zip(bufs.iter_mut()) {
+            let grad = p.grad.borrow();
+            let Some(g) = grad.as_ref() else { continue };
+            let dt = p.data.dtype;
+            match slot {
+                None => *slot = Some(rt.clone_storage(g, Kind::OptimizerState)?),
+                Some(b) => {
+                    rt.dev.cast(dt, dt, b.addr(), b.addr(), b.numel(), self.momentum)?;
+                    rt.dev.axpy(dt, b.addr(), g.addr(), 1.0, g.numel())?;
+                }
+            }
+            let b = slot.as_ref().expect("set above");
+            rt.dev.axpy(dt, p.data.addr(), b.addr(), -self.lr, p.data.numel())?;
         }
         Ok(())
     }

@@ -26,9 +26,11 @@
 //! (the fp16 rows only on an fp32 workload), MEM005/peak, MEM005/growth, MEM006/graphs,
 //! MEM006/detached, MEM008/restore, MEM009/train, MEM012/frozen. Rules MEM010 and MEM011 have no
 //! scenario (they do not change device memory) and are listed as such. MEM007 (`data-parallel`)
-//! compares `nn.DataParallel` with DDP on `--devices N` devices (default 2), per device
-//! ([`parallel`]); so far only `--backend sim` runs it (the CUDA backend refuses it with status 2
-//! when it is asked for explicitly, after checking that N GPUs can be opened).
+//! compares `nn.DataParallel` with DDP (default buckets and `gradient_as_bucket_view=True`), with
+//! plain SGD and SGD with momentum, on `--devices N` devices (default 2), per device
+//! ([`parallel`], [`fabric`]): on N GPUs through NCCL (loaded at run time, [`backend::nccl`]), or
+//! on the simulator. Asked for by name (`--rule MEM007`, or a finding) without N GPUs or NCCL, it
+//! exits 2 with a message; in a run of every rule it is then left out with a note.
 //! MEM013 has none either (it checks suppression comments).
 //!
 //! # The JSON report (`--format json`, `-o FILE`)
@@ -50,7 +52,7 @@
 //! | `rules_without_scenario` | codes asked for that have no scenario |
 //! | `findings` | `null`, or per linted finding `{path, row, column, code, name, measured: [summary…]}` |
 //! | `torch` | `null`, or the `--compare-torch` figures (below) |
-//! | `parallel` | `null`, or MEM007's `{code, name, devices, chunk_rows, data_parallel: [{index, peak_bytes, held_bytes, at_peak}], ddp: [same], imbalance_data_parallel, imbalance_ddp, saving_bytes, saving_summary, error}` (imbalance: device 0's peak over the highest of the others) |
+//! | `parallel` | `null`, or MEM007's `{code, name, devices, chunk_rows, data_parallel: [{index, peak_bytes, held_bytes, at_peak, step_ms, host_ms}], ddp: [same], imbalance_data_parallel, imbalance_ddp, saving_bytes, saving_summary, error, estimated, optimizer, ddp_bucket_view: [same], step_ms_data_parallel, step_ms_ddp, step_ms_ddp_bucket_view, step_time_ratio, runs: [{optimizer, momentum, data_parallel: {devices: [same], step_ms, host_ms, error}, ddp: {…}, ddp_bucket_view: {…}, step_time_ratio, step_time_ratio_bucket_view}], left_out: [text], torch}` (the fields before `runs` are the first run's: SGD with momentum, DDP's default buckets; imbalance: device 0's peak over the highest of the others; `saving_bytes`: DataParallel's device-0 peak minus DDP's highest, negative when DDP's is higher; `torch`: null, or with `--compare-torch` `{python, torch_version, devices, chunk_rows, workspace_bytes, runs: [{optimizer, data_parallel: {devices: [{index, peak_bytes, held_bytes, step_ms, host_ms, released_after_warmup_bytes, peak_difference}], step_ms, host_ms, error}, ddp, ddp_bucket_view, step_time_ratio, step_time_ratio_bucket_view, step_time_ratio_difference, step_time_ratio_bucket_view_difference}], error, max_peak_difference, max_step_time_ratio_difference}`, differences being memlint's over PyTorch's, minus 1; `host_ms`: the host's time issuing a step, from the blocking `x.cuda()` to `optimizer.step()`'s return less the time blocked in `y.cuda()`, on both sides) |
 //! | `elapsed_s` | wall time of the whole run |
 //!
 //! Each `scenarios[]` entry: `code` (`"MEM001"`), `name` (`"eval-without-no-grad"`), `variant`,
@@ -63,7 +65,7 @@
 //! `saving_summary` (one sentence), `underflow_fraction_bad`, `underflow_fraction_fixed` (MEM003:
 //! mean fraction of gradient elements that are zero; null elsewhere and on `sim`), `at_peak_bad`,
 //! `at_peak_fixed` (bytes by kind at the peak: `parameters`, `gradients`, `saved_activations`,
-//! `outputs`, `workspace`), `driver_mallocs_bad`, `driver_mallocs_fixed` (segments allocated from
+//! `outputs`, `workspace`, `optimizer_state`), `driver_mallocs_bad`, `driver_mallocs_fixed` (segments allocated from
 //! the driver during the loop; MEM004: during its timed passes), `mallocs_per_step_bad`,
 //! `mallocs_per_step_fixed` (MEM004: per timed step), `underflow_fraction_fp32` (MEM003: the
 //! fraction of zero gradient elements in an fp32 run of the loop), `tracker_reserved_delta_bytes`, `driver_used_delta_bytes` (the
@@ -117,6 +119,7 @@
 pub mod alloc;
 pub mod autograd;
 pub mod backend;
+pub mod fabric;
 pub mod parallel;
 pub mod report;
 pub mod scenarios;
@@ -227,8 +230,10 @@ pub struct VerifyArgs {
     /// Run the same loops through PyTorch (python3 with torch and CUDA) and show its figures beside ours.
     #[arg(long)]
     pub compare_torch: bool,
-    /// Devices of MEM007 (data-parallel): nn.DataParallel against DDP on N devices, per-device peaks.
-    /// Only `--backend sim` runs it so far; the CUDA backend checks that N GPUs are visible.
+    /// Devices of MEM007 (data-parallel): nn.DataParallel against DDP (default buckets and
+    /// gradient_as_bucket_view=True), with plain SGD and SGD with momentum, on GPUs 0..N: per-device
+    /// peak and held memory and the step time of each. Needs N GPUs and NCCL (libnccl.so.2, found on
+    /// the loader's path, in python3's nvidia-nccl wheel, or where MEMLINT_NCCL points).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub devices: usize,
 }
@@ -416,6 +421,48 @@ pub fn make_backend(kind: BackendKind, device: usize) -> Result<Rc<dyn Backend>,
     }
 }
 
+/// MEM007 on `--devices` devices of the chosen backend (and PyTorch beside it with
+/// `--compare-torch`). An error is why it could not run at all.
+fn run_parallel(args: &VerifyArgs, wl: &Workload, progress: bool, err: &mut dyn Write) -> Result<parallel::ParallelReport, String> {
+    let n = args.devices;
+    let mut tick = |m: &str| {
+        if progress {
+            let _ = writeln!(err, "memlint verify: {m}");
+        }
+    };
+    let rows = parallel::chunk_rows(wl.batch, n)?;
+    let mut report = match args.backend {
+        BackendKind::Sim => {
+            let make = |_i: usize| -> Result<autograd::Runtime, String> {
+                let b: Rc<dyn Backend> = Rc::new(backend::sim::SimBackend::new(backend::sim::DEFAULT_CAPACITY));
+                autograd::Runtime::with_workspaces(b, parallel::TORCH_EXTRA_WORKSPACES).map_err(|e| format!("could not set up the runtime: {e}"))
+            };
+            let setup = parallel::Setup { devices: n, make: &make, fabric: &fabric::SimFabric, estimated: true };
+            parallel::run(&setup, wl, &mut tick)?
+        }
+        BackendKind::Cuda => {
+            let count = backend::cuda::device_count().map_err(|e| format!("it compares DataParallel and DDP on --devices {n} GPUs, but {e}"))?;
+            parallel::check_device_count(count, n, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref())?;
+            let (lib, version) = backend::nccl::probe()?;
+            tick(&format!("MEM007: NCCL {version} from {lib}"));
+            let fab = fabric::CudaFabric::new(n)?;
+            let make = |i: usize| -> Result<autograd::Runtime, String> {
+                let b = make_backend(BackendKind::Cuda, i)?;
+                autograd::Runtime::with_workspaces(b, parallel::TORCH_EXTRA_WORKSPACES).map_err(|e| format!("could not set up the runtime on GPU {i}: {e}"))
+            };
+            let setup = parallel::Setup { devices: n, make: &make, fabric: &fab, estimated: false };
+            parallel::run(&setup, wl, &mut tick)?
+        }
+    };
+    debug_assert_eq!(report.chunk_rows, rows);
+    if args.compare_torch {
+        tick("MEM007: PyTorch's DataParallel and DDP (python3)");
+        let t = torch::run_torch_parallel("python3", wl, n);
+        parallel::attach_torch(&mut report, t);
+    }
+    Ok(report)
+}
+
 /// Runs the given scenarios on a backend and returns their reports. `tick` is called after each loop.
 pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], mut tick: impl FnMut(&str)) -> Result<Vec<ScenarioReport>, String> {
     let rt = autograd::Runtime::new(dev.clone()).map_err(|e| format!("could not set up the runtime: {e}"))?;
@@ -459,6 +506,7 @@ pub fn run_scenarios(dev: Rc<dyn Backend>, wl: &Workload, defs: &[ScenarioDef], 
             row.underflow_fraction_fp32 = frac;
             row.saving_summary = report::underflow_summary(&row);
         }
+        report::caveat(&mut row, def);
         out.push(row);
     }
     Ok(out)
@@ -520,6 +568,32 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
             return 0;
         }
     }
+    // MEM007 runs on its own runtimes, one per device.
+    let mut without = without;
+    let mut parallel_report = None;
+    let mut failed_parallel = false;
+    if codes.contains(&"MEM007") {
+        let explicit = without.iter().any(|c| c == "MEM007");
+        without.retain(|c| c != "MEM007");
+        if let Err(e) = parallel::chunk_rows(wl.batch, args.devices) {
+            let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
+            return 2;
+        }
+        match run_parallel(args, &wl, progress, err) {
+            Ok(p) => {
+                failed_parallel = p.error.is_some();
+                parallel_report = Some(p);
+            }
+            Err(e) if explicit => {
+                let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
+                return 2;
+            }
+            // Not asked for by name (every rule runs): the other rules still run.
+            Err(e) => {
+                let _ = writeln!(err, "note: MEM007 (data-parallel) not run: {e}");
+            }
+        }
+    }
     let dev = match make_backend(args.backend, args.device) {
         Ok(d) => d,
         Err(e) => {
@@ -527,47 +601,6 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
             return 2;
         }
     };
-    // MEM007 runs on its own runtimes, one per device.
-    let mut without = without;
-    let mut parallel_report = None;
-    let mut failed_parallel = false;
-    if codes.contains(&"MEM007") {
-        if let Err(e) = parallel::chunk_rows(wl.batch, args.devices) {
-            let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
-            return 2;
-        }
-        match args.backend {
-            BackendKind::Sim => {
-                let make = |_i: usize| -> Result<autograd::Runtime, String> {
-                    let b: Rc<dyn Backend> = Rc::new(backend::sim::SimBackend::new(backend::sim::DEFAULT_CAPACITY));
-                    autograd::Runtime::new(b).map_err(|e| format!("could not set up the runtime: {e}"))
-                };
-                match parallel::run(args.devices, &wl, &make) {
-                    Ok(p) => {
-                        failed_parallel = p.error.is_some();
-                        parallel_report = Some(p);
-                        without.retain(|c| c != "MEM007");
-                    }
-                    Err(e) => {
-                        let _ = writeln!(err, "error: MEM007 (data-parallel): {e}");
-                        return 2;
-                    }
-                }
-            }
-            BackendKind::Cuda if without.iter().any(|c| c == "MEM007") => {
-                // Asked for explicitly: it needs N GPUs, and the CUDA run itself is not built yet.
-                for i in 0..args.devices {
-                    if let Err(e) = make_backend(BackendKind::Cuda, i) {
-                        let _ = writeln!(err, "error: MEM007 (data-parallel) compares DataParallel and DDP on --devices {} GPUs, but GPU {i} could not be opened: {e}", args.devices);
-                        return 2;
-                    }
-                }
-                let _ = writeln!(err, "error: MEM007 (data-parallel) on the CUDA backend is not implemented yet (cross-device copies and the NCCL all-reduce are missing); `--backend sim` runs its memory accounting");
-                return 2;
-            }
-            BackendKind::Cuda => {}
-        }
-    }
     let (free, total) = match dev.mem_info() {
         Ok(m) => m,
         Err(e) => {
@@ -600,7 +633,7 @@ pub fn run_with(args: &VerifyArgs, findings: Option<Vec<Finding>>, out: &mut dyn
             return 2;
         }
     };
-    let torch = if args.compare_torch {
+    let torch = if args.compare_torch && !defs.is_empty() {
         bar.set_message("PyTorch comparison (python3)");
         let mut codes: Vec<&str> = defs.iter().map(|d| d.code).collect();
         codes.dedup();

@@ -172,6 +172,23 @@ pub fn underflow_summary(r: &ScenarioReport) -> String {
     }
 }
 
+/// Appends the scenario's caveat to its summary when the figures look as if the fix did not help:
+/// it saves less than 1 MiB on the row's metric (the peak for step-time and underflow rows) or
+/// costs memory.
+pub fn caveat(row: &mut ScenarioReport, def: &ScenarioDef) {
+    let (Some(text), Some(saving)) = (def.caveat, row.saving_bytes) else { return };
+    if saving >= 1 << 20 {
+        return;
+    }
+    let what = if saving < 0 {
+        let metric = if def.metric == Metric::Held { "held memory" } else { "peak" };
+        format!("the fix's {metric} is {} higher: {text}", fmt_bytes(-saving as f64))
+    } else {
+        format!("why so little: {text}")
+    };
+    row.saving_summary = format!("{}; {what}", row.saving_summary);
+}
+
 /// Builds one scenario's report from its two measurements.
 pub fn scenario_report(def: &ScenarioDef, bad: Result<Measure, String>, fixed: Result<Measure, String>, estimated: bool, iters: usize) -> ScenarioReport {
     let error = match (&bad, &fixed) {

@@ -110,6 +110,9 @@ pub struct ScenarioDef {
     pub run: RunFn,
     /// MEM003: a reference loop (fp32) whose fraction of zero gradient elements is reported beside.
     pub reference: Option<RunFn>,
+    /// Why the row's figures look as if the fix did not help (what it buys instead), said when the
+    /// fix saves less than 1 MiB on the row's metric or costs memory (see [`crate::report::caveat`]).
+    pub caveat: Option<&'static str>,
 }
 
 /// Device state at the start of the run, for the tracker-vs-driver cross-check.
@@ -272,7 +275,7 @@ const fn def(
     (python_bad, python_fixed, from_doc): (&'static str, &'static str, bool),
     run: RunFn,
 ) -> ScenarioDef {
-    ScenarioDef { code, name, variant, description, metric, python_bad, python_fixed, from_doc, stand_ins: &[], dtype: None, run, reference: None }
+    ScenarioDef { code, name, variant, description, metric, python_bad, python_fixed, from_doc, stand_ins: &[], dtype: None, run, reference: None, caveat: None }
 }
 
 /// Every scenario, in report order.
@@ -281,15 +284,20 @@ pub fn all() -> Vec<ScenarioDef> {
     let var = |b, f| (b, f, false);
     vec![
         def("MEM001", "eval-without-no-grad", "eval", "the documented evaluate(): tracking gradients vs @torch.no_grad()", Metric::Peak, doc(MEM001_BAD, MEM001_FIXED), mem001),
-        def("MEM002", "accumulated-loss-tensor", "train", "the documented training loop: total_loss += loss vs loss.item(), model alive", Metric::Held, doc(MEM002_BAD, MEM002_FIXED), mem002_train),
+        ScenarioDef {
+            caveat: Some("with the model alive, what the summed loss keeps (its graph's ends: every parameter and its gradient) is held by the model anyway, so the memory comes back only once the model is dropped (the train-model-dropped row)"),
+            ..def("MEM002", "accumulated-loss-tensor", "train", "the documented training loop: total_loss += loss vs loss.item(), model alive", Metric::Held, doc(MEM002_BAD, MEM002_FIXED), mem002_train)
+        },
         def("MEM002", "accumulated-loss-tensor", "train-model-dropped", "the documented training loop, then the model and optimizer dropped while total_loss lives", Metric::Held, doc(MEM002_BAD, MEM002_FIXED), mem002_train_dropped),
         def("MEM002", "accumulated-loss-tensor", "eval", "variant: the same accumulation in an evaluation pass vs .item() under torch.no_grad()", Metric::Held, var(MEM002_EVAL_BAD, MEM002_EVAL_FIXED), mem002_eval),
         ScenarioDef {
             reference: Some(mem003_fp32),
+            caveat: Some("autocast keeps the fp32 master weights and makes fp16 copies of them for each step, where .half() had only fp16 weights; what the fix buys is gradients that do not underflow to zero"),
             ..def("MEM003", "half-without-grad-scaler", "half", "the documented .half() model (fp16 weights and gradients, no scaling) vs autocast + GradScaler, late-training loss", Metric::Underflow, doc(MEM003_BAD, MEM003_FIXED), mem003_half)
         },
         ScenarioDef {
             reference: Some(mem003_fp32),
+            caveat: Some("the GradScaler keeps its scale and inf-check tensors; what the fix buys is gradients that do not underflow to zero"),
             ..def("MEM003", "half-without-grad-scaler", "autocast", "variant: fp16 autocast without a GradScaler vs the documented autocast + GradScaler, late-training loss", Metric::Underflow, var(MEM003_AUTOCAST_BAD, MEM003_FIXED), mem003_autocast)
         },
         def("MEM004", "empty-cache-in-loop", "train", "the documented loop: torch.cuda.empty_cache() after zero_grad() every step vs not", Metric::StepTime, doc(MEM004_BAD, MEM004_FIXED), mem004_train),

@@ -11,6 +11,58 @@ use crate::scenarios::{Metric, Workload};
 
 /// The PyTorch twin of the reference loops.
 pub const SCRIPT: &str = include_str!("../torch/verify_torch.py");
+/// MEM007's PyTorch side: DataParallel and DDP on several GPUs.
+pub const PARALLEL_SCRIPT: &str = include_str!("../torch/verify_torch_parallel.py");
+
+/// Runs `verify_torch_parallel.py` on `devices` GPUs; never fails: problems are in `error`.
+pub fn run_torch_parallel(python: &str, wl: &Workload, devices: usize) -> crate::parallel::TorchParallel {
+    let unavailable = |e: String| crate::parallel::TorchParallel { error: Some(e), ..Default::default() };
+    let args = [
+        "--devices".to_string(),
+        devices.to_string(),
+        "--layers".into(),
+        wl.layers.to_string(),
+        "--hidden".into(),
+        wl.hidden.to_string(),
+        "--batch".into(),
+        wl.batch.to_string(),
+        "--iters".into(),
+        wl.iters.to_string(),
+        "--classes".into(),
+        wl.classes.to_string(),
+        "--dtype".into(),
+        wl.dtype.name().to_string(),
+    ];
+    match run_script(python, PARALLEL_SCRIPT, &args) {
+        Ok(line) => serde_json::from_str(&line).unwrap_or_else(|e| unavailable(format!("could not read the PyTorch script's output: {e}"))),
+        Err(e) => unavailable(e),
+    }
+}
+
+/// Writes `script` to a temporary file, runs it with `python` and returns the last line of its
+/// standard output that starts with `{`.
+fn run_script(python: &str, script: &str, args: &[String]) -> Result<String, String> {
+    let mut file = tempfile::Builder::new()
+        .prefix("memlint_verify_torch")
+        .suffix(".py")
+        .tempfile()
+        .map_err(|e| format!("could not write the PyTorch script to a temporary file: {e}"))?;
+    file.write_all(script.as_bytes()).and_then(|_| file.flush()).map_err(|e| format!("could not write the PyTorch script to a temporary file: {e}"))?;
+    let output = match Command::new(python).arg(file.path()).args(args).output() {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(format!("{python} was not found on PATH")),
+        Err(e) => return Err(format!("could not run {python}: {e}")),
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    match stdout.lines().rev().find(|l| l.trim_start().starts_with('{')) {
+        Some(l) => Ok(l.to_string()),
+        None => {
+            let err = String::from_utf8_lossy(&output.stderr);
+            let tail: Vec<&str> = err.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
+            Err(format!("the PyTorch script failed ({}): {}", output.status, tail.join(" | ")))
+        }
+    }
+}
 
 /// Runs the script; never fails: problems are reported in the comparison's `error`.
 pub fn run_torch(python: &str, wl: &Workload, device: usize, codes: &[&str]) -> TorchComparison {

@@ -334,3 +334,118 @@ fn mse_loss_argmax_and_bool_sum_match_the_cpu() {
     let count = dev.download(s.addr(), DType::I64, 1).expect("download")[0];
     assert_eq!(count as usize, rows.div_ceil(3), "one row in three matches");
 }
+
+// ---- MEM007 on several GPUs ----
+
+use memlint_verify::fabric::{CudaFabric, Fabric, SimFabric};
+use memlint_verify::parallel::{self, Optimizer, Setup, TORCH_EXTRA_WORKSPACES};
+
+/// Two GPUs and NCCL, or a message saying why the test is skipped.
+fn two_gpus(test: &str) -> bool {
+    match device_count() {
+        Ok(n) if n >= 2 => {}
+        Ok(n) => {
+            println!("{test}: skipped, {n} GPU(s) visible (MEM007 needs 2)");
+            return false;
+        }
+        Err(e) => {
+            println!("{test}: skipped, no GPU ({e})");
+            return false;
+        }
+    }
+    // Two GPUs are present: from here on NCCL must load.
+    if let Err(e) = memlint_verify::backend::nccl::probe() {
+        panic!("{test}: 2 GPUs are present but NCCL could not be loaded: {e}");
+    }
+    true
+}
+
+fn cuda_runtime(i: usize) -> Result<Runtime, String> {
+    let b = CudaBackend::new(i)?;
+    Runtime::with_workspaces(Rc::new(b), TORCH_EXTRA_WORKSPACES).map_err(|e| e.to_string())
+}
+
+fn sim_runtime(_i: usize) -> Result<Runtime, String> {
+    Runtime::with_workspaces(Rc::new(SimBackend::new(DEFAULT_CAPACITY)), TORCH_EXTRA_WORKSPACES).map_err(|e| e.to_string())
+}
+
+#[test]
+fn mem007_peer_copies_broadcast_and_reduce_move_the_right_values() {
+    if !two_gpus("mem007_peer_copies_broadcast_and_reduce_move_the_right_values") {
+        return;
+    }
+    let fab = CudaFabric::new(2).expect("fabric");
+    let rts: Vec<Runtime> = (0..2).map(|i| cuda_runtime(i).expect("runtime")).collect();
+    let n = 1000;
+    let a = rand_vec(n, 1, 1.0);
+    let b = rand_vec(n, 2, 1.0);
+    let a0 = upload(&rts[0], 1, n, DType::Fp32, &a);
+    let b1 = upload(&rts[1], 1, n, DType::Fp32, &b);
+    // copy: device 1 -> device 0
+    let c0 = rts[0].empty(1, n, DType::Fp32, Kind::Output).unwrap();
+    fab.copy(&rts, 0, c0.addr(), 1, b1.addr(), n * 4).expect("copy");
+    assert_eq!(rts[0].to_host(&c0).unwrap(), b);
+    // broadcast from device 0 into device 1's buffer
+    let d1 = rts[1].empty(1, n, DType::Fp32, Kind::Output).unwrap();
+    fab.broadcast(&rts, &[a0.addr(), d1.addr()], n, DType::Fp32).expect("broadcast");
+    assert_eq!(rts[1].to_host(&d1).unwrap(), a);
+    // reduce onto device 0
+    let r0 = rts[0].empty(1, n, DType::Fp32, Kind::Output).unwrap();
+    fab.reduce(&rts, &[a0.addr(), b1.addr()], r0.addr(), n, DType::Fp32).expect("reduce");
+    let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    assert!(rel_err(&rts[0].to_host(&r0).unwrap(), &want) < 1e-7);
+}
+
+/// Relative error of each parameter's update (after minus before) against the reference's.
+fn update_error(before: &[Vec<f32>], want: &[Vec<f32>], got: &[Vec<f32>]) -> f64 {
+    let d = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<f32>>();
+    before.iter().zip(want).zip(got).map(|((b, w), g)| rel_err(&d(g, b), &d(w, b))).fold(0.0, f64::max)
+}
+
+#[test]
+fn mem007_data_parallel_and_ddp_train_as_one_device_does() {
+    if !two_gpus("mem007_data_parallel_and_ddp_train_as_one_device_does") {
+        return;
+    }
+    let wl = Workload { layers: 2, hidden: 256, batch: 64, iters: 3, dtype: DType::Fp32, classes: 10 };
+    let fab = CudaFabric::new(2).expect("fabric");
+    let setup = Setup { devices: 2, make: &cuda_runtime, fabric: &fab, estimated: false };
+    for opt in [Optimizer::Sgd, Optimizer::SgdMomentum] {
+        let rt = cuda_runtime(0).expect("runtime");
+        let (before, want) = parallel::single_device(&rt, &wl, opt, parallel::WARMUP_STEPS + wl.iters).expect("reference");
+        drop(rt);
+        let dp = parallel::run_data_parallel(&setup, &wl, opt, true).expect("DataParallel");
+        assert!(dp.report.error.is_none(), "{:?}", dp.report.error);
+        let e = update_error(&before, &want, &dp.params.expect("params"));
+        println!("{opt:?}: DataParallel's parameter updates vs one device: relative error {e:.2e}");
+        assert!(e < 1e-3, "{e}");
+        for bucket_view in [false, true] {
+            let ddp = parallel::run_ddp(&setup, &wl, opt, bucket_view, true).expect("DDP");
+            assert!(ddp.report.error.is_none(), "{:?}", ddp.report.error);
+            let e = update_error(&before, &want, &ddp.params.expect("params"));
+            println!("{opt:?}: DDP (gradient_as_bucket_view={bucket_view}) rank 0's updates vs one device: relative error {e:.2e}");
+            assert!(e < 1e-3, "{e}");
+        }
+    }
+}
+
+#[test]
+fn mem007_gpu_figures_equal_the_simulator() {
+    if !two_gpus("mem007_gpu_figures_equal_the_simulator") {
+        return;
+    }
+    let wl = Workload { layers: 3, hidden: 1024, batch: 128, iters: 2, dtype: DType::Fp32, classes: 10 };
+    let fab = CudaFabric::new(2).expect("fabric");
+    let gpu = parallel::run(&Setup { devices: 2, make: &cuda_runtime, fabric: &fab, estimated: false }, &wl, &mut |_| {}).expect("gpu run");
+    let sim = parallel::run(&Setup { devices: 2, make: &sim_runtime, fabric: &SimFabric, estimated: true }, &wl, &mut |_| {}).expect("sim run");
+    assert!(gpu.error.is_none() && sim.error.is_none(), "{:?} {:?}", gpu.error, sim.error);
+    for (g, s) in gpu.runs.iter().zip(&sim.runs) {
+        for (lg, ls, what) in [(&g.data_parallel, &s.data_parallel, "DataParallel"), (&g.ddp, &s.ddp, "DDP"), (&g.ddp_bucket_view, &s.ddp_bucket_view, "DDP bucket view")] {
+            for (dg, ds) in lg.devices.iter().zip(&ls.devices) {
+                assert_eq!((dg.peak_bytes, dg.held_bytes), (ds.peak_bytes, ds.held_bytes), "{:?} {what} device {}", g.optimizer, dg.index);
+            }
+            assert!(lg.step_ms.is_some_and(|t| t > 0.0), "{what}: a step time on GPUs");
+        }
+    }
+    println!("{}", parallel::render_text(&gpu));
+}

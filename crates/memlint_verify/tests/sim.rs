@@ -98,6 +98,29 @@ fn mem002_train_holds_only_the_total_after_backward() {
 }
 
 #[test]
+fn mem002_train_says_the_memory_comes_back_once_the_model_is_dropped() {
+    // Issue 28, item 7: 512 B freed looks as if the fix did nothing; the summary says why.
+    let r = run(&small(2, 3), "MEM002", "train");
+    assert_eq!(r.saving_bytes, Some(512));
+    assert!(r.saving_summary.contains("only once the model is dropped"), "{}", r.saving_summary);
+    assert!(r.saving_summary.contains("train-model-dropped"), "{}", r.saving_summary);
+    // Where the fix frees a lot, no such note.
+    let dropped = run(&small(2, 3), "MEM002", "train-model-dropped");
+    assert!(!dropped.saving_summary.contains("why so little"), "{}", dropped.saving_summary);
+}
+
+#[test]
+fn mem003_says_what_the_fix_buys_when_its_peak_is_higher() {
+    // Issue 28, item 7: autocast + GradScaler peaks higher than the .half() model (fp32 master
+    // weights); the summary says so and that the fix buys gradients that do not underflow.
+    let r = run(&small(2, 2), "MEM003", "half");
+    assert!(r.saving_bytes.expect("figures") < 0, "{r:?}");
+    assert!(r.saving_summary.contains("the fix's peak is") && r.saving_summary.contains("higher"), "{}", r.saving_summary);
+    assert!(r.saving_summary.contains("fp32 master weights"), "{}", r.saving_summary);
+    assert!(r.saving_summary.contains("gradients that do not underflow"), "{}", r.saving_summary);
+}
+
+#[test]
 fn mem008_saving_is_one_copy_of_the_parameters() {
     let wl = small(3, 1);
     let r = run(&wl, "MEM008", "restore");
@@ -293,7 +316,7 @@ fn findings_select_the_scenarios_and_are_printed_per_line() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("train.py:12:5: MEM001 eval-without-no-grad: eval: fix saves"), "{out}");
     // MEM007 runs on the simulator's devices (2 by default): its line carries the comparison.
-    assert!(out.contains("train.py:30:1: MEM007 data-parallel: 2 devices: DDP's highest per-device peak is"), "{out}");
+    assert!(out.contains("train.py:30:1: MEM007 data-parallel: 2 devices: with SGD with momentum on 2 devices, DataParallel peaks at"), "{out}");
     assert!(!out.contains("no reference scenario for: MEM007"), "{out}");
     assert!(!out.contains("MEM009"), "rules that did not fire do not run");
 }
@@ -369,10 +392,20 @@ fn without_a_cuda_driver_verify_exits_2_and_does_not_panic() {
 // ---- MEM007: DataParallel vs DDP on N simulated devices ----
 
 use memlint_verify::autograd::{Runtime, GEMM_WORKSPACE};
-use memlint_verify::parallel;
+use memlint_verify::fabric::SimFabric;
+use memlint_verify::parallel::{self, Optimizer, Setup, TORCH_EXTRA_WORKSPACES};
+
+/// The runtimes MEM007 runs on: the GEMM workspace and PyTorch's cuBLASLt one.
+fn sim_runtime(_i: usize) -> Result<Runtime, String> {
+    Runtime::with_workspaces(sim(), TORCH_EXTRA_WORKSPACES).map_err(|e| e.to_string())
+}
 
 fn sim_runtimes(n: usize) -> Vec<Runtime> {
-    (0..n).map(|_| Runtime::new(sim()).expect("sim runtime")).collect()
+    (0..n).map(|i| sim_runtime(i).expect("sim runtime")).collect()
+}
+
+fn sim_setup(n: usize) -> Setup<'static> {
+    Setup { devices: n, make: &sim_runtime, fabric: &SimFabric, estimated: true }
 }
 
 /// 1 hidden layer of width 128 (a row is 512 bytes, the allocator's rounding), batch 4, 10 classes.
@@ -382,55 +415,118 @@ fn tiny(iters: usize) -> Workload {
 
 /// Parameter bytes of `tiny`, counted by hand: w1 128×128×4, b1 128×4, w2 10×128×4, b2 10×4 → 512.
 const TINY_PARAMS: u64 = 65536 + 512 + 5120 + 512;
+/// The same four parameters in one flat buffer (71,208 bytes, rounded to 512).
+const TINY_FLAT: u64 = 71680;
+/// The cuBLAS workspace and, as PyTorch holds them, a second cuBLAS and two cuBLASLt ones: 66 MiB.
+const WORKSPACES: u64 = (GEMM_WORKSPACE + 34 * (1 << 20)) as u64;
 
 #[test]
-fn mem007_chunks_follow_torch_chunk_and_ddp_buckets_follow_the_reducer() {
+fn mem007_chunks_follow_torch_chunk() {
     assert_eq!(parallel::chunk_rows(10, 4).unwrap(), vec![3, 3, 3, 1]);
     assert_eq!(parallel::chunk_rows(4, 2).unwrap(), vec![2, 2]);
     // torch.chunk(5 rows, 4) gives 3 chunks of 2, 2, 1: one device would be idle.
     let e = parallel::chunk_rows(5, 4).unwrap_err();
     assert!(e.contains("does not split into 4 chunks"), "{e}");
     assert!(parallel::chunk_rows(8, 0).is_err());
-    // Filled in reverse parameter order; the first bucket closes at 1 MiB, later ones at 25 MiB.
+}
+
+#[test]
+fn mem007_groups_follow_pytorchs_coalescing_and_ddps_buckets() {
     let mib = 1usize << 20;
-    assert_eq!(parallel::ddp_buckets(&[4 * mib, 512, 30 * mib, 512]), vec![30 * mib + 512, 4 * mib + 512]);
-    assert_eq!(parallel::ddp_buckets(&[65536, 512, 5120, 512]), vec![TINY_PARAMS as usize]);
+    // 8 × Linear(4096, 4096) + Linear(4096, 10): weights of 64 MiB, biases of 16 KiB.
+    let mut sizes = Vec::new();
+    for _ in 0..8 {
+        sizes.extend([64 * mib, 16 << 10]);
+    }
+    sizes.extend([160 << 10, 40]);
+    // broadcast_coalesced (ATen's take_tensors): a group closes once it reaches 10 MiB, so each
+    // bias rides with the next weight.
+    let cpp = parallel::take_tensors_cpp(&sizes, parallel::COALESCE_BYTES);
+    assert_eq!(cpp.len(), 9);
+    assert_eq!(cpp[0], vec![0]);
+    assert_eq!(cpp[1], vec![1, 2]);
+    assert_eq!(cpp[8], vec![15, 16, 17]);
+    // reduce_add_coalesced (Python's _take_tensors): a tensor that would pass 10 MiB starts a
+    // new group, so every large tensor is alone.
+    let py = parallel::take_tensors_py(&sizes, parallel::COALESCE_BYTES);
+    assert_eq!(py.len(), 16);
+    assert_eq!(py[1], vec![1]);
+    assert_eq!(py[15], vec![15, 16, 17]);
+    // DDP's rebuilt buckets, in gradient-ready order: the first closes at 1 MiB, the others at 25
+    // MiB; a tensor never splits.
+    assert_eq!(parallel::ddp_buckets(&[512, 4 * mib, 512, 30 * mib]), vec![4 * mib + 512, 30 * mib + 512]);
+    assert_eq!(parallel::ddp_buckets(&[5120, 512, 65536, 512]), vec![5120 + 512 + 65536 + 512]);
+    assert_eq!(parallel::ddp_buckets(&[20 * mib, 10 * mib, 10 * mib, 10 * mib]), vec![20 * mib, 30 * mib]);
 }
 
 #[test]
 fn mem007_held_bytes_per_device_counted_by_hand() {
     let wl = tiny(3);
-    let w = GEMM_WORKSPACE as u64;
-    // DataParallel, device 0 after the loop: workspace, the model, its reduced gradients, the
-    // batch (x as chunk 0 and the rest: 2 rows of 512 bytes each; y: 4 int64 → 512) and the loss.
-    let dp = parallel::data_parallel(&sim_runtimes(2), &wl).expect("dp");
-    assert_eq!(dp[0].held_bytes, w + 2 * TINY_PARAMS + 1024 + 1024 + 512 + 512);
-    // Device 1 holds nothing but its workspace: replicas, their gradients and inputs are gone.
-    assert_eq!(dp[1].held_bytes, w);
-    // Device 1's peak: workspace, replica, its input chunk (1024) and, in backward, the replica's
-    // gradients; device 0 carries the model, the gradients being reduced and the whole batch.
-    assert!(dp[1].peak_bytes >= w + 2 * TINY_PARAMS + 1024, "{dp:?}");
-    assert!(dp[0].peak_bytes > dp[1].peak_bytes, "{dp:?}");
-    // DDP, every rank: workspace, its replica, its bucket buffer, its gradients, its chunk
-    // (x 2 rows → 1024, y 2 int64 → 512) and its loss.
-    let ddp = parallel::ddp(&sim_runtimes(2), &wl).expect("ddp");
-    for d in &ddp {
-        assert_eq!(d.held_bytes, w + 3 * TINY_PARAMS + 1024 + 512 + 512, "{ddp:?}");
+    let fab = SimFabric;
+    for (opt, states) in [(Optimizer::Sgd, 0), (Optimizer::SgdMomentum, 1)] {
+        // DataParallel, device 0 after the loop: workspaces, the model, its gradients (views of
+        // the one buffer the reduce filled: all four fit one 10 MiB group), the momentum buffers
+        // (one per parameter) and the loss.
+        let dp = parallel::data_parallel(&sim_runtimes(2), &fab, &wl, opt, false).expect("dp").report;
+        assert_eq!(dp.devices[0].held_bytes, WORKSPACES + TINY_PARAMS + TINY_FLAT + states * TINY_PARAMS + 512, "{opt:?} {dp:?}");
+        // Device 1 keeps nothing but its workspaces: replica, inputs and gradients are gone.
+        assert_eq!(dp.devices[1].held_bytes, WORKSPACES, "{opt:?}");
+        // Its peak: the replica (one flat buffer), its 2 input rows, activations, gradients.
+        assert!(dp.devices[1].peak_bytes >= WORKSPACES + TINY_FLAT + 1024, "{dp:?}");
+        assert!(dp.devices[0].peak_bytes > dp.devices[1].peak_bytes, "{dp:?}");
+        // DDP, every rank: workspaces, the model, its bucket (rebuilt in gradient-ready order: one
+        // bucket, under 1 MiB), its gradients, the momentum buffers and the loss.
+        for bucket_view in [false, true] {
+            let ddp = parallel::run_ddp(&sim_setup(2), &wl, opt, bucket_view, false).expect("ddp").report;
+            assert!(ddp.error.is_none(), "{ddp:?}");
+            // With gradient_as_bucket_view=True the gradients are the bucket: one copy less.
+            let grads = if bucket_view { 0 } else { TINY_PARAMS };
+            for d in &ddp.devices {
+                assert_eq!(d.held_bytes, WORKSPACES + TINY_PARAMS + TINY_FLAT + grads + states * TINY_PARAMS + 512, "{opt:?} view={bucket_view} {ddp:?}");
+            }
+            assert_eq!(ddp.devices[0].peak_bytes, ddp.devices[1].peak_bytes, "ranks are symmetric");
+        }
     }
-    assert_eq!(ddp[0].peak_bytes, ddp[1].peak_bytes, "ranks are symmetric");
 }
 
 #[test]
-fn mem007_default_sized_layers_make_device_0_the_hot_spot_under_data_parallel() {
-    let wl = Workload { layers: 2, hidden: 1024, batch: 64, iters: 2, dtype: DType::Fp32, classes: 10 };
-    let make = |_i: usize| Runtime::new(sim()).map_err(|e| e.to_string());
-    let r = parallel::run(2, &wl, &make).expect("run");
+fn mem007_default_workload_matches_the_structure_pytorch_measured() {
+    // 8 × 4096, batch 512, 2 devices (issue 29's first workload). DataParallel's device 0 holds
+    // the model, the replicas' gradients and the reduced ones at once, its optimizer state too;
+    // device 1 a replica and its share of the activations. DDP: every rank the model, gradients,
+    // buckets and optimizer state.
+    let wl = Workload { iters: 2, ..Workload::default() };
+    let r = parallel::run(&sim_setup(2), &wl, &mut |_| {}).expect("run");
     assert!(r.error.is_none(), "{:?}", r.error);
-    assert_eq!(r.data_parallel.len(), 2);
-    assert_eq!(r.ddp.len(), 2);
-    assert!(r.imbalance_data_parallel > 1.0, "{r:?}");
+    let params = 8 * (64 << 20) as u64 + 8 * (16 << 10) + (160 << 10) + 512;
+    let m = &r.runs[0];
+    assert_eq!(m.optimizer, Optimizer::SgdMomentum);
+    let dp0 = m.data_parallel.devices[0].peak_bytes;
+    let dp1 = m.data_parallel.devices[1].peak_bytes;
+    assert!(dp0 > 4 * params && dp0 < 4 * params + (200 << 20), "{dp0}");
+    assert!(dp1 > params && dp1 < params + (200 << 20), "{dp1}");
+    let ddp = m.ddp.devices[0].peak_bytes;
+    let view = m.ddp_bucket_view.devices[0].peak_bytes;
+    assert!(ddp > 4 * params && ddp < 4 * params + (200 << 20), "{ddp}");
+    // Bucket views save one copy of the gradients; the two peaks come at different moments of
+    // the backward (the view's while activations are still alive), so less than that.
+    assert!(ddp - view > params - (128 << 20) && ddp - view <= params, "{ddp} {view}");
+    // Plain SGD: no momentum buffers, on device 0 (DataParallel) or every device (DDP).
+    let s = &r.runs[1];
+    assert_eq!(s.optimizer, Optimizer::Sgd);
+    assert_eq!(dp0 - s.data_parallel.devices[0].peak_bytes, params);
+    assert_eq!(s.data_parallel.devices[1].peak_bytes, dp1);
+    assert_eq!(ddp - s.ddp.devices[1].peak_bytes, params);
+    assert!(r.imbalance_data_parallel > 3.0, "{r:?}");
     assert_eq!(r.imbalance_ddp, 1.0);
-    assert_eq!(r.saving_bytes, r.data_parallel[0].peak_bytes as i64 - r.ddp.iter().map(|d| d.peak_bytes as i64).max().unwrap());
+    assert_eq!(r.saving_bytes, dp0 as i64 - ddp as i64);
+    // The summary says whose memory each loop costs and how much, and that times need GPUs.
+    let t = &r.saving_summary;
+    assert!(t.contains("DataParallel peaks at ~") && t.contains("on device 0") && t.contains("of device 0's peak: what device 0 holds beyond that stays unused on each of them"), "{t}");
+    assert!(t.contains("DDP peaks at ~") && t.contains("on every device") && t.contains("gradient_as_bucket_view=True"), "{t}");
+    assert!(t.contains("step times need GPUs"), "{t}");
+    assert!(r.left_out.iter().any(|l| l.contains("NCCL's own device buffers")), "{:?}", r.left_out);
+    assert!(r.left_out.iter().any(|l| l.starts_with("step times")), "{:?}", r.left_out);
 }
 
 #[test]
@@ -442,21 +538,30 @@ fn mem007_json_and_text_reports_show_per_device_peaks() {
     let p = &v["parallel"];
     assert_eq!(p["code"], "MEM007");
     assert_eq!(p["devices"], 3);
+    assert_eq!(p["estimated"], true);
+    assert_eq!(p["optimizer"], "sgd-momentum");
     assert_eq!(p["chunk_rows"], serde_json::json!([16, 16, 16]));
-    for k in ["data_parallel", "ddp"] {
+    for k in ["data_parallel", "ddp", "ddp_bucket_view"] {
         let devs = p[k].as_array().expect("per-device array");
         assert_eq!(devs.len(), 3);
         for (i, d) in devs.iter().enumerate() {
             assert_eq!(d["index"], i);
             assert!(d["peak_bytes"].as_u64().unwrap() >= d["held_bytes"].as_u64().unwrap());
+            assert!(d["step_ms"].is_null(), "no times on the simulator");
         }
     }
+    let runs = p["runs"].as_array().expect("runs");
+    assert_eq!(runs.iter().map(|r| r["optimizer"].as_str().unwrap()).collect::<Vec<_>>(), ["sgd-momentum", "sgd"]);
+    assert!(p["step_time_ratio"].is_null());
     assert!(p["imbalance_data_parallel"].as_f64().unwrap() > 1.0);
     assert!(v["rules_without_scenario"].as_array().unwrap().is_empty(), "MEM007 ran on sim");
     let (code, text, _) = run_capture(&VerifyArgs { format: Format::Text, ..args }, None);
     assert_eq!(code, 0);
     assert!(text.contains("MEM007 data-parallel on 3 devices"), "{text}");
+    assert!(text.contains("SGD with momentum:") && text.contains("plain SGD:"), "{text}");
+    assert!(text.contains("DDP bucket-view peak / held"), "{text}");
     assert!(text.contains("device-0 imbalance: DataParallel"), "{text}");
+    assert!(text.contains("not counted: NCCL's own device buffers"), "{text}");
 }
 
 #[test]
@@ -471,12 +576,37 @@ fn mem007_batch_that_cannot_feed_every_device_is_a_clear_exit_2() {
 }
 
 #[test]
+fn mem007_with_fewer_gpus_than_devices_says_so() {
+    let e = parallel::check_device_count(1, 2, Some("0")).unwrap_err();
+    assert!(e.contains("--devices 2 GPUs, but the CUDA driver sees 1 (CUDA_VISIBLE_DEVICES=\"0\")"), "{e}");
+    assert!(e.contains("--backend sim"), "{e}");
+    assert!(!e.contains("run it with --devices 1"), "one GPU compares nothing: {e}");
+    let e = parallel::check_device_count(2, 4, None).unwrap_err();
+    assert!(e.contains("run it with --devices 2"), "{e}");
+    assert!(parallel::check_device_count(4, 2, None).is_ok());
+}
+
+#[test]
 fn mem007_on_the_cuda_backend_without_gpus_is_exit_2_not_a_panic() {
-    // No GPU in CI: either no driver (the generic error) or fewer GPUs than --devices; both exit 2.
+    // On a machine without the GPUs (CI): no driver, or fewer GPUs than --devices: exit 2 and a
+    // message naming MEM007 and what it needs.
+    let enough = memlint_verify::backend::cuda::device_count().map(|n| n >= 2).unwrap_or(false);
+    if enough {
+        println!("skipped: this machine has 2 GPUs, so MEM007 would run (tests/cuda.rs runs it)");
+        return;
+    }
     let args = VerifyArgs { backend: BackendKind::Cuda, rules: vec!["MEM007".into()], devices: 2, ..args_sim() };
     let (code, out, err) = run_capture(&args, None);
     assert_eq!(code, 2, "{out}{err}");
-    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.starts_with("error: MEM007 (data-parallel): it compares DataParallel and DDP on --devices 2 GPUs, but "), "{err}");
+    assert!(out.is_empty(), "{out}");
+    // Not asked for by name: the other rules run and MEM007 is noted as not run.
+    if memlint_verify::backend::cuda::probe().is_err() {
+        return;
+    }
+    let args = VerifyArgs { backend: BackendKind::Cuda, rules: vec![], devices: 2, iters: 1, ..args_sim() };
+    let (_, _, err) = run_capture(&args, None);
+    assert!(err.contains("note: MEM007 (data-parallel) not run"), "{err}");
 }
 
 #[test]
@@ -493,7 +623,7 @@ fn mem007_torch_script_splits_the_batch_as_memlint_does() {
         };
         assert!(out.status.success(), "the script exits 0 and reports in JSON: {}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-        for k in ["python", "torch_version", "devices", "chunk_rows", "data_parallel", "ddp", "error"] {
+        for k in ["python", "torch_version", "devices", "chunk_rows", "workspace_bytes", "runs", "data_parallel", "ddp", "error"] {
             assert!(v.get(k).is_some(), "{k} missing: {v}");
         }
         match parallel::chunk_rows(batch, n) {
@@ -501,4 +631,34 @@ fn mem007_torch_script_splits_the_batch_as_memlint_does() {
             Err(_) => assert!(v["error"].as_str().unwrap_or("").contains("does not split"), "{v}"),
         }
     }
+}
+
+#[test]
+fn mem007_torch_figures_are_compared_device_by_device() {
+    // What the script prints (shape as on a GPU machine) against a simulated report.
+    let wl = tiny(2);
+    let mut r = parallel::run(&sim_setup(2), &wl, &mut |_| {}).expect("run");
+    let peak = |l: &parallel::LoopReport, i: usize| l.devices[i].peak_bytes;
+    let m = r.runs[0].clone();
+    let torch_json = serde_json::json!({
+        "python": "3.12", "torch_version": "2.11.0", "devices": ["GPU", "GPU"], "chunk_rows": [2, 2],
+        "workspace_bytes": [WORKSPACES, WORKSPACES], "error": null,
+        "runs": [{"optimizer": "sgd-momentum",
+                  "data_parallel": {"devices": [{"index": 0, "peak_bytes": peak(&m.data_parallel, 0) * 2, "held_bytes": 0}, {"index": 1, "peak_bytes": peak(&m.data_parallel, 1), "held_bytes": 0}], "step_ms": 12.0, "error": null},
+                  "ddp": {"devices": [{"index": 0, "peak_bytes": peak(&m.ddp, 0), "held_bytes": 0}, {"index": 1, "peak_bytes": peak(&m.ddp, 1), "held_bytes": 0}], "step_ms": 10.0, "error": null},
+                  "ddp_bucket_view": {"devices": [], "step_ms": null, "error": "CUDA out of memory"}}]
+    });
+    let t: parallel::TorchParallel = serde_json::from_value(torch_json).expect("the script's shape");
+    parallel::attach_torch(&mut r, t);
+    let t = r.torch.as_ref().expect("attached");
+    let tr = &t.runs[0];
+    assert_eq!(tr.data_parallel.devices[0].peak_difference, Some(-0.5));
+    assert_eq!(tr.data_parallel.devices[1].peak_difference, Some(0.0));
+    assert_eq!(tr.step_time_ratio, Some(1.2));
+    // The simulator has no step times: no ratio to compare.
+    assert_eq!(tr.step_time_ratio_difference, None);
+    assert_eq!(t.max_peak_difference, Some(0.5));
+    let text = parallel::render_text(&r);
+    assert!(text.contains("DataParallel") && text.contains("-50.0%"), "{text}");
+    assert!(text.contains("error: CUDA out of memory"), "{text}");
 }

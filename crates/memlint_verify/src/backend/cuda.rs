@@ -69,6 +69,32 @@ fn blas_err(e: cublas::CublasError) -> DeviceError {
     DeviceError::Driver(format!("cuBLAS: {e}"))
 }
 
+/// The kernels compiled for one architecture, once per process (several devices of a run share them).
+fn compiled(major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx, String> {
+    static CACHE: std::sync::Mutex<Vec<((i32, i32), cudarc::nvrtc::Ptx)>> = std::sync::Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, p)) = cache.iter().find(|(k, _)| *k == (major, minor)) {
+        return Ok(p.clone());
+    }
+    let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
+    let opts = cudarc::nvrtc::CompileOptions { arch: Some(arch), ..Default::default() };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(|e| format!("NVRTC could not compile memlint's kernels: {e}"))?;
+    cache.push(((major, minor), ptx.clone()));
+    Ok(ptx)
+}
+
+/// Page-locked host memory of one context.
+struct CudaHostBatch(cudarc::driver::PinnedHostSlice<u8>);
+
+impl super::HostBatch for CudaHostBatch {
+    fn bytes(&self) -> usize {
+        self.0.len()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -94,9 +120,7 @@ impl CudaBackend {
         let name = ctx.name().unwrap_or_else(|_| format!("GPU {ordinal}"));
         let (major, minor) = ctx.compute_capability().map_err(|e| format!("could not read the compute capability: {e}"))?;
         // Compile for the device's own architecture so the driver need not JIT a generic target.
-        let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
-        let opts = cudarc::nvrtc::CompileOptions { arch: Some(arch), ..Default::default() };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(|e| format!("NVRTC could not compile memlint's kernels: {e}"))?;
+        let ptx = compiled(major, minor)?;
         let module = ctx.load_module(ptx).map_err(|e| format!("the driver could not load memlint's kernels: {e}"))?;
         let mut functions = HashMap::new();
         let mut names: Vec<String> = Vec::new();
@@ -110,6 +134,7 @@ impl CudaBackend {
             let f = module.load_function(&n).map_err(|e| format!("kernel {n} missing from the compiled module: {e}"))?;
             functions.insert(n, f);
         }
+        ctx.bind_to_thread().map_err(|e| format!("could not use GPU {ordinal}: {e}"))?;
         let blas = cublas::create_handle().map_err(|e| format!("could not create a cuBLAS handle: {e}"))?;
         // SAFETY: the handle was just created; the stream belongs to the context that stays alive with self.
         unsafe { cublas::set_stream(blas, stream.cu_stream() as _) }.map_err(|e| format!("cuBLAS: {e}"))?;
@@ -136,10 +161,26 @@ impl CudaBackend {
     fn bind(&self) -> Result<(), DeviceError> {
         self.ctx.bind_to_thread().map_err(drv_err("binding the CUDA context"))
     }
+
+    /// The device's context (its primary context: NCCL, which uses the runtime API, shares it).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream every operation of this backend runs on (the legacy default stream).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
 }
 
 impl Drop for CudaBackend {
     fn drop(&mut self) {
+        // The handle belongs to this device's context: make it current first.
+        let _ = self.ctx.bind_to_thread();
         // SAFETY: the handle is ours and no longer used. A failure here cannot be acted on.
         let _ = unsafe { cublas::destroy_handle(self.blas) };
     }
@@ -162,6 +203,29 @@ macro_rules! launch {
 impl Backend for CudaBackend {
     fn name(&self) -> &'static str {
         "cuda"
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn pinned(&self, bytes: usize, fill: &dyn Fn(&mut [u8])) -> Result<Box<dyn super::HostBatch>, DeviceError> {
+        self.bind()?;
+        // SAFETY: page-locked memory of `bytes` bytes (PyTorch's pin_memory uses default flags too);
+        // it is written below before any copy reads it.
+        let mut h = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(bytes.max(1), 0) }.map_err(drv_err("cuMemHostAlloc"))?;
+        fill(&mut h.as_mut_slice().map_err(drv_err("pinned memory"))?[..bytes]);
+        Ok(Box::new(CudaHostBatch(h)))
+    }
+    fn upload_pinned(&self, dst: u64, host: &dyn super::HostBatch, offset: usize, bytes: usize) -> Result<(), DeviceError> {
+        let h = host.as_any().downcast_ref::<CudaHostBatch>().ok_or_else(|| DeviceError::Usage("a host batch of another backend".into()))?;
+        if offset + bytes > h.0.len() {
+            return Err(DeviceError::Usage(format!("upload of {bytes} bytes at {offset} from a host batch of {}", h.0.len())));
+        }
+        self.bind()?;
+        let src = h.0.as_slice().map_err(drv_err("pinned memory"))?;
+        // SAFETY: dst is a live block of at least `bytes`; the source is page-locked and outlives the
+        // copy, which is waited for right after (a blocking `.cuda()`).
+        unsafe { drv::memcpy_htod_async(dst, &src[offset..offset + bytes], self.stream.cu_stream()) }.map_err(drv_err("upload"))?;
+        self.synchronize()
     }
     fn estimated(&self) -> bool {
         false
@@ -197,6 +261,7 @@ impl Backend for CudaBackend {
         self.stream.synchronize().map_err(drv_err("synchronize"))
     }
     fn set_gemm_workspace(&self, addr: u64, bytes: usize) -> Result<(), DeviceError> {
+        self.bind()?;
         // SAFETY: the workspace block stays allocated for the backend's lifetime (the runtime holds it).
         unsafe { cublas_sys::cublasSetWorkspace_v2(self.blas, addr as *mut _, bytes) }.result().map_err(blas_err)
     }
@@ -245,6 +310,7 @@ impl Backend for CudaBackend {
         }
     }
     fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<(), DeviceError> {
+        self.bind()?;
         // SAFETY: both blocks are live and at least `bytes` long.
         unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }.map_err(drv_err("copy"))
     }
@@ -260,6 +326,8 @@ impl Backend for CudaBackend {
         };
         let op = |t: bool| if t { cublas_sys::cublasOperation_t::CUBLAS_OP_T } else { cublas_sys::cublasOperation_t::CUBLAS_OP_N };
         let (alpha, beta) = (1.0f32, 0.0f32);
+        // cuBLAS launches into the current context: with several devices in one thread, make it ours.
+        self.bind()?;
         // f32 accumulation for both types, as PyTorch does (TF32 off by default for matmul).
         // SAFETY: pointers are live device blocks sized by the callers from the same m, n, k.
         unsafe {

@@ -8,6 +8,7 @@
 //! ([`crate::alloc`]); shapes are row-major.
 
 pub mod cuda;
+pub mod nccl;
 pub mod sim;
 
 use serde::Serialize;
@@ -82,8 +83,23 @@ pub struct Gemm {
     pub ldc: usize,
 }
 
+/// Bytes in page-locked host memory that batches are copied from (a `DataLoader` with
+/// `pin_memory=True` hands out such tensors). Made by [`Backend::pinned`].
+pub trait HostBatch {
+    fn bytes(&self) -> usize;
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
 /// The device operations the reference loops need. Element counts are in elements, not bytes.
 pub trait Backend {
+    /// The concrete backend (the multi-device code reaches the CUDA contexts through it).
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// `bytes` of page-locked host memory, written by `fill` (the simulator copies nothing and
+    /// does not call it).
+    fn pinned(&self, bytes: usize, fill: &dyn Fn(&mut [u8])) -> Result<Box<dyn HostBatch>, DeviceError>;
+    /// `host[offset .. offset + bytes].cuda()`: copies into `dst` and waits for the copy, as a
+    /// blocking `.cuda()` / `.to(device)` does (it waits for the device's earlier work too).
+    fn upload_pinned(&self, dst: u64, host: &dyn HostBatch, offset: usize, bytes: usize) -> Result<(), DeviceError>;
     /// `"cuda"` or `"sim"`.
     fn name(&self) -> &'static str;
     /// Whether figures are estimates (no real device work happens).

@@ -34,9 +34,33 @@ impl SimBackend {
     }
 }
 
+/// The simulator's host batches hold nothing: nothing is copied.
+struct SimHostBatch(usize);
+
+impl super::HostBatch for SimHostBatch {
+    fn bytes(&self) -> usize {
+        self.0
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 impl Backend for SimBackend {
     fn name(&self) -> &'static str {
         "sim"
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn pinned(&self, bytes: usize, _fill: &dyn Fn(&mut [u8])) -> Result<Box<dyn super::HostBatch>, DeviceError> {
+        Ok(Box::new(SimHostBatch(bytes)))
+    }
+    fn upload_pinned(&self, _dst: u64, host: &dyn super::HostBatch, offset: usize, bytes: usize) -> Result<(), DeviceError> {
+        if offset + bytes > host.bytes() {
+            return Err(DeviceError::Usage(format!("upload of {bytes} bytes at {offset} from a host batch of {}", host.bytes())));
+        }
+        Ok(())
     }
     fn estimated(&self) -> bool {
         true
