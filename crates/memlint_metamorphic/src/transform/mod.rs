@@ -17,6 +17,7 @@ use crate::Rewrite;
 pub mod containers;
 pub mod extract;
 pub mod factory;
+pub(crate) mod flow;
 pub mod gates;
 pub mod imports;
 pub mod loops;
@@ -106,7 +107,7 @@ pub(crate) struct Module<'s> {
     pub source: &'s str,
     pub tree: Tree,
     pub scopes: Scopes,
-    pub fresh: FreshNames,
+    pub fresh: std::cell::RefCell<FreshNames>,
     pub unit: String,
 }
 
@@ -120,7 +121,12 @@ impl<'s> Module<'s> {
         let scopes = Scopes::new(source, &tree);
         let fresh = FreshNames::new(source, &tree);
         let unit = indent_unit(source, &tree);
-        Some(Module { source, tree, scopes, fresh, unit })
+        Some(Module { source, tree, scopes, fresh: std::cell::RefCell::new(fresh), unit })
+    }
+
+    /// A name used nowhere in the module (nor by an earlier call): `base`, `base2`, ...
+    pub fn fresh(&self, base: &str) -> String {
+        self.fresh.borrow_mut().take(base)
     }
 
     pub fn text(&self, node: Node) -> &'s str {

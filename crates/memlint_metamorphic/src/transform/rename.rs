@@ -168,7 +168,7 @@ fn decorator_keeps_parameters(text: &str) -> bool {
 
 /// Renames what can be renamed, asking `name_for` for each new name.
 fn rename(source: &str, ctx: &Context, name_for: &mut dyn FnMut(Kind, &str, &mut crate::rewrite::FreshNames) -> String) -> Option<Rewrite> {
-    let mut module = Module::parse(source)?;
+    let module = Module::parse(source)?;
     if module.scopes.dynamic {
         return None;
     }
@@ -194,7 +194,7 @@ fn rename(source: &str, ctx: &Context, name_for: &mut dyn FnMut(Kind, &str, &mut
             remaining.push(source[n.byte_range()].to_owned());
         }
     });
-    module.fresh = crate::rewrite::FreshNames::from_taken(remaining);
+    *module.fresh.borrow_mut() = crate::rewrite::FreshNames::from_taken(remaining);
     // Numbering follows the first occurrence in the file.
     let mut order: Vec<(usize, Target)> = Vec::new();
     for id in &plan.symbols {
@@ -212,11 +212,11 @@ fn rename(source: &str, ctx: &Context, name_for: &mut dyn FnMut(Kind, &str, &mut
             Target::Symbol(id) => {
                 let old = module.scopes.symbol(id).name.clone();
                 let kind = plan.kinds.get(&id).copied().unwrap_or(Kind::Variable);
-                let new = name_for(kind, &old, &mut module.fresh);
+                let new = name_for(kind, &old, &mut module.fresh.borrow_mut());
                 symbol_names.insert(id, new);
             }
             Target::Attribute(attr) => {
-                let new = name_for(Kind::Attribute, &attr, &mut module.fresh);
+                let new = name_for(Kind::Attribute, &attr, &mut module.fresh.borrow_mut());
                 attribute_names.insert(attr, new);
             }
         }
