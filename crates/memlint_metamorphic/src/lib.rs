@@ -2,6 +2,9 @@
 //! program does ([`transform`]), and a harness ([`harness`]) that lints a case and each of
 //! its rewrites and checks that every finding moves with its code and none appears.
 
+pub mod cases;
+pub mod harness;
+pub mod project;
 pub mod rewrite;
 pub mod scope;
 pub mod transform;

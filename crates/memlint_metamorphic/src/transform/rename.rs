@@ -11,14 +11,16 @@
 //! **Where it refuses.** Names other code can reach by spelling are kept: imported names,
 //! builtins, dunders, `self`/`cls`, class-body names (class attributes and methods: they
 //! are attributes), names in `__all__` or used by other modules of the project
-//! ([`super::Context::protected`]), lambda parameters, and the keyword argument names of
+//! ([`super::Context::protected`]), module-level `test*`/`Test*` names (a test runner finds
+//! them by spelling), lambda parameters, and the keyword argument names of
 //! calls to anything not defined in the file. A function's parameters are renamed only
 //! when every use of the function in the file is a call without `**` (so no caller the
 //! file does not show can pass them by keyword) and its decorators are
 //! `staticmethod`/`classmethod`/`no_grad`-like; a method's only when it is not a dunder or
 //! `forward`, its name is defined once among the file's classes, its class derives from
-//! nothing but `object`, `nn.Module` or such classes of the file, and every `.name` of the
-//! file is a call of it. A `self.X` is renamed only when every `.X` of the file is on
+//! nothing but `object`, `nn.Module` or such classes of the file, every `.name` of the
+//! file is a call, and the calls that pass a parameter by keyword are `self.name(...)`
+//! in the same class (on another receiver it could be a library method of the same name). A `self.X` is renamed only when every `.X` of the file is on
 //! `self`, it is assigned in the file, it is not a class-body name or a string given to
 //! `getattr`-like builtins, its classes derive as above, and, when the file reads or loads
 //! a `state_dict` (whose keys are attribute names), the class derives from nothing. A file
@@ -153,6 +155,11 @@ fn split_words(name: &str) -> Vec<String> {
         words.push(current);
     }
     words
+}
+
+/// Module-level names a test runner finds by their spelling (`test_*`, `Test*`).
+pub(crate) fn is_test_name(name: &str) -> bool {
+    name.starts_with("test") || name.starts_with("Test")
 }
 
 /// Attributes `torch.nn.Module` itself reads or sets: never renamed.
@@ -334,7 +341,23 @@ impl Plan {
                 let named_in_class_body = scopes
                     .symbol_at(name.byte_range())
                     .is_some_and(|s| scopes.occurrences_of(s).any(|o| o.binding.is_none()));
-                plain_base && unique && !dunder && method != "forward" && all_calls && !sites.is_empty() && !named_in_class_body
+                // A call that passes a parameter by keyword must be `self.m(...)` in the
+                // same class: on any other receiver it may be a library object's method
+                // of the same name, whose keywords must stay.
+                let param_names: HashSet<&str> = params.iter().map(|p| scopes.symbol(*p).name.as_str()).collect();
+                let keywords_on_self = sites.iter().all(|call| {
+                    let by_keyword = call.child_by_field_name("arguments").is_some_and(|args| {
+                        named_children(args).iter().any(|a| {
+                            a.kind() == "keyword_argument" && a.child_by_field_name("name").is_some_and(|k| param_names.contains(text(k)))
+                        })
+                    });
+                    let on_self = call
+                        .child_by_field_name("function")
+                        .and_then(|f| f.child_by_field_name("object"))
+                        .is_some_and(|o| o.kind() == "identifier" && text(o) == "self");
+                    !by_keyword || (on_self && enclosing_class(*call).is_some_and(|c| c.id() == class.id()))
+                });
+                plain_base && unique && !dunder && method != "forward" && all_calls && !sites.is_empty() && !named_in_class_body && keywords_on_self
             } else {
                 match scopes.symbol_at(name.byte_range()) {
                     Some(symbol) => {
@@ -400,7 +423,7 @@ impl Plan {
             if kind == ScopeKind::Class {
                 continue;
             }
-            if symbol.scope == 0 && (ctx.protected.contains(name) || exported.contains(name)) {
+            if symbol.scope == 0 && (ctx.protected.contains(name) || exported.contains(name) || is_test_name(name)) {
                 continue;
             }
             let bindings: Vec<_> = scopes.bindings_of(id).collect();
@@ -753,7 +776,7 @@ train(net, [], torch.optim.SGD(net.parameters(), lr=0.1))
 
     #[test]
     fn method_parameters_are_renamed_with_the_keywords_of_their_calls() {
-        let source = "class Trainer:\n    def evaluate(self, model, loader):\n        return model(loader)\n\n    def run(self, m, l):\n        return self.evaluate(model=m, loader=l)\n\nTrainer().run(1, 2)\n";
+        let source = "class Trainer:\n    def evaluate(self, model, loader):\n        return model(loader)\n\n    def run(self, m, l):\n        return self.evaluate(model=m, loader=l)\n\n    def step(self, closure=None):\n        return closure\n\nTrainer().run(1, 2)\nTrainer().step()\noptimizer.step(closure=None)\n";
         expect![[r#"
             class C1:
                 def evaluate(self, v2, v3):
@@ -762,7 +785,12 @@ train(net, [], torch.optim.SGD(net.parameters(), lr=0.1))
                 def run(self, v4, v5):
                     return self.evaluate(v2=v4, v3=v5)
 
+                def step(self, closure=None):
+                    return closure
+
             C1().run(1, 2)
+            C1().step()
+            optimizer.step(closure=None)
         "#]]
         .assert_eq(&neutral_of(source));
     }

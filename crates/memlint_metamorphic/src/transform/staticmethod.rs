@@ -11,7 +11,7 @@
 //!
 //! **Where it refuses.** Functions bound more than once or declared `global` somewhere,
 //! names in `__all__` or used by other modules of the project (their importers would not
-//! find them), functions with decorators other than `no_grad`-like ones (a registering
+//! find them), `test*` functions (a test runner finds them by name), functions with decorators other than `no_grad`-like ones (a registering
 //! decorator such as `@app.route` or `@pytest.fixture` sees a different object or place),
 //! and files that reach names by spelling.
 
@@ -53,7 +53,11 @@ pub fn into_classes(source: &str, ctx: &Context) -> Option<Rewrite> {
         let Some(name) = function.child_by_field_name("name") else { continue };
         let Some(symbol) = module.scopes.symbol_at(name.byte_range()) else { continue };
         let sym = module.scopes.symbol(symbol);
-        if ctx.protected.contains(&sym.name) || exported.contains(&sym.name) || (sym.name.starts_with("__") && sym.name.ends_with("__")) {
+        if ctx.protected.contains(&sym.name)
+            || exported.contains(&sym.name)
+            || super::rename::is_test_name(&sym.name)
+            || (sym.name.starts_with("__") && sym.name.ends_with("__"))
+        {
             continue;
         }
         let occurrences: Vec<_> = module.scopes.occurrences_of(symbol).collect();
