@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use memlint_python::tree_sitter::Node;
 
+use memlint_python::ModuleLoader;
+
 use crate::transform::Context;
 
 /// One module to rewrite and lint.
@@ -218,11 +220,11 @@ fn bound_names(item: Node, source: &str) -> HashSet<String> {
 }
 
 /// The Python files of `root` (or those `files` names, relative to it), each a case in the
-/// project of `root`: other modules of the folder are read from disk when imported, and a
-/// module's names that other files of the folder mention after naming the module are
-/// protected ([`Context::protected`]).
-pub fn folder(root: &Path, files: Option<&[PathBuf]>) -> Result<(Vec<Case>, Vec<PathBuf>), String> {
-    let all = python_files(root)?;
+/// project `loader` reads (`all`: every Python file of the folder). A module-level name of
+/// a case that another file of the folder imports (`from case import name`, or the whole
+/// module: `import case`, `from pkg import case`, a star import) is protected
+/// ([`Context::protected`]): renaming or moving it would break that file.
+pub fn folder(root: &Path, files: Option<&[PathBuf]>, all: &[PathBuf], loader: &dyn ModuleLoader) -> Result<Vec<Case>, String> {
     let chosen: Vec<PathBuf> = match files {
         Some(list) => {
             let mut chosen = Vec::new();
@@ -235,26 +237,14 @@ pub fn folder(root: &Path, files: Option<&[PathBuf]>) -> Result<(Vec<Case>, Vec<
             }
             chosen
         }
-        None => all.clone(),
+        None => all.to_vec(),
     };
-    // Words of every file, to find a module's importers.
-    let mut words: HashMap<PathBuf, HashSet<String>> = HashMap::new();
-    for path in &all {
-        let Ok(text) = std::fs::read_to_string(path) else { continue };
-        words.insert(path.clone(), word_set(&text));
-    }
+    let protection = importers(all, loader);
     let mut cases = Vec::new();
     for path in chosen {
         let source = read(&path)?;
         let dir = path.parent().unwrap_or(root);
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let module_word = if stem == "__init__" { dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default() } else { stem };
-        let mut protected = HashSet::new();
-        for (other, set) in &words {
-            if *other != path && set.contains(&module_word) {
-                protected.extend(set.iter().cloned());
-            }
-        }
+        let protected = protection.get(&key(&path)).cloned().unwrap_or_default();
         let mut siblings = HashSet::new();
         if let Ok(entries) = std::fs::read_dir(dir) {
             for entry in entries.flatten() {
@@ -266,12 +256,85 @@ pub fn folder(root: &Path, files: Option<&[PathBuf]>) -> Result<(Vec<Case>, Vec<
         let name = path.strip_prefix(root).unwrap_or(&path).display().to_string();
         cases.push(Case { name, source, context, path: Some(path) });
     }
-    Ok((cases, all))
+    Ok(cases)
 }
 
-/// The identifier-like words of a text.
-fn word_set(text: &str) -> HashSet<String> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).map(str::to_owned).collect()
+/// A file's module key (as `memlint_project::Project::key` spells it).
+fn key(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// For each module of `all` that others import: the names they may use from it. A name
+/// imported by `from m import name` is that name; a module imported whole (or through a
+/// star import) exposes every identifier of the importing file.
+fn importers(all: &[PathBuf], loader: &dyn ModuleLoader) -> HashMap<String, HashSet<String>> {
+    let mut protected: HashMap<String, HashSet<String>> = HashMap::new();
+    for path in all {
+        let Ok(text) = std::fs::read_to_string(path) else { continue };
+        let from = key(path);
+        let parsed = memlint_python::parse(&text);
+        let mut words: Option<HashSet<String>> = None;
+        let mut every_word = |target: String, protected: &mut HashMap<String, HashSet<String>>| {
+            let words = words.get_or_insert_with(|| {
+                let mut set = HashSet::new();
+                walk(parsed.tree.root_node(), &mut |n| {
+                    if n.kind() == "identifier" {
+                        set.insert(text[n.byte_range()].to_owned());
+                    }
+                });
+                set
+            });
+            protected.entry(target).or_default().extend(words.iter().cloned());
+        };
+        let mut imports = Vec::new();
+        walk(parsed.tree.root_node(), &mut |n| {
+            if matches!(n.kind(), "import_statement" | "import_from_statement") {
+                imports.push(n);
+            }
+        });
+        for statement in imports {
+            let text_of = |n: Node| text[n.byte_range()].to_owned();
+            let mut cursor = statement.walk();
+            let names: Vec<Node> = statement.children_by_field_name("name", &mut cursor).collect();
+            if statement.kind() == "import_statement" {
+                for name in names {
+                    let dotted = if name.kind() == "aliased_import" { name.child_by_field_name("name") } else { Some(name) };
+                    if let Some(target) = dotted.and_then(|d| loader.resolve_module(&from, &text_of(d))) {
+                        if target != from {
+                            every_word(target, &mut protected);
+                        }
+                    }
+                }
+                continue;
+            }
+            let Some(module) = statement.child_by_field_name("module_name").map(text_of) else { continue };
+            let star = {
+                let mut c = statement.walk();
+                let found = statement.named_children(&mut c).any(|n| n.kind() == "wildcard_import");
+                found
+            };
+            let target = loader.resolve_module(&from, &module).filter(|t| *t != from);
+            if star {
+                if let Some(target) = target {
+                    every_word(target, &mut protected);
+                }
+                continue;
+            }
+            for name in names {
+                let imported = if name.kind() == "aliased_import" { name.child_by_field_name("name") } else { Some(name) };
+                let Some(imported) = imported.map(text_of) else { continue };
+                if let Some(target) = &target {
+                    protected.entry(target.clone()).or_default().insert(imported.clone());
+                }
+                // `from pkg import module`: the whole module.
+                let joined = if module.ends_with('.') { format!("{module}{imported}") } else { format!("{module}.{imported}") };
+                if let Some(sub) = loader.resolve_module(&from, &joined).filter(|t| *t != from) {
+                    every_word(sub, &mut protected);
+                }
+            }
+        }
+    }
+    protected
 }
 
 #[cfg(test)]
@@ -288,5 +351,35 @@ mod tests {
         assert_eq!(cases[1].source.lines().count(), source.lines().count());
         assert!(cases[2].source.contains("HIDDEN = 4") && !cases[2].source.contains("class Net"));
         assert!(cases[3].source.contains("net = Net()\nfor x in []:") && cases[3].source.contains("class Net"));
+    }
+}
+
+#[cfg(test)]
+mod folder_tests {
+    use super::*;
+
+    #[test]
+    fn names_other_files_import_are_protected() {
+        let dir = std::env::temp_dir().join(format!("memlint-metamorphic-cases-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("pkg")).unwrap();
+        let files = [
+            ("pkg/__init__.py", "from .models import Net\n"),
+            ("pkg/models.py", "class Net:\n    pass\ndef helper():\n    pass\n"),
+            ("pkg/util.py", "def clip(x):\n    return x\ndef unused():\n    pass\n"),
+            ("train.py", "import pkg.util\nfrom pkg import Net\nnet = Net()\npkg.util.clip(net)\n"),
+        ];
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        let all = python_files(&dir).unwrap();
+        let project = memlint_project::Project::new(Vec::new(), all.clone());
+        let cases = folder(&dir, None, &all, &project).unwrap();
+        let of = |name: &str| cases.iter().find(|c| c.name == name).unwrap().context.protected.clone();
+        assert!(of("pkg/models.py").contains("Net") && !of("pkg/models.py").contains("helper"), "{:?}", of("pkg/models.py"));
+        assert!(of("pkg/util.py").contains("clip"), "imported whole: every word of the importer");
+        assert!(of("train.py").is_empty());
+        assert!(of("pkg/util.py").contains("net") && !of("pkg/util.py").contains("unused"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

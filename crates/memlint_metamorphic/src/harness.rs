@@ -40,8 +40,12 @@ pub struct Finding {
     pub rule: &'static str,
     /// 1-based line: of the original for a lost finding, of the rewrite for a gained one.
     pub line: usize,
+    /// For a gained finding in a module the rewrite added beside the case, its name.
+    pub file: Option<String>,
     /// For a lost finding, the rewrite's line it was expected on.
     pub expected_line: Option<usize>,
+    /// ... and the added module it was expected in, when its code moved there.
+    pub expected_file: Option<String>,
     pub message: String,
     /// The code on `line` (trimmed).
     pub code: String,
@@ -157,7 +161,11 @@ impl Report {
                     cause.count += 1;
                     if cause.examples.len() < 3 {
                         let after = f.rewritten_code.as_deref().map(|c| format!("  =>  {c}")).unwrap_or_default();
-                        cause.examples.push(format!("{}:{}  {}{after}", o.case, f.line, f.code));
+                        let at = match &f.file {
+                            Some(file) => format!("{}, {file}:{}", o.case, f.line),
+                            None => format!("{}:{}", o.case, f.line),
+                        };
+                        cause.examples.push(format!("{at}  {}{after}", f.code));
                     }
                 }
             }
@@ -205,35 +213,50 @@ enum Place<'a> {
 
 struct Linted {
     rule: &'static str,
+    /// 0: the case's module; `i + 1`: the module `i` a rewrite added beside it.
+    file: usize,
     start: usize,
     line: usize,
     message: String,
 }
 
-fn located(source: &str, diagnostics: Vec<Diagnostic>) -> Vec<Linted> {
+fn located(source: &str, file: usize, diagnostics: Vec<Diagnostic>) -> Vec<Linted> {
     let starts = line_start_offsets(source);
     diagnostics
         .into_iter()
-        .map(|d| Linted { rule: d.rule.code(), start: d.range.start, line: line_of(&starts, d.range.start), message: d.message })
+        .map(|d| Linted { rule: d.rule.code(), file, start: d.range.start, line: line_of(&starts, d.range.start), message: d.message })
         .collect()
 }
 
-fn lint_at(place: &Place, source: &str, added: &[(String, String)], settings: &LinterSettings) -> Vec<Diagnostic> {
+/// Lints `source` where the case lives, and each module `added` beside it (in the same
+/// project, so each sees the others).
+fn lint_at(place: &Place, source: &str, added: &[(String, String)], settings: &LinterSettings) -> Vec<Linted> {
     match place {
-        Place::Alone if added.is_empty() => lint(source, settings).diagnostics,
+        Place::Alone if added.is_empty() => located(source, 0, lint(source, settings).diagnostics),
         Place::Alone => {
             let mut files = vec![(CASE_KEY.to_owned(), source.to_owned())];
             files.extend(added.iter().cloned());
             let memory = Memory::new(files);
-            lint_in_project(source, settings, &ProjectResolver::new(&memory, CASE_KEY)).diagnostics
+            let mut found = located(source, 0, lint_in_project(source, settings, &ProjectResolver::new(&memory, CASE_KEY)).diagnostics);
+            for (i, (name, text)) in added.iter().enumerate() {
+                let diagnostics = lint_in_project(text, settings, &ProjectResolver::new(&memory, name.clone())).diagnostics;
+                found.extend(located(text, i + 1, diagnostics));
+            }
+            found
         }
         Place::Disk(project, key) if added.is_empty() => {
-            lint_in_project(source, settings, &ProjectResolver::new(*project, key.clone())).diagnostics
+            located(source, 0, lint_in_project(source, settings, &ProjectResolver::new(*project, key.clone())).diagnostics)
         }
         Place::Disk(project, key) => {
             let dir = Path::new(key).parent().unwrap_or(Path::new(""));
-            let overlay = Overlay::new(*project, added.iter().map(|(name, text)| (Project::key(&dir.join(name)), text.clone())));
-            lint_in_project(source, settings, &ProjectResolver::new(&overlay, key.clone())).diagnostics
+            let keys: Vec<String> = added.iter().map(|(name, _)| Project::key(&dir.join(name))).collect();
+            let overlay = Overlay::new(*project, keys.iter().cloned().zip(added.iter().map(|(_, text)| text.clone())));
+            let mut found = located(source, 0, lint_in_project(source, settings, &ProjectResolver::new(&overlay, key.clone())).diagnostics);
+            for (i, ((_, text), module_key)) in added.iter().zip(&keys).enumerate() {
+                let diagnostics = lint_in_project(text, settings, &ProjectResolver::new(&overlay, module_key.clone())).diagnostics;
+                found.extend(located(text, i + 1, diagnostics));
+            }
+            found
         }
     }
 }
@@ -242,39 +265,49 @@ fn code_line(text: &str, line: usize) -> String {
     text.lines().nth(line.wrapping_sub(1)).unwrap_or("").trim().to_owned()
 }
 
-/// Compares the original's findings, followed into `rewrite`, with the rewrite's.
+/// Compares the original's findings, followed into `rewrite` (and the modules it adds),
+/// with the rewrite's.
 fn compare(case: &str, t: &'static str, original: &str, before: &[Linted], rewrite: &Rewrite, after: &[Linted]) -> Outcome {
-    let new_starts = line_start_offsets(&rewrite.text);
-    let expected: Vec<(&Linted, Option<usize>)> = before
+    let texts: Vec<&str> = std::iter::once(rewrite.text.as_str()).chain(rewrite.modules.iter().map(|(_, t)| t.as_str())).collect();
+    let starts: Vec<Vec<usize>> = texts.iter().map(|t| line_start_offsets(t)).collect();
+    let file_name = |file: usize| (file > 0).then(|| rewrite.modules[file - 1].0.clone());
+    let expected: Vec<(&Linted, usize, Option<usize>)> = before
         .iter()
-        .map(|f| (f, rewrite.map_offset(f.start).map(|o| line_of(&new_starts, o)).or_else(|| rewrite.map_line(f.line))))
+        .map(|f| match rewrite.map_offset_to_module(f.start) {
+            Some((module, at)) => (f, module + 1, Some(line_of(&starts[module + 1], at))),
+            None => (f, 0, rewrite.map_offset(f.start).map(|o| line_of(&starts[0], o)).or_else(|| rewrite.map_line(f.line))),
+        })
         .collect();
-    let expected_keys: BTreeSet<(&str, Option<usize>)> = expected.iter().map(|(f, l)| (f.rule, *l)).collect();
-    let actual_keys: BTreeSet<(&str, Option<usize>)> = after.iter().map(|f| (f.rule, Some(f.line))).collect();
+    let expected_keys: BTreeSet<(&str, usize, Option<usize>)> = expected.iter().map(|(f, file, l)| (f.rule, *file, *l)).collect();
+    let actual_keys: BTreeSet<(&str, usize, Option<usize>)> = after.iter().map(|f| (f.rule, f.file, Some(f.line))).collect();
     let mut lost = Vec::new();
     let mut seen = BTreeSet::new();
-    for (f, l) in &expected {
-        if !actual_keys.contains(&(f.rule, *l)) && seen.insert((f.rule, f.line)) {
+    for (f, file, l) in &expected {
+        if !actual_keys.contains(&(f.rule, *file, *l)) && seen.insert((f.rule, f.line)) {
             lost.push(Finding {
                 rule: f.rule,
                 line: f.line,
+                file: None,
                 expected_line: *l,
+                expected_file: file_name(*file),
                 message: f.message.clone(),
                 code: code_line(original, f.line),
-                rewritten_code: l.map(|l| code_line(&rewrite.text, l)),
+                rewritten_code: l.map(|l| code_line(texts[*file], l)),
             });
         }
     }
     let mut gained = Vec::new();
     let mut seen = BTreeSet::new();
     for f in after {
-        if !expected_keys.contains(&(f.rule, Some(f.line))) && seen.insert((f.rule, f.line)) {
+        if !expected_keys.contains(&(f.rule, f.file, Some(f.line))) && seen.insert((f.rule, f.file, f.line)) {
             gained.push(Finding {
                 rule: f.rule,
                 line: f.line,
+                file: file_name(f.file),
                 expected_line: None,
+                expected_file: None,
                 message: f.message.clone(),
-                code: code_line(&rewrite.text, f.line),
+                code: code_line(texts[f.file], f.line),
                 rewritten_code: None,
             });
         }
@@ -300,7 +333,7 @@ pub fn run(cases: &[Case], transformations: &[&'static Transformation], project:
                 (Some(path), Some(project)) => Place::Disk(project, Project::key(path)),
                 _ => Place::Alone,
             };
-            let before = located(&case.source, lint_at(&place, &case.source, &[], &settings));
+            let before = lint_at(&place, &case.source, &[], &settings);
             let mut before_in_memory: Option<Vec<Linted>> = None;
             let mut outcomes = Vec::new();
             for t in transformations {
@@ -316,13 +349,13 @@ pub fn run(cases: &[Case], transformations: &[&'static Transformation], project:
                     });
                     continue;
                 }
-                let after = located(&rewrite.text, lint_at(&place, &rewrite.text, &rewrite.modules, &settings));
+                let after = lint_at(&place, &rewrite.text, &rewrite.modules, &settings);
                 let baseline = if rewrite.modules.is_empty() || !matches!(place, Place::Alone) {
                     &before
                 } else {
                     before_in_memory.get_or_insert_with(|| {
                         let memory = Memory::new([(CASE_KEY.to_owned(), case.source.clone())]);
-                        located(&case.source, lint_in_project(&case.source, &settings, &ProjectResolver::new(&memory, CASE_KEY)).diagnostics)
+                        located(&case.source, 0, lint_in_project(&case.source, &settings, &ProjectResolver::new(&memory, CASE_KEY)).diagnostics)
                     })
                 };
                 outcomes.push(compare(&case.name, t.name, &case.source, baseline, &rewrite, &after));
@@ -401,14 +434,22 @@ pub fn details(report: &Report) -> String {
         out.push_str(&format!("{}  {}{}\n", o.transformation, o.case, if o.broken { "  (the rewrite does not parse)" } else { "" }));
         for f in &o.lost {
             let to = f.expected_line.map_or("?".to_owned(), |l| l.to_string());
-            out.push_str(&format!("  lost   {} L{} (expected at L{to}): {}\n", f.rule, f.line, short(&f.message)));
+            let to = match &f.expected_file {
+                Some(file) => format!("{file}:{to}"),
+                None => format!("L{to}"),
+            };
+            out.push_str(&format!("  lost   {} L{} (expected at {to}): {}\n", f.rule, f.line, short(&f.message)));
             out.push_str(&format!("         | {}\n", f.code));
             if let Some(r) = &f.rewritten_code {
                 out.push_str(&format!("         > {r}\n"));
             }
         }
         for f in &o.gained {
-            out.push_str(&format!("  gained {} L{}: {}\n", f.rule, f.line, short(&f.message)));
+            let at = match &f.file {
+                Some(file) => format!("{file}:{}", f.line),
+                None => format!("L{}", f.line),
+            };
+            out.push_str(&format!("  gained {} {at}: {}\n", f.rule, short(&f.message)));
             out.push_str(&format!("         > {}\n", f.code));
         }
     }

@@ -88,7 +88,11 @@ fn run(args: &Args) -> Result<bool, String> {
     if let Some(pattern) = &args.print {
         let all = match &args.path {
             None => cases::builtin()?,
-            Some(root) => cases::folder(root, None)?.0,
+            Some(root) => {
+                let files = cases::python_files(root)?;
+                let project = memlint_project::Project::new(Vec::new(), files.clone());
+                cases::folder(root, None, &files, &project)?
+            }
         };
         for case in all.iter().filter(|c| c.name.contains(pattern.as_str())) {
             for t in &chosen {
@@ -124,11 +128,12 @@ fn run(args: &Args) -> Result<bool, String> {
                 }
                 None => None,
             };
-            let (cases, all) = cases::folder(root, list.as_deref())?;
+            let all = cases::python_files(root)?;
+            let project = memlint_project::Project::new(Vec::new(), all.clone());
+            let cases = cases::folder(root, list.as_deref(), &all, &project)?;
             if cases.is_empty() {
                 return Err(format!("{}: no Python files", root.display()));
             }
-            let project = memlint_project::Project::new(Vec::new(), all);
             harness::run(&cases, &chosen, Some(&project))
         }
     };

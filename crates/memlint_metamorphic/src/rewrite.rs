@@ -23,6 +23,9 @@ pub struct Rewrite {
     /// sibling module.
     pub modules: Vec<(String, String)>,
     segments: Vec<Segment>,
+    /// Original ranges copied into [`Rewrite::modules`]: (range, module index, offset of
+    /// the copy in that module's text).
+    moved_out: Vec<(Range<usize>, usize, usize)>,
 }
 
 /// Where original bytes went. `exact`: byte `b` of `orig` went to `new_start + (b -
@@ -38,6 +41,12 @@ struct Segment {
 }
 
 impl Rewrite {
+    /// A rewrite known only by where each original line went (a finding is then followed
+    /// by its line alone): for rewrites made outside [`crate::transform`].
+    pub fn from_lines(text: String, line_map: Vec<Option<usize>>) -> Rewrite {
+        Rewrite { text, line_map, modules: Vec::new(), segments: Vec::new(), moved_out: Vec::new() }
+    }
+
     /// Where the byte at `offset` of the original went in [`Rewrite::text`].
     pub fn map_offset(&self, offset: usize) -> Option<usize> {
         self.segments
@@ -45,6 +54,15 @@ impl Rewrite {
             .filter(|s| s.orig.contains(&offset) || (s.orig.is_empty() && s.orig.start == offset))
             .min_by_key(|s| s.rank)
             .map(|s| if s.exact { s.new_start + (offset - s.orig.start) } else { s.new_start })
+    }
+
+    /// Where the byte at `offset` of the original went when it was moved into another
+    /// module: (index in [`Rewrite::modules`], offset in its text).
+    pub fn map_offset_to_module(&self, offset: usize) -> Option<(usize, usize)> {
+        self.moved_out
+            .iter()
+            .find(|(range, _, _)| range.contains(&offset))
+            .map(|(range, module, at)| (*module, at + (offset - range.start)))
     }
 
     /// The rewrite's line (1-based) of the original line `line` (1-based).
@@ -141,7 +159,13 @@ impl<'s> Editor<'s> {
     }
 
     /// Applies the edits; `None` when two of them overlap (a transformation's bug).
-    pub fn finish(mut self, modules: Vec<(String, String)>) -> Option<Rewrite> {
+    pub fn finish(self, modules: Vec<(String, String)>) -> Option<Rewrite> {
+        self.finish_moving(modules, Vec::new())
+    }
+
+    /// [`Editor::finish`] for a rewrite that copies original ranges, verbatim, into the
+    /// modules it adds: `moved_out` gives (range, module index, offset in that module).
+    pub fn finish_moving(mut self, modules: Vec<(String, String)>, moved_out: Vec<(Range<usize>, usize, usize)>) -> Option<Rewrite> {
         self.edits.sort_by_key(|e| (e.range.start, e.range.end));
         for pair in self.edits.windows(2) {
             if pair[0].range.end > pair[1].range.start {
@@ -201,7 +225,7 @@ impl<'s> Editor<'s> {
             segments.push(Segment { orig: at..source.len(), new_start: text.len(), exact: true, rank: 1 });
             text.push_str(&source[at..]);
         }
-        let mut rewrite = Rewrite { text, line_map: Vec::new(), modules, segments };
+        let mut rewrite = Rewrite { text, line_map: Vec::new(), modules, segments, moved_out };
         let new_starts = line_start_offsets(&rewrite.text);
         let mut line_map = Vec::new();
         for start in line_start_offsets(source) {

@@ -97,6 +97,8 @@ pub struct Scopes {
 
 struct Raw {
     name: String,
+    /// The callee of a call without arguments (`vars()`).
+    bare_call: bool,
     range: Range<usize>,
     scope: ScopeId,
     binding: Option<BindingKind>,
@@ -204,7 +206,12 @@ impl<'s> Binder<'s> {
     }
 
     fn record(&mut self, node: Node, scope: ScopeId, binding: Option<BindingKind>, reads: bool, binder: Range<usize>) {
-        self.raw.push(Raw { name: self.text(node).to_owned(), range: node.byte_range(), scope, binding, reads, binder });
+        let bare_call = node.parent().is_some_and(|p| {
+            p.kind() == "call"
+                && p.child_by_field_name("function").is_some_and(|f| f.id() == node.id())
+                && p.child_by_field_name("arguments").is_some_and(|a| a.named_child_count() == 0)
+        });
+        self.raw.push(Raw { name: self.text(node).to_owned(), bare_call, range: node.byte_range(), scope, binding, reads, binder });
     }
 
     /// The nearest scope that is not a comprehension (where `:=` binds).
@@ -367,7 +374,9 @@ impl<'s> Binder<'s> {
                     self.record(name, target, Some(BindingKind::Walrus), false, node.byte_range());
                 }
             }
-            "match_statement" | "type_parameter" | "type_alias_statement" | "exec_statement" => {
+            // (`type_parameter` is also the `[int]` of an annotation `Optional[int]`: not
+            // dynamic; PEP 695 parameters are the `type_parameters` field of a definition.)
+            "match_statement" | "type_alias_statement" | "exec_statement" => {
                 self.dynamic = true;
                 self.children(node, scope);
             }
@@ -587,8 +596,13 @@ impl<'s> Binder<'s> {
             } else {
                 lookup(&scopes, &r.name, r.scope)
             };
-            if symbol.is_none() && r.binding.is_none() && matches!(r.name.as_str(), "eval" | "exec" | "locals" | "globals" | "vars") {
-                dynamic = true;
+            if symbol.is_none() && r.binding.is_none() {
+                match r.name.as_str() {
+                    "eval" | "exec" | "locals" | "globals" => dynamic = true,
+                    // `vars(obj)` is `obj.__dict__`; only `vars()` reads the scope.
+                    "vars" if r.bare_call => dynamic = true,
+                    _ => {}
+                }
             }
             let id = occurrences.len();
             if let Some(s) = symbol {
@@ -711,5 +725,8 @@ mod tests {
     fn eval_and_locals_make_a_file_dynamic() {
         assert!(show("def f(x):\n    return eval('x')\n").ends_with("dynamic\n"));
         assert!(!show("def f(eval):\n    return eval('x')\n").ends_with("dynamic\n"), "a parameter named eval is not the builtin");
+        assert!(show("def f():\n    return vars()\n").ends_with("dynamic\n"));
+        assert!(!show("def f(args):\n    return vars(args)\n").ends_with("dynamic\n"), "vars(obj) reads an object, not the scope");
+        assert!(!show("def f(x: Optional[int] = None) -> Dict[str, int]:\n    pass\n").ends_with("dynamic\n"), "annotations");
     }
 }

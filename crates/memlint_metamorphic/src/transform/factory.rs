@@ -172,7 +172,7 @@ pub fn sibling(source: &str, ctx: &Context) -> Option<Rewrite> {
         None => module_insertion_point(&module),
     };
     let mut editor = Editor::new(source, &module.tree);
-    let mut factories: Vec<String> = Vec::new();
+    let mut factories: Vec<(String, std::ops::Range<usize>)> = Vec::new();
     let mut imports: BTreeMap<usize, String> = BTreeMap::new();
     let mut names = Vec::new();
     for c in called_bindings(&module, ctx) {
@@ -181,7 +181,7 @@ pub fn sibling(source: &str, ctx: &Context) -> Option<Rewrite> {
         }
         let Some(plan) = plan(&module, &c, true) else { continue };
         let name = module.fresh(&format!("_make_{}", module.scopes.symbol(c.symbol).name.trim_start_matches('_')));
-        factories.push(factory_text(&module, &name, &plan, c.call));
+        factories.push((factory_text(&module, &name, &plan, c.call), c.call.byte_range()));
         for i in plan.imports.iter() {
             if !imports.values().any(|v| v == i) {
                 imports.insert(imports.len(), i.clone());
@@ -207,11 +207,15 @@ pub fn sibling(source: &str, ctx: &Context) -> Option<Rewrite> {
         text.push_str(i);
         text.push('\n');
     }
-    for f in factories {
+    let mut moved = Vec::new();
+    for (f, call) in factories {
         text.push_str("\n\n");
+        // The call is the text after `return ` on the factory's second line.
+        let at = text.len() + f.find("return ").map_or(0, |i| i + "return ".len());
+        moved.push((call, 0, at));
         text.push_str(&f);
     }
-    editor.finish(vec![(format!("{stem}.py"), text)])
+    editor.finish_moving(vec![(format!("{stem}.py"), text)], moved)
 }
 
 #[cfg(test)]
@@ -280,6 +284,8 @@ mod tests {
         "#]]
         .assert_eq(&rewrite.text);
         assert_eq!(rewrite.modules.len(), 1);
+        let (module, at) = rewrite.map_offset_to_module(SOURCE.find("zoo.resnet18").unwrap()).unwrap();
+        assert_eq!(&rewrite.modules[module].1[at..at + 12], "zoo.resnet18", "the call moved into the sibling module");
         expect![[r#"
             """Factories moved out of a module by memlint-metamorphic."""
             from torchvision import models as zoo

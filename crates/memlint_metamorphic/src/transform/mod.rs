@@ -209,21 +209,6 @@ pub(crate) fn top_level_statement(node: Node<'_>) -> Node<'_> {
     at
 }
 
-/// Is `node` inside a function, lambda or class nested under `limit` (exclusive)?
-pub(crate) fn in_nested_definition(node: Node<'_>, limit: Node<'_>) -> bool {
-    let mut at = node.parent();
-    while let Some(n) = at {
-        if n.id() == limit.id() {
-            return false;
-        }
-        if matches!(n.kind(), "function_definition" | "lambda" | "class_definition") {
-            return true;
-        }
-        at = n.parent();
-    }
-    false
-}
-
 /// Where a statement may be added before everything else of the module: after leading
 /// comments (a shebang, an encoding declaration), the docstring and `from __future__`
 /// imports. Insert `"\n"` first when [`needs_newline_at`] says so.
