@@ -43,6 +43,10 @@ struct Args {
     /// transformations), and lint nothing.
     #[arg(long, value_name = "CASE")]
     print: Option<String>,
+    /// Write every rewrite (and the modules it adds) under this folder, as
+    /// `<transformation>/<case>`, and lint nothing: to read them, or run them.
+    #[arg(long, value_name = "DIR")]
+    write: Option<PathBuf>,
     /// Write the whole report as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -85,7 +89,7 @@ fn run(args: &Args) -> Result<bool, String> {
     if chosen.is_empty() {
         chosen = transform::ALL.iter().collect();
     }
-    if let Some(pattern) = &args.print {
+    if args.print.is_some() || args.write.is_some() {
         let all = match &args.path {
             None => cases::builtin()?,
             Some(root) => {
@@ -94,9 +98,25 @@ fn run(args: &Args) -> Result<bool, String> {
                 cases::folder(root, None, &files, &project)?
             }
         };
-        for case in all.iter().filter(|c| c.name.contains(pattern.as_str())) {
+        let pattern = args.print.as_deref().unwrap_or("");
+        let mut written = 0;
+        for case in all.iter().filter(|c| c.name.contains(pattern)) {
             for t in &chosen {
-                match (t.apply)(&case.source, &case.context) {
+                let rewrite = (t.apply)(&case.source, &case.context);
+                if let Some(dir) = &args.write {
+                    let Some(rewrite) = &rewrite else { continue };
+                    let file = dir.join(t.name).join(case_file_name(&case.name));
+                    let folder = file.parent().unwrap_or(dir);
+                    std::fs::create_dir_all(folder).map_err(|e| format!("{}: cannot create: {e}", folder.display()))?;
+                    std::fs::write(&file, &rewrite.text).map_err(|e| format!("{}: cannot write: {e}", file.display()))?;
+                    for (name, text) in &rewrite.modules {
+                        let beside = folder.join(name);
+                        std::fs::write(&beside, text).map_err(|e| format!("{}: cannot write: {e}", beside.display()))?;
+                    }
+                    written += 1;
+                    continue;
+                }
+                match rewrite {
                     Some(rewrite) => {
                         println!("=== {} ({})\n{}", case.name, t.name, rewrite.text);
                         for (name, text) in &rewrite.modules {
@@ -106,6 +126,9 @@ fn run(args: &Args) -> Result<bool, String> {
                     None => println!("=== {} ({}): does not apply\n", case.name, t.name),
                 }
             }
+        }
+        if let Some(dir) = &args.write {
+            println!("{written} rewrites written under {}", dir.display());
         }
         return Ok(true);
     }
@@ -153,4 +176,14 @@ fn run(args: &Args) -> Result<bool, String> {
     }
     let threshold = args.min_invariance.unwrap_or(1.0);
     Ok(report.overall.invariance() >= threshold)
+}
+
+/// A file path for a case's rewrite: `fixtures/x.py:21 evaluate` becomes
+/// `fixtures/x.py-21-evaluate.py`; a folder's file keeps its path.
+fn case_file_name(name: &str) -> PathBuf {
+    if !name.contains(':') {
+        return PathBuf::from(name);
+    }
+    let flat: String = name.chars().map(|c| if c == ':' || c == ' ' { '-' } else { c }).collect();
+    PathBuf::from(format!("{flat}.py"))
 }

@@ -65,8 +65,11 @@ pub fn if_true(source: &str, _ctx: &Context) -> Option<Rewrite> {
             continue;
         }
         let indent = indentation(source, node.start_byte());
+        // A tab-indented line of a file indented with spaces (or the other way) takes a
+        // tab: spaces before its tabs could measure the same as the `if` line's tabs.
+        let unit = if indent.contains('\t') { "\t" } else { module.unit.as_str() };
         editor.insert(line_start(source, node.start_byte()), format!("{indent}if True:\n"));
-        editor.indent_lines(node.byte_range(), &module.unit);
+        editor.indent_lines(node.byte_range(), unit);
     }
     if editor.is_empty() {
         return None;
@@ -128,5 +131,11 @@ mod tests {
         "#]]
         .assert_eq(&rewrite.text);
         assert_eq!(rewrite.map_line(2), Some(3));
+    }
+
+    #[test]
+    fn tab_indented_lines_of_a_space_indented_file_get_a_tab() {
+        let source = "def f():\n    pass\n\n\ndef g(x):\n\tprint(x)\n";
+        assert_eq!(if_true(source, &Context::default()).unwrap().text, "def f():\n    pass\n\n\ndef g(x):\n\tif True:\n\t\tprint(x)\n");
     }
 }
