@@ -27,6 +27,10 @@ struct Args {
     /// Only the files listed in this file (one path a line, relative to PATH; `#` comments).
     #[arg(long, value_name = "LIST", requires = "path")]
     files_from: Option<PathBuf>,
+    /// Only the labelled files of the corpus manifest (`tests/corpus/manifest.csv`), in a
+    /// tree materialized from it (`<owner>__<name>/<path>`, see tests/corpus/README.md).
+    #[arg(long, value_name = "CSV", requires = "path", conflicts_with = "files_from")]
+    manifest: Option<PathBuf>,
     /// Only these transformations (comma-separated names; see --list).
     #[arg(long, value_delimiter = ',')]
     transform: Vec<String>,
@@ -138,8 +142,10 @@ fn run(args: &Args) -> Result<bool, String> {
             if !root.is_dir() {
                 return Err(format!("{}: not a folder", root.display()));
             }
-            let list = match &args.files_from {
-                Some(list) => {
+            let list = match (&args.files_from, &args.manifest) {
+                (None, Some(manifest)) => Some(manifest_files(manifest)?),
+                (None, None) => None,
+                (Some(list), _) => {
                     let text = std::fs::read_to_string(list).map_err(|e| format!("{}: cannot read: {e}", list.display()))?;
                     Some(
                         text.lines()
@@ -149,7 +155,6 @@ fn run(args: &Args) -> Result<bool, String> {
                             .collect::<Vec<_>>(),
                     )
                 }
-                None => None,
             };
             let all = cases::python_files(root)?;
             let project = memlint_project::Project::new(Vec::new(), all.clone());
@@ -186,4 +191,30 @@ fn case_file_name(name: &str) -> PathBuf {
     }
     let flat: String = name.chars().map(|c| if c == ':' || c == ' ' { '-' } else { c }).collect();
     PathBuf::from(format!("{flat}.py"))
+}
+
+/// The labelled files of a corpus manifest (`repo,commit,path,...`), as the materialized
+/// tree spells them: `<owner>__<name>/<path>`, each once.
+fn manifest_files(manifest: &std::path::Path) -> Result<Vec<PathBuf>, String> {
+    let text = std::fs::read_to_string(manifest).map_err(|e| format!("{}: cannot read: {e}", manifest.display()))?;
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or("");
+    if !header.starts_with("repo,commit,path,") {
+        return Err(format!("{}: not a corpus manifest (its header must start with `repo,commit,path,`)", manifest.display()));
+    }
+    let mut files = std::collections::BTreeSet::new();
+    for (n, line) in lines.enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut fields = line.splitn(4, ',');
+        let (Some(repo), Some(_commit), Some(path)) = (fields.next(), fields.next(), fields.next()) else {
+            return Err(format!("{}:{}: fewer than three columns", manifest.display(), n + 2));
+        };
+        let Some((owner, name)) = repo.split_once('/') else {
+            return Err(format!("{}:{}: repo must be owner/name, found `{repo}`", manifest.display(), n + 2));
+        };
+        files.insert(PathBuf::from(format!("{owner}__{name}/{path}")));
+    }
+    Ok(files.into_iter().collect())
 }
