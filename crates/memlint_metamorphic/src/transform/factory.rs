@@ -165,8 +165,7 @@ pub fn sibling(source: &str, ctx: &Context) -> Option<Rewrite> {
     let module = Module::parse(source)?;
     let last_import = named_children(module.root())
         .into_iter()
-        .filter(|n| matches!(n.kind(), "import_statement" | "import_from_statement" | "future_import_statement"))
-        .last();
+        .rfind(|n| matches!(n.kind(), "import_statement" | "import_from_statement" | "future_import_statement"));
     let at = match last_import {
         Some(statement) => (line_end(source, statement.end_byte()) + 1).min(source.len()),
         None => module_insertion_point(&module),

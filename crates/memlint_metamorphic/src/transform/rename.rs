@@ -430,10 +430,8 @@ impl Plan {
             if bindings.iter().any(|o| o.binding == Some(BindingKind::Import)) {
                 continue;
             }
-            if bindings.iter().any(|o| o.binding == Some(BindingKind::Param)) {
-                if kind == ScopeKind::Lambda || !open_parameters.contains(&id) {
-                    continue;
-                }
+            if bindings.iter().any(|o| o.binding == Some(BindingKind::Param)) && (kind == ScopeKind::Lambda || !open_parameters.contains(&id)) {
+                continue;
             }
             if bindings.is_empty() {
                 continue;
@@ -447,7 +445,10 @@ impl Plan {
 }
 
 /// The `self.X` attributes that can be renamed (with their first use), and every use.
-fn self_attributes(module: &Module, classes: &ClassInfo) -> (Vec<(String, usize)>, Vec<(std::ops::Range<usize>, String)>) {
+/// Renamed attributes with their first use, and every use (the attribute name's range).
+type AttributeRenames = (Vec<(String, usize)>, Vec<(std::ops::Range<usize>, String)>);
+
+fn self_attributes(module: &Module, classes: &ClassInfo) -> AttributeRenames {
     let source = module.source;
     let text = |n: Node| &source[n.byte_range()];
     let mut getattr_strings: HashSet<String> = HashSet::new();
