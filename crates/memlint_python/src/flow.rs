@@ -587,8 +587,18 @@ impl<'t> SemanticModel<'t> {
     /// as far as its binding there says? What is put in it is followed with it; what is put
     /// into another object (an instance of a class) is stored there.
     pub(crate) fn holds_a_local_container(&self, ident: Node<'t>) -> bool {
-        let Some(binding) = self.binding_at(self.text(ident), ident) else { return false };
-        let Some(value) = binding.value.filter(|_| binding.kind == BindingKind::Assign).map(unparenthesize) else { return false };
+        let name = self.text(ident);
+        let Some(binding) = self.binding_at(name, ident) else { return false };
+        let Some(mut value) = binding.value.filter(|_| binding.kind == BindingKind::Assign).map(unparenthesize) else { return false };
+        // `preds, losses = [], []`: the element at the name's place.
+        if let Some(index) = self.target_index(binding.statement, name) {
+            if matches!(value.kind_name(), "expression_list" | "tuple" | "list") {
+                match named_children(value).get(index) {
+                    Some(element) => value = unparenthesize(*element),
+                    None => return false,
+                }
+            }
+        }
         match value.kind_name() {
             "list" | "dictionary" | "set" | "tuple" | "list_comprehension" | "dictionary_comprehension" | "set_comprehension" => true,
             "binary_operator" => value.field("left").is_some_and(|l| l.kind_name() == "list"),

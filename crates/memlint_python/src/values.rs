@@ -404,7 +404,7 @@ impl<'t> SemanticModel<'t> {
     }
 
     /// The place of `name` in the tuple target of an assignment statement (`a, b = ...`).
-    fn target_index(&self, statement: Node<'t>, name: &str) -> Option<usize> {
+    pub(crate) fn target_index(&self, statement: Node<'t>, name: &str) -> Option<usize> {
         let assignment = if statement.kind_name() == "expression_statement" { statement.named_child(0)? } else { statement };
         if assignment.kind_name() != "assignment" {
             return None;
@@ -461,6 +461,23 @@ impl<'t> SemanticModel<'t> {
     /// it; for a method of class `C`, `self.f(...)` in a method of `C` (or of a class
     /// deriving it here) and `x.f(...)` where `x` holds an instance of `C`.
     pub fn calls_of_function(&self, info: &FunctionInfo<'t>) -> Vec<Node<'t>> {
+        // `Trainer(model, opt)` calls `Trainer.__init__`.
+        if info.name == "__init__" {
+            if let Some(class) = &info.class {
+                return self
+                    .calls_named(class)
+                    .iter()
+                    .copied()
+                    .filter(|call| {
+                        call.field("function").is_some_and(|c| {
+                            c.kind_name() == "identifier"
+                                && self.binding_at(self.text(c), c).is_some_and(|b| b.statement.kind_name() == "class_definition")
+                                && self.method_of(class, "__init__").is_some_and(|m| m.id() == info.node.id())
+                        })
+                    })
+                    .collect();
+            }
+        }
         self.calls_named(&info.name)
             .iter()
             .copied()

@@ -125,6 +125,13 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         let Some(reason) = evaluation_reason(model, call, module) else { continue };
+        // `enc.predict(x)`: a method of a module class that runs the forward pass. Its
+        // forward passes are reported inside it when they are evaluation wherever it is
+        // called (the fix then decorates the method); else here, where its caller only
+        // reads what it returns.
+        if method_reports_its_own_forwards(model, call) {
+            continue;
+        }
         // Last, as it may read other modules: callers elsewhere all disable gradients.
         if model.grad_disabled_by_callers_elsewhere(call).is_some() {
             continue;
@@ -205,6 +212,25 @@ fn callers_only_read<'t>(model: &SemanticModel<'t>, node: Node<'t>, depth: usize
         }
     }
     Some(Some(first))
+}
+
+/// Is `call` a call of a method of a local module class (`enc.predict(x)`,
+/// `self.decode(z)`) whose own forward passes are reported inside it?
+fn method_reports_its_own_forwards<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else { return false };
+    if callee.field("attribute").is_some_and(|a| model.text(a) == "forward") {
+        return false;
+    }
+    let Some(def) = model.local_callee(call) else { return false };
+    if model.function(def).and_then(|f| f.class.clone()).is_none_or(|c| !model.is_module_class(&c)) {
+        return false;
+    }
+    let Some(body) = def.field("body") else { return false };
+    model.calls_in(body.byte_range()).iter().any(|inner| {
+        model.enclosing_function(*inner).map(|f| f.node.id()) == Some(def.id())
+            && model.grad_context(*inner) == GradContext::Enabled
+            && model.forward_callee(*inner).is_some_and(|m| evaluation_reason(model, *inner, m).is_some())
+    })
 }
 
 /// `model.eval()` earlier in the same function on the network called (or the object it

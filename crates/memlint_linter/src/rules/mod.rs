@@ -420,11 +420,46 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
 }
 
 /// Is `name` backpropagated in the function `at` is in (`name.backward()`,
-/// `scaler.scale(name).backward()`, `torch.autograd.grad(name, ...)`)?
+/// `name.mean().backward()`, `(a + name).backward()`, `scaler.scale(name).backward()`,
+/// `torch.autograd.grad(name, ...)`)? What a loss module or a forward pass is given is
+/// an input of the loss, not the loss.
 fn backpropagated_name<'t>(model: &SemanticModel<'t>, name: &str, at: Node<'t>) -> bool {
     model.backward_calls_in_scope_of(at).iter().any(|call| {
         let receiver = call.field("function").filter(|f| f.kind_name() == "attribute").and_then(|f| f.field("object"));
         let target = receiver.or_else(|| call.field("arguments").and_then(|a| a.named_child(0)));
-        target.is_some_and(|t| model.identifiers_in(t).iter().any(|n| n == name))
+        let mut stack: Vec<Node<'t>> = target.into_iter().collect();
+        while let Some(n) = stack.pop() {
+            match n.kind_name() {
+                "identifier" if model.text(n) == name => return true,
+                "call" => {
+                    // A method of the value (`loss.mean()`), or a call that passes it on
+                    // unchanged in kind (`scaler.scale(loss)`, `sum(losses)`): followed.
+                    let Some(callee) = n.field("function") else { continue };
+                    if callee.kind_name() == "attribute" {
+                        if let Some(object) = callee.field("object") {
+                            stack.push(object);
+                        }
+                    }
+                    let computes_a_loss = model.value_kind(callee) == ValueKind::Loss || model.is_forward_call(n) || is_loss_function(model, callee);
+                    if !computes_a_loss {
+                        if let Some(args) = n.field("arguments") {
+                            stack.extend(memlint_python::named_children(args));
+                        }
+                    }
+                }
+                "keyword_argument" => stack.extend(n.field("value")),
+                _ => stack.extend(memlint_python::named_children(n)),
+            }
+        }
+        false
+    })
+}
+
+/// `F.cross_entropy`, `F.mse_loss`, any `torch.nn.functional` loss.
+fn is_loss_function<'t>(model: &SemanticModel<'t>, callee: Node<'t>) -> bool {
+    model.qualified_name(callee).is_some_and(|q| {
+        let last = q.rsplit('.').next().unwrap_or("");
+        q.starts_with("torch.nn.functional.")
+            && (last.contains("loss") || matches!(last, "cross_entropy" | "binary_cross_entropy" | "binary_cross_entropy_with_logits" | "kl_div" | "nll_loss"))
     })
 }
