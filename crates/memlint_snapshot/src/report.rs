@@ -13,6 +13,12 @@ use crate::analysis::{Device, Line, LineFigures};
 pub struct Report {
     pub file: String,
     pub devices: Vec<Device>,
+    /// With `--budget`, `--batch` or `--effective-batch`: the batch model's predictions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<crate::batch::BatchReport>,
+    /// What `memlint record` noted in the snapshot, when it made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<crate::read::RecordInfo>,
 }
 
 pub fn mib(bytes: u64) -> String {
