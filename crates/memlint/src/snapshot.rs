@@ -17,11 +17,18 @@ use crate::source::SourceFile;
 #[derive(clap::Args, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Record a snapshot in your training script:\n  \
+    after_help = "Record a snapshot without editing the script:\n  \
+memlint record --steps 4 -- python train.py ARGS\n\
+or in your training script:\n  \
 torch.cuda.memory._record_memory_history(max_entries=100000)\n  \
 ... run some iterations ...\n  \
 torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")\n\n\
-Exit status: 0 read and analysed, 2 the file could not be read."
+The batch that fits: `--budget 24GiB` predicts the peak from half to 16 times the recorded \
+batch size and finds the largest batch whose run fits the budget (the caching allocator \
+limited to it, as torch.cuda.set_per_process_memory_fraction limits it: leave room for the \
+CUDA context, about 0.5 GiB, on a real card).\n\n\
+Exit status: 0 read and analysed, 2 the file could not be read (or, with --budget, no \
+training loop could be modelled)."
 )]
 pub struct SnapshotArgs {
     #[command(subcommand)]
@@ -44,6 +51,22 @@ pub struct SnapshotArgs {
     /// How many lines to list at the peak and at each out-of-memory error (0: all).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Predict the peak at other batch sizes and find the largest batch whose run fits in
+    /// this much memory (24GiB, 24G, 1.5GB, 8000000000): what the caching allocator may reserve.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    budget: Option<u64>,
+    /// The recording's batch size, when the snapshot does not tell it (`memlint record` notes
+    /// it; otherwise it is guessed from the sizes of the batch's tensors).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    batch: Option<u64>,
+    /// With --budget: the micro-batch and gradient-accumulation steps that reach an effective
+    /// batch of N within the budget, and the loss division they need (MEM011).
+    #[arg(long, value_name = "N", requires = "budget", value_parser = clap::value_parser!(u64).range(1..))]
+    effective_batch: Option<u64>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    memlint_snapshot::batch::parse_bytes(s)
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -93,8 +116,22 @@ fn write_out(output: Option<&Path>, text: &str) -> u8 {
         None => std::io::stdout().lock().write_all(text.as_bytes()),
         Some(path) => {
             let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            tempfile::NamedTempFile::new_in(dir).and_then(|mut f| {
+            // as `check -o` creates files: mode 0666 less the umask (0644 under the usual
+            // 022), or the mode of the file it replaces
+            let mut builder = tempfile::Builder::new();
+            #[cfg(unix)]
+            let keep = std::fs::metadata(path).ok().map(|m| m.permissions());
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                builder.permissions(std::fs::Permissions::from_mode(0o666));
+            }
+            builder.tempfile_in(dir).and_then(|mut f| {
                 f.write_all(text.as_bytes())?;
+                #[cfg(unix)]
+                if let Some(p) = keep {
+                    f.as_file().set_permissions(p)?;
+                }
                 f.persist(path).map(|_| ()).map_err(|e| e.error)
             })
         }
@@ -140,7 +177,12 @@ pub fn run(args: SnapshotArgs) -> u8 {
                 Err(s) => return s,
             };
             let series = if args.format == Format::Html { memlint_snapshot::html::STACKED_LINES } else { 0 };
-            let r = match memlint_snapshot::load_with_series(&file, map.as_ref(), args.top, series) {
+            let batch = (args.budget.is_some() || args.batch.is_some() || args.effective_batch.is_some()).then_some(memlint_snapshot::BatchRequest {
+                batch: args.batch,
+                budget: args.budget,
+                effective_batch: args.effective_batch,
+            });
+            let r = match memlint_snapshot::load_with(&file, map.as_ref(), args.top, series, batch) {
                 Ok(r) => r,
                 Err(e) => {
                     eprint!("{}", crate::report::render_error(&e));
