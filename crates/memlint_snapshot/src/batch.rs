@@ -11,7 +11,9 @@
 //!    state), one of a parameter-like block's size (alive at the top of the loop) made by autograd's thread (no Python stack) and alive when an optimizer step starts (a
 //!    gradient; an activation's gradient of that size is freed before), and one of half such a
 //!    size (of 128 KiB or more) made by the program's lines other than the batch's (the
-//!    float16 copies of the weights autocast makes). Without step annotations (PyTorch before
+//!    float16 copies of the weights autocast makes). So is an allocation whose size is not the
+//!    recorded batch times an even number of bytes (a tensor whose leading dimension is the
+//!    batch has that size): cuDNN's workspaces, scalars. Without step annotations (PyTorch before
 //!    2.5), a line whose allocations in the loop all have such sizes is taken as the optimizer's
 //!    step. The batch's own tensors (the first allocating line of each iteration) always scale. Everything else made in the loop *scales with the batch*:
 //!    the inputs, activations, outputs and their gradients, per iteration.
@@ -34,7 +36,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::loops::{loop_shape, LoopShape};
+use crate::loops::{loop_shape, loop_shape_with, LoopShape};
 use crate::read::{Action, BlockState, Event, Snapshot, NO_STACK};
 use crate::report::mib;
 use crate::sim::AllocatorSim;
@@ -177,16 +179,41 @@ impl<'a> BatchModel<'a> {
     /// Builds the model of a snapshot; `batch` is `--batch N`. The error says why there is no
     /// model (no loop, too few iterations, no batch size).
     pub fn new(snap: &'a Snapshot, batch: Option<u64>) -> Result<Self, String> {
-        let shape = loop_shape(snap).map_err(|e| format!("no training loop found: {e}"))?;
+        // Iterations told apart by the program's lines; a short recording's first iterations
+        // may differ (lazy optimizer state, steps a GradScaler skipped): then two that repeat
+        // after a first one will do.
+        let has_stacks = snap.traces.iter().flatten().any(|e| e.action == Action::Alloc && e.stack != NO_STACK);
+        let usable = |s: &LoopShape| s.by_stacks || !has_stacks;
+        let shape = match loop_shape(snap) {
+            Ok(s) if usable(&s) => s,
+            first => match loop_shape_with(snap, 2) {
+                Ok(s) if usable(&s) => s,
+                Ok(s) => {
+                    return Err(format!(
+                        "no training loop found: allocations repeat in device {}'s trace, but not as iterations of a loop of the program's lines (one iteration recorded?): record at least 4 iterations of the loop",
+                        s.device
+                    ))
+                }
+                Err(e) => return Err(format!("no training loop found: {}", first.err().unwrap_or(e))),
+            },
+        };
         let device = shape.device;
         let events: &[Event] = &snap.traces[device];
-        if !shape.by_stacks && events.iter().any(|e| e.action == Action::Alloc && e.stack != NO_STACK) {
-            return Err(format!(
-                "no training loop found: allocations repeat in device {device}'s trace, but not as iterations of a loop of the program's lines (one iteration recorded?): record at least 4 iterations of the loop"
-            ));
-        }
         let expandable = snap.expandable_segments || snap.segments.iter().any(|s| s.device == device && s.is_expandable);
 
+        let (recorded_batch, batch_source) = match (batch, snap.record.as_ref().and_then(|r| r.batch)) {
+            (Some(b), _) => (b, BatchSource::Given),
+            (None, Some(b)) => (b, BatchSource::Recorded),
+            (None, None) => match guess_batch(snap, &shape) {
+                Some(b) => (b, BatchSource::InputSizes),
+                None => {
+                    return Err("the recording's batch size is unknown: pass --batch N (a snapshot made by `memlint record` has it)".into());
+                }
+            },
+        };
+        if recorded_batch == 0 {
+            return Err("--batch must be 1 or more".into());
+        }
         // Lifetimes: the free of each allocation, and the blocks alive before the trace.
         let mut free_at = vec![usize::MAX; events.len()];
         let mut live: HashMap<u64, usize> = HashMap::new();
@@ -313,7 +340,11 @@ impl<'a> BatchModel<'a> {
             if e.action != Action::Alloc {
                 continue;
             }
-            fixed[i] = if i < shape.loop_start || in_step(e.time_us) || once(i) {
+            // a tensor whose leading dimension is the batch has batch x (bytes per sample)
+            // bytes, and a sample's bytes are even (elements of 2 bytes or more): other sizes
+            // are workspaces (cuDNN's, of any size) and scalars
+            let not_a_batch_tensor = e.size % recorded_batch != 0 || (e.size / recorded_batch) % 2 != 0;
+            fixed[i] = if i < shape.loop_start || in_step(e.time_us) || once(i) || not_a_batch_tensor {
                 true
             } else if gradient_like(i) || cast_like(i) || step_line(i) {
                 size_matched += e.size;
@@ -344,19 +375,6 @@ impl<'a> BatchModel<'a> {
         let iterations_repeat_sizes = sizes_of.windows(2).all(|w| w[0] == w[1]);
         let measured = shape.measured.len().max(1) as u64;
 
-        let (recorded_batch, batch_source) = match (batch, snap.record.as_ref().and_then(|r| r.batch)) {
-            (Some(b), _) => (b, BatchSource::Given),
-            (None, Some(b)) => (b, BatchSource::Recorded),
-            (None, None) => match guess_batch(snap, &shape) {
-                Some(b) => (b, BatchSource::InputSizes),
-                None => {
-                    return Err("the recording's batch size is unknown: pass --batch N (a snapshot made by `memlint record` has it)".into());
-                }
-            },
-        };
-        if recorded_batch == 0 {
-            return Err("--batch must be 1 or more".into());
-        }
         Ok(BatchModel {
             snap,
             device,
@@ -467,7 +485,7 @@ impl<'a> BatchModel<'a> {
         if !fits(1) {
             return (None, false);
         }
-        let cap = self.recorded_batch.saturating_mul(4096).max(1 << 16);
+        let cap = self.recorded_batch.saturating_mul(1 << 16).max(1 << 20);
         let (mut ok, mut bad) = (1u64, None);
         let mut b = self.recorded_batch.max(2);
         while b <= cap {

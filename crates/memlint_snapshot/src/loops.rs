@@ -104,6 +104,13 @@ pub(crate) struct LoopShape {
 /// Finds the loop of the device with the most allocations; the error says why there is none
 /// (in words that follow "no training loop found: ").
 pub(crate) fn loop_shape(snap: &Snapshot) -> Result<LoopShape, String> {
+    loop_shape_with(snap, 3)
+}
+
+/// [`loop_shape`] where the repeating run of allocations may cover as few as `min_periods`
+/// periods (2: three iterations of which the last two repeat, as in a short recording whose
+/// first iterations differ: lazy optimizer state, steps a GradScaler skipped).
+pub(crate) fn loop_shape_with(snap: &Snapshot, min_periods: usize) -> Result<LoopShape, String> {
     let device = (0..snap.traces.len())
         .max_by_key(|&d| (snap.traces[d].iter().filter(|e| e.action == Action::Alloc).count(), std::cmp::Reverse(d)))
         .ok_or("the snapshot's device_traces are empty")?;
@@ -116,7 +123,7 @@ pub(crate) fn loop_shape(snap: &Snapshot) -> Result<LoopShape, String> {
     let sig: Vec<u32> = allocs.iter().map(|&i| events[i].stack).collect();
 
     // 1. The period.
-    let (p, run_start, run) = period(&sig).ok_or_else(|| {
+    let (p, run_start, run) = period(&sig, min_periods).ok_or_else(|| {
         format!("no sequence of allocations repeats in device {device}'s trace ({} allocations): record at least 4 iterations of the loop", allocs.len())
     })?;
     let region = (allocs[run_start], allocs[run_start + run + p - 1]);
@@ -278,15 +285,23 @@ pub fn find_loop(snap: &Snapshot) -> Result<LoopFigures, String> {
 
 /// The shortest shift `p` under which the longest run of equal signatures (`sig[j] ==
 /// sig[j + p]`) covers the most allocations, with that run's start and length; None when no
-/// run covers three periods.
-fn period(sig: &[u32]) -> Option<(usize, usize, usize)> {
+/// run covers `min_periods` periods (with the period itself: that many iterations plus one).
+fn period(sig: &[u32], min_periods: usize) -> Option<(usize, usize, usize)> {
     let n = sig.len();
-    // Candidate shifts: distances between consecutive occurrences of a signature.
-    let mut last: HashMap<u32, usize> = HashMap::new();
-    let mut gaps: HashMap<usize, usize> = HashMap::new();
+    // Candidate shifts: distances between an occurrence of a signature and its next ones (up
+    // to the 8th next: a statement that allocates m times an iteration repeats at its m-th
+    // next occurrence; one that allocates more often, such as the backward pass's, does not
+    // say the period).
+    let mut positions: HashMap<u32, Vec<usize>> = HashMap::new();
     for (j, s) in sig.iter().enumerate() {
-        if let Some(prev) = last.insert(*s, j) {
-            *gaps.entry(j - prev).or_default() += 1;
+        positions.entry(*s).or_default().push(j);
+    }
+    let mut gaps: HashMap<usize, usize> = HashMap::new();
+    for pos in positions.values() {
+        for m in 1..=8 {
+            for w in pos.windows(m + 1) {
+                *gaps.entry(w[m] - w[0]).or_default() += 1;
+            }
         }
     }
     let mut cands: Vec<(usize, usize)> = gaps.into_iter().collect();
@@ -309,8 +324,8 @@ fn period(sig: &[u32]) -> Option<(usize, usize, usize)> {
                 cur = 0;
             }
         }
-        // Three iterations at least: one period seen twice more.
-        if top < 2 * p {
+        // Three iterations at least: one period seen twice more (or once more, with 2).
+        if top < (min_periods - 1).max(1) * p {
             continue;
         }
         let better = match best {

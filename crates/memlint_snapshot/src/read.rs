@@ -86,7 +86,7 @@ pub struct Snapshot {
     /// What `memlint record` added to the snapshot (the `memlint_record` key), if it made it.
     pub record: Option<RecordInfo>,
     /// Per device, the spans of `Optimizer.step` (start and end, µs) that PyTorch annotates
-    /// in `external_annotations`.
+    /// in `external_annotations` (end `i64::MAX`: still running when the snapshot was taken).
     pub optimizer_steps: Vec<Vec<(i64, i64)>>,
     /// The snapshot has `external_annotations` (PyTorch 2.5 and later annotate optimizer
     /// steps there): a training run recorded with them and without steps has none.
@@ -110,13 +110,18 @@ pub struct RecordInfo {
 }
 
 /// Whether a recorded frame is in the user's code: a `.py` file that is not in
-/// site-packages/dist-packages, the standard library or PyTorch itself.
+/// site-packages/dist-packages, the standard library, PyTorch itself or `memlint record`'s
+/// recorder.
 pub fn is_user_file(file: &str) -> bool {
     let f: std::borrow::Cow<str> = if file.contains('\\') { file.replace('\\', "/").into() } else { file.into() };
     if !(f.ends_with(".py") || f.ends_with(".ipynb")) || f.starts_with('<') {
         return false;
     }
     if f.contains("/site-packages/") || f.contains("/dist-packages/") || f.contains("/torch/") {
+        return false;
+    }
+    // `memlint record`'s recorder (its wrapper of GradScaler.step is on the stack of a step)
+    if f.ends_with("/sitecustomize.py") && f.rsplit('/').nth(1).is_some_and(|d| d.starts_with("memlint-record-")) {
         return false;
     }
     // the standard library: .../lib/python3.X/<module>.py (site-packages excluded above)
@@ -395,6 +400,14 @@ fn read_from(input: impl std::io::Read, path: &Path, free_stacks: bool) -> Resul
             }
             _ => {}
         }
+    }
+    // a step still running when the snapshot was taken (`memlint record --steps` takes it from
+    // the step's own hook)
+    for (device, start) in open {
+        while r.snap.optimizer_steps.len() <= device {
+            r.snap.optimizer_steps.push(Vec::new());
+        }
+        r.snap.optimizer_steps[device].push((start, i64::MAX));
     }
     Ok(r.snap)
 }
