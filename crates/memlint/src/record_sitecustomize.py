@@ -83,12 +83,13 @@ def _memlint_record():
             "reason": reason,
             "steps": st["steps"],
             "batch": batch(),
-            "batch_sizes": sorted([b, g, n] for (b, g), n in leading.items()),
-            "device": dev,
+            "batch_sizes": sorted([int(b), bool(g), int(n)] for (b, g), n in leading.items()),
+            "device": int(dev),
             "max_memory_allocated": torch.cuda.max_memory_allocated(dev),
             "max_memory_reserved": torch.cuda.max_memory_reserved(dev),
             "memory_allocated": torch.cuda.memory_allocated(dev),
-            "torch": torch.__version__,
+            # plain str: torch.__version__ is a TorchVersion, which would pickle as a class
+            "torch": str(torch.__version__),
         }
         snap["memlint_record"] = info
         folder = os.path.dirname(out)
@@ -165,7 +166,7 @@ def _memlint_record():
             return
         state["hooked"] = True
         st["torch_imported"] = True
-        st["torch"] = getattr(torch, "__version__", "?")
+        st["torch"] = str(getattr(torch, "__version__", "?"))
         try:
             from torch.nn.modules import module as nn_module
 

@@ -84,7 +84,7 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--cap", type=int, default=1 << 17)
+    p.add_argument("--cap", type=int, default=1 << 19)
     a = p.parse_args()
     free, total = torch.cuda.mem_get_info()
     t0 = time.time()

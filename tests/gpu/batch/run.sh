@@ -27,7 +27,7 @@ cd "$repo"
 echo "== memlint record -- python3 tests/examples/generate_text.py (a normal exit)"
 "$BIN" record -o "$DIR/ex_generate_text.pickle" -- python3 tests/examples/generate_text.py > "$DIR/ex_generate_text.stdout"
 echo "exit status $?; stdout $(wc -c < "$DIR/ex_generate_text.stdout") bytes"
-echo "== memlint record -- python3 tests/examples/train_classifier.py --epochs 1 (the script fails)"
+echo "== memlint record -- python3 tests/examples/train_classifier.py --epochs 1 (the script fails; its folder is linted)"
 "$BIN" record -o "$DIR/ex_train_classifier.pickle" -- python3 tests/examples/train_classifier.py --epochs 1
 echo "exit status $?"
 echo "== memlint record -- python3 tests/gpu/batch/train.py --model gpt2 --batch 1024 (out of memory)"

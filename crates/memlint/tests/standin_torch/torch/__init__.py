@@ -1,5 +1,11 @@
 """Stand-in torch (see ../README.md)."""
-__version__ = "0.0+standin"
+
+
+class TorchVersion(str):
+    """As torch.torch_version.TorchVersion: a str subclass (pickles as a class, not a str)."""
+
+
+__version__ = TorchVersion("0.0+standin")
 
 from . import _C, amp, cuda, nn, optim  # noqa: F401
 
