@@ -49,12 +49,12 @@ fn line_row(o: &mut String, l: &Line, findings: &[PageFinding], with_count: bool
         .collect();
     let _ = write!(
         o,
-        "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td>{}<td><code>{}:{}</code> <span class=\"fn\">{}</span></td><td>{}</td></tr>",
+        "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td>{}<td><code>{}{}</code> <span class=\"fn\">{}</span></td><td>{}</td></tr>",
         mib(l.bytes),
         l.blocks,
         if with_count { format!("<td class=\"num\">{}</td>", l.count.unwrap_or(0)) } else { String::new() },
         esc(&l.file),
-        l.line,
+        if l.line == 0 { String::new() } else { format!(":{}", l.line) },
         esc(&l.function),
         links.join(" ")
     );
@@ -215,9 +215,14 @@ fn batch_chart(o: &mut String, b: &BatchReport) {
         let _ = write!(o, "<polyline class=\"{class}\" points=\"{line}\" fill=\"none\"/>");
     }
     let _ = write!(o, "<line class=\"axis\" x1=\"{pad}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>", w - pad, h - bottom, h - bottom);
-    for p in pts {
+    let mut last_label = f64::MIN;
+    for p in pts.iter().filter(|p| Some(p.batch) != b.largest_batch || p.batch == b.recorded_batch) {
         let xx = x(p.batch);
-        let _ = write!(o, "<line class=\"tick\" x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/><text class=\"label\" x=\"{xx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>", h - bottom, h - bottom + 5.0, h - bottom + 18.0, p.batch);
+        let _ = write!(o, "<line class=\"tick\" x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>", h - bottom, h - bottom + 5.0);
+        if xx - last_label >= 28.0 {
+            let _ = write!(o, "<text class=\"label\" x=\"{xx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>", h - bottom + 18.0, p.batch);
+            last_label = xx;
+        }
     }
     let _ = write!(o, "<text class=\"label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">batch size (log scale)</text>", w / 2.0, h - 12.0);
     if let Some(g) = b.budget_bytes {
