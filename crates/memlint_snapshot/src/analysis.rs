@@ -532,7 +532,8 @@ fn analyse_device(snap: &Snapshot, device: usize, top: usize, series_lines: usiz
         }
     }
     // Retained blocks by the functions on their stacks.
-    let mut by_function: HashMap<(String, String), (FunctionRetained, std::collections::BTreeSet<(String, u32)>)> = HashMap::new();
+    type Lines = std::collections::BTreeSet<(String, u32)>;
+    let mut by_function: HashMap<(String, String), (FunctionRetained, Lines)> = HashMap::new();
     for b in st.live.values().filter(|b| b.in_trace && b.stack != NO_STACK) {
         let stack = &snap.stacks[b.stack as usize];
         let Some(&count) = retained_count.get(&stack[0]) else { continue };

@@ -460,12 +460,8 @@ impl<'a> BatchModel<'a> {
                     }
                 }
                 Action::SegmentAlloc => sim.hint_next_segment(e.addr),
-                Action::SegmentFree | Action::SegmentUnmap => {
-                    // `empty_cache()` (or a release before a retry): once per run of frees
-                    if !released {
-                        sim.release_cached();
-                    }
-                }
+                // `empty_cache()` (or a release before a retry): once per run of frees
+                Action::SegmentFree | Action::SegmentUnmap if !released => sim.release_cached(),
                 _ => {}
             }
             released = matches!(e.action, Action::SegmentFree | Action::SegmentUnmap);
