@@ -10,7 +10,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clap::Parser;
 use memlint_snapshot::report::mib;
 use serde::Deserialize;
 
@@ -273,38 +272,36 @@ fn report(args: &RecordArgs, out: &Path, statuses: &[Status], status: ProgramEnd
     eprintln!("\nnext: memlint snapshot {} --budget 24GiB   (the batch that fits a budget)", shown.display());
 }
 
-#[derive(Parser)]
-struct CheckOnly {
-    #[command(flatten)]
-    args: crate::check::CheckArgs,
-}
-
-/// `check --snapshot OUT FOLDER` on the script's folder, its report on standard error.
+/// `memlint check --snapshot OUT FOLDER` on the script's folder, run as a child whose standard
+/// output is memlint's standard error (the program's output stays alone on standard output;
+/// the findings and check's summary keep their order).
 fn lint_script_folder(command: &[OsString], snapshot: &Path) {
     let Some(script) = script_of(command) else {
         eprintln!("\n(no script file in the command: the findings are not shown; run `memlint check --snapshot {} PATH`)", snapshot.display());
         return;
     };
     let folder = script.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-    let Ok(tmp) = tempfile::NamedTempFile::new() else { return };
-    let argv: Vec<OsString> = vec![
-        "memlint-check".into(),
-        "--snapshot".into(),
-        snapshot.into(),
-        "--output-format".into(),
-        "text".into(),
-        "--output-file".into(),
-        tmp.path().into(),
-        "--no-cache".into(),
-        "--exit-zero".into(),
-        folder.clone().into(),
-    ];
-    let Ok(parsed) = CheckOnly::try_parse_from(argv) else { return };
+    let Ok(me) = std::env::current_exe() else { return };
+    #[cfg(unix)]
+    let stderr = {
+        use std::os::fd::AsFd;
+        match std::io::stderr().as_fd().try_clone_to_owned() {
+            Ok(fd) => std::process::Stdio::from(fd),
+            Err(_) => return,
+        }
+    };
+    #[cfg(not(unix))]
+    let stderr = std::process::Stdio::inherit();
     eprintln!("\nfindings in {} with what this run measured on their lines:", folder.display());
-    let _ = crate::check::run_once(&parsed.args);
-    if let Ok(text) = std::fs::read_to_string(tmp.path()) {
-        eprint!("{text}");
-    }
+    let _ = Command::new(me)
+        .arg("check")
+        .arg("--snapshot")
+        .arg(snapshot)
+        .args(["--output-format", "text", "--no-cache", "--exit-zero"])
+        .arg(&folder)
+        .env_remove("MEMLINT_OUTPUT_FORMAT")
+        .stdout(stderr)
+        .status();
 }
 
 #[cfg(test)]

@@ -61,6 +61,9 @@ fn steps_stop_the_program_cleanly_after_the_snapshot() {
     // the report, tied to the findings of the script's folder
     assert!(se.contains("alive at the peak, by line:") && se.contains("train.py:17 (main)"), "{se}");
     assert!(se.contains("findings in ") && se.contains("record_programs"), "{se}");
+    // check's report and summary follow the heading, on standard error
+    let heading = se.find("findings in ").unwrap();
+    assert!(se.find("All checks passed! (2 files checked)").is_some_and(|i| i > heading), "{se}");
     let v = snapshot_json(dir.path(), "run.pickle");
     assert_eq!(v["record"]["reason"], "steps");
     assert_eq!(v["record"]["steps"], 3);
