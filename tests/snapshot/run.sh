@@ -2,7 +2,8 @@
 # `memlint snapshot --format html` in a real browser: renders the page of a snapshot
 # recorded on an H100 (tests/snapshot/data) in Debian's headless Chromium with networking
 # off, checks the rendered DOM (chart, peak, tables, links to memlint's findings) and saves
-# a screenshot to <repo>/target/test-artifacts/snapshot-page.png. Installs chromium as root
+# a screenshot to <repo>/target/test-artifacts/snapshot-page.png; then the page of the
+# batch model (--budget: the predicted curve) and its screenshot, snapshot-batch-page.png. Installs chromium as root
 # when it is missing. MEMLINT_BIN: the memlint binary (default <repo>/target/debug/memlint).
 set -euo pipefail
 
@@ -60,6 +61,21 @@ grep -q '_model.py:14</code>' "$work/dom.html" || fail "the activation line is n
 link=$(grep -o 'href="#finding-[0-9]*"' "$work/dom.html" | head -1 | sed 's/href="#//; s/"//')
 [[ -n "$link" ]] || fail "no line links to a finding"
 grep -q "id=\"$link\"" "$work/dom.html" || fail "the link $link goes nowhere"
+# the chart: <no user code> (autograd's backward) has its area and legend entry, the time axis
+# its labels, the peak its time since the start; every finding of the files is listed
+grep -q 'fill="#9c755f"' "$work/dom.html" || fail "no area for <no user code>"
+grep -q "&lt;no user code&gt; (autograd's backward)" "$work/dom.html" || fail "no legend entry for <no user code>"
+[[ $(grep -o 'class="label tick-label"' "$work/dom.html" | wc -l) -ge 3 ]] || fail "the time axis has no labels"
+grep -q 'peak 114.3 MiB at 4.74 s' "$work/dom.html" || fail "the peak's time since the start is not shown"
+grep -q 'retain_graph_bad.py:16</code> MEM002' "$work/dom.html" || fail "MEM002 on losses.append(loss) is not listed"
+# the batch model's page: the curve, the budget line, the recorded point
+batch_page="$artifacts/snapshot-batch-page.html"
+"$MEMLINT_BIN" snapshot "$here/data/batch/gpt2_b16.pickle" --budget 10GiB --format html -o "$batch_page"
+chromium "${flags[@]}" --dump-dom "file://$batch_page" >"$work/batch.html" 2>>"$work/chromium.log" || { cat "$work/chromium.log" >&2; exit 1; }
+chromium "${flags[@]}" --screenshot="$artifacts/snapshot-batch-page.png" "file://$batch_page" 2>>"$work/chromium.log" || { cat "$work/chromium.log" >&2; exit 1; }
+for needle in '<svg id="batch-curve"' 'class="predicted-allocated"' 'class="budget"' '<circle class="recorded"' 'largest that fits: 34'; do
+    grep -q "$needle" "$work/batch.html" || { cp "$work/batch.html" "$artifacts/snapshot-batch-page.dom.html"; echo "snapshot batch page: no $needle" >&2; exit 1; }
+done
 size=$(stat -c %s "$artifacts/snapshot-page.png")
 (( size > 20000 )) || fail "the screenshot is nearly empty ($size bytes)"
 echo "snapshot page: ok (screenshot $artifacts/snapshot-page.png, $size bytes)"

@@ -6,6 +6,7 @@ mod add_noqa;
 mod cache;
 mod check;
 mod project;
+mod record;
 mod report;
 mod snapshot;
 mod source;
@@ -54,8 +55,12 @@ enum Command {
     /// Measure on the GPU what each rule's fix saves (reference training loops, cudarc).
     Verify(memlint_verify::VerifyArgs),
     /// Read a PyTorch memory snapshot: the peak and the lines holding it, lines whose
-    /// memory piles up, fragmentation, out-of-memory events; or compare two (`snapshot diff`).
+    /// memory piles up, fragmentation, out-of-memory events, the batch size that fits a budget
+    /// (`--budget`); or compare two (`snapshot diff`).
     Snapshot(snapshot::SnapshotArgs),
+    /// Run a PyTorch program unchanged with its CUDA memory history recorded
+    /// (`memlint record -- python train.py ARGS`), then report the snapshot.
+    Record(record::RecordArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -112,6 +117,7 @@ fn main() -> ExitCode {
             verify(args)
         }
         Command::Snapshot(args) => snapshot::run(args),
+        Command::Record(args) => record::run(args),
     };
     ExitCode::from(status)
 }

@@ -17,11 +17,18 @@ use crate::source::SourceFile;
 #[derive(clap::Args, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Record a snapshot in your training script:\n  \
+    after_help = "Record a snapshot without editing the script:\n  \
+memlint record --steps 4 -- python train.py ARGS\n\
+or in your training script:\n  \
 torch.cuda.memory._record_memory_history(max_entries=100000)\n  \
 ... run some iterations ...\n  \
 torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")\n\n\
-Exit status: 0 read and analysed, 2 the file could not be read."
+The batch that fits: `--budget 24GiB` predicts the peak from half to 16 times the recorded \
+batch size and finds the largest batch whose run fits the budget (the caching allocator \
+limited to it, as torch.cuda.set_per_process_memory_fraction limits it: leave room for the \
+CUDA context, about 0.5 GiB, on a real card).\n\n\
+Exit status: 0 read and analysed, 2 the file could not be read (or, with --budget, no \
+training loop could be modelled)."
 )]
 pub struct SnapshotArgs {
     #[command(subcommand)]
@@ -44,6 +51,22 @@ pub struct SnapshotArgs {
     /// How many lines to list at the peak and at each out-of-memory error (0: all).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Predict the peak at other batch sizes and find the largest batch whose run fits in
+    /// this much memory (24GiB, 24G, 1.5GB, 8000000000): what the caching allocator may reserve.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    budget: Option<u64>,
+    /// The recording's batch size, when the snapshot does not tell it (`memlint record` notes
+    /// it; otherwise it is guessed from the sizes of the batch's tensors).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    batch: Option<u64>,
+    /// With --budget: the micro-batch and gradient-accumulation steps that reach an effective
+    /// batch of N within the budget, and the loss division they need (MEM011).
+    #[arg(long, value_name = "N", requires = "budget", value_parser = clap::value_parser!(u64).range(1..))]
+    effective_batch: Option<u64>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    memlint_snapshot::batch::parse_bytes(s)
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -96,8 +119,22 @@ fn write_out(output: Option<&Path>, text: &str) -> u8 {
         None => std::io::stdout().lock().write_all(text.as_bytes()),
         Some(path) => {
             let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            tempfile::NamedTempFile::new_in(dir).and_then(|mut f| {
+            // as `check -o` creates files: mode 0666 less the umask (0644 under the usual
+            // 022), or the mode of the file it replaces
+            let mut builder = tempfile::Builder::new();
+            #[cfg(unix)]
+            let keep = std::fs::metadata(path).ok().map(|m| m.permissions());
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                builder.permissions(std::fs::Permissions::from_mode(0o666));
+            }
+            builder.tempfile_in(dir).and_then(|mut f| {
                 f.write_all(text.as_bytes())?;
+                #[cfg(unix)]
+                if let Some(p) = keep {
+                    f.as_file().set_permissions(p)?;
+                }
                 f.persist(path).map(|_| ()).map_err(|e| e.error)
             })
         }
@@ -143,7 +180,12 @@ pub fn run(args: SnapshotArgs) -> u8 {
                 Err(s) => return s,
             };
             let series = if args.format == Format::Html { memlint_snapshot::html::STACKED_LINES } else { 0 };
-            let r = match memlint_snapshot::load_with_series(&file, map.as_ref(), args.top, series) {
+            let batch = (args.budget.is_some() || args.batch.is_some() || args.effective_batch.is_some()).then_some(memlint_snapshot::BatchRequest {
+                batch: args.batch,
+                budget: args.budget,
+                effective_batch: args.effective_batch,
+            });
+            let r = match memlint_snapshot::load_with(&file, map.as_ref(), args.top, series, batch) {
                 Ok(r) => r,
                 Err(e) => {
                     eprint!("{}", crate::report::render_error(&e));
@@ -163,28 +205,38 @@ pub fn run(args: SnapshotArgs) -> u8 {
     }
 }
 
-/// memlint's findings on the lines the report names, in the files found on this machine.
+/// memlint's findings in the files the report names (those found on this machine), each with
+/// what the run measured on its line.
 fn page_findings(r: &Report) -> Result<Vec<memlint_snapshot::html::PageFinding>, u8> {
-    let mut lines: Vec<(&str, u32)> = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
     for d in &r.devices {
-        lines.extend(d.at_peak.iter().chain(&d.retained).chain(d.ooms.iter().flat_map(|o| &o.at_oom)).map(|l| (l.file.as_str(), l.line)));
+        let lines = d.at_peak.iter().chain(&d.retained).chain(d.ooms.iter().flat_map(|o| &o.at_oom)).map(|l| l.file.as_str());
+        let functions = d.retained_by_function.iter().map(|f| f.file.as_str());
+        let inclusive = d.inclusive.iter().map(|f| f.file.as_str());
+        files.extend(lines.chain(functions).chain(inclusive).map(PathBuf::from).filter(|p| p.is_file()));
     }
-    let mut files: Vec<PathBuf> = lines.iter().map(|(f, _)| PathBuf::from(f)).filter(|p| p.is_file()).collect();
     files.sort();
     files.dedup();
     if files.is_empty() {
         return Ok(Vec::new());
     }
     let found = crate::check::findings_for_verify(&files)?;
+    let mut texts: std::collections::HashMap<PathBuf, String> = std::collections::HashMap::new();
     Ok(found
         .into_iter()
-        .filter(|f| lines.iter().any(|(file, line)| *line as usize == f.row && Path::new(file) == f.path))
-        .map(|f| memlint_snapshot::html::PageFinding {
-            file: f.path.display().to_string(),
-            line: f.row as u32,
-            url: memlint_linter::Rule::from_code_or_name(&f.code).map(|r| r.url()).unwrap_or_default(),
-            code: f.code,
-            name: f.name,
+        .map(|f| {
+            let text = texts.entry(f.path.clone()).or_insert_with(|| std::fs::read_to_string(&f.path).unwrap_or_default());
+            let abs = std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone());
+            let m = measured_at(r, &abs, text, f.row, &f.code);
+            memlint_snapshot::html::PageFinding {
+                file: f.path.display().to_string(),
+                line: f.row as u32,
+                url: memlint_linter::Rule::from_code_or_name(&f.code).map(|r| r.url()).unwrap_or_default(),
+                measured: m.as_ref().map(Measured::describe),
+                keeps: m.map(|m| m.kept_lines).unwrap_or_default(),
+                code: f.code,
+                name: f.name,
+            }
         })
         .collect())
 }
@@ -203,16 +255,32 @@ pub fn load_for_findings(path: &Path, source: Option<&Path>) -> Result<(), u8> {
 
 /// What the user's run measured on a finding's line (the `snapshot` object of a JSON
 /// finding: a public contract).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Measured {
     pub bytes_at_peak: u64,
     pub retained_bytes: u64,
     pub retained_count: u64,
+    /// For a finding that says its line keeps a graph or tensors alive (MEM002, MEM005,
+    /// MEM006): the bytes its fix would free, the retained blocks allocated under the
+    /// line's function, still alive at the end of the recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_blocks: Option<u64>,
+    /// How `kept_bytes` was derived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_derivation: Option<String>,
+    /// The retained lines (recorded file, line) those blocks were allocated on.
+    #[serde(skip)]
+    pub kept_lines: Vec<(String, u32)>,
 }
 
 impl Measured {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
+        if let Some(k) = self.kept_bytes {
+            parts.push(format!("keeps {} alive ({})", mib(k), self.kept_derivation.as_deref().unwrap_or("")));
+        }
         if self.bytes_at_peak > 0 {
             parts.push(format!("{} alive at the peak", mib(self.bytes_at_peak)));
         }
@@ -223,15 +291,70 @@ impl Measured {
     }
 }
 
+/// Rules whose finding says the line keeps a graph or tensors alive across iterations.
+const KEEPING_RULES: [&str; 3] = ["MEM002", "MEM005", "MEM006"];
+
+/// The function whose body holds 1-based `row` of `text`: the nearest `def` above it, less
+/// indented than the row; `<module>` (as Python names top-level code) when there is none.
+pub fn enclosing_function(text: &str, row: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let Some(at) = lines.get(row.saturating_sub(1)) else { return "<module>".into() };
+    let mut limit = indent(at);
+    for l in lines[..row.saturating_sub(1)].iter().rev() {
+        let t = l.trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let i = indent(l);
+        if i < limit {
+            let def = t.strip_prefix("async ").unwrap_or(t);
+            if let Some(rest) = def.strip_prefix("def ") {
+                return rest.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or("").to_string();
+            }
+            if t.starts_with("class ") {
+                return "<module>".into();
+            }
+            limit = i;
+            if i == 0 {
+                break;
+            }
+        }
+    }
+    "<module>".into()
+}
+
+/// The measured figures of a finding on `row` of `path` (text: the file's source).
+fn measured_at(report: &Report, path: &Path, text: &str, row: usize, code: &str) -> Option<Measured> {
+    let mut m = report
+        .figures_for(path, row as u32)
+        .map(|f| Measured { bytes_at_peak: f.bytes_at_peak, retained_bytes: f.retained_bytes, retained_count: f.retained_count, ..Default::default() })
+        .unwrap_or_default();
+    if KEEPING_RULES.contains(&code) {
+        let function = enclosing_function(text, row);
+        if let Some(k) = report.kept_by(path, &function) {
+            let shown = if function == "<module>" { "the module's top level".to_string() } else { format!("`{function}()`") };
+            m.kept_bytes = Some(k.bytes);
+            m.kept_blocks = Some(k.blocks);
+            m.kept_derivation = Some(format!(
+                "{} blocks allocated under {shown}, piled up over {} iterations and still alive when the recording ended: what the fix frees",
+                k.blocks, k.count
+            ));
+            m.kept_lines = k.lines;
+        }
+    }
+    (m.bytes_at_peak > 0 || m.retained_bytes > 0 || m.kept_bytes.is_some()).then_some(m)
+}
+
 pub fn measured(file: &FileReport, source: Option<&SourceFile>, d: &Diagnostic) -> Option<Measured> {
     let report = LOADED.get()?;
-    let loc = source?.location(d.range.start);
+    let source = source?;
+    let loc = source.location(d.range.start);
     if loc.cell.is_some() {
         return None; // notebook rows count within cells; recorded lines do not
     }
     let path = std::path::absolute(&file.path).unwrap_or_else(|_| file.path.clone());
-    let f = report.figures_for(&path, loc.row as u32)?;
-    Some(Measured { bytes_at_peak: f.bytes_at_peak, retained_bytes: f.retained_bytes, retained_count: f.retained_count })
+    measured_at(report, &path, source.text(), loc.row, d.rule.code())
 }
 
 /// `verify --snapshot`: each finding's figures from the user's own run, on standard error
@@ -242,8 +365,9 @@ pub fn print_measured_for_verify(path: &Path, findings: &[memlint_verify::Findin
     eprintln!("measured in your run ({}):", path.display());
     for f in findings {
         let abs = std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone());
-        let what = match r.figures_for(&abs, f.row as u32) {
-            Some(x) => Measured { bytes_at_peak: x.bytes_at_peak, retained_bytes: x.retained_bytes, retained_count: x.retained_count }.describe(),
+        let text = std::fs::read_to_string(&f.path).unwrap_or_default();
+        let what = match measured_at(&r, &abs, &text, f.row, &f.code) {
+            Some(m) => m.describe(),
             None => "no memory recorded on this line".to_string(),
         };
         eprintln!("  {}:{}: {} {}: {what}", f.path.display(), f.row, f.code, f.name);

@@ -69,6 +69,8 @@ pub struct FragmentationReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct Oom {
     pub time_us: i64,
+    /// Microseconds since the first event of the device's trace.
+    pub time_since_start_us: i64,
     pub requested_bytes: u64,
     pub allocated_bytes: u64,
     pub at_oom: Vec<Line>,
@@ -89,6 +91,10 @@ pub struct Device {
     pub peak_allocated_bytes: u64,
     pub peak_reserved_bytes: u64,
     pub peak_time_us: i64,
+    /// When the peak was reached, in microseconds since the first event of the trace.
+    pub peak_time_since_start_us: i64,
+    /// The trace's first event (µs, PyTorch's clock).
+    pub start_time_us: i64,
     pub at_peak: Vec<Line>,
     pub retained: Vec<Line>,
     pub fragmentation: FragmentationReport,
@@ -96,9 +102,16 @@ pub struct Device {
     #[serde(skip)]
     pub series: Vec<Sample>,
     /// With [`analyse_with_series`]: at each sample of `series`, the bytes of the first
-    /// `at_peak` lines (as many as were asked for).
+    /// `at_peak` lines (as many as were asked for; `<no user code>` among them).
     #[serde(skip)]
     pub line_series: Vec<Vec<u64>>,
+    /// The frames of `line_series`' columns (`u32::MAX`: `<no user code>`).
+    #[serde(skip)]
+    pub line_series_frames: Vec<u32>,
+    /// Retained blocks by the functions on their stacks: what a line of that function that
+    /// keeps them (a summed loss, collected outputs) holds.
+    #[serde(skip)]
+    pub retained_by_function: Vec<FunctionRetained>,
     /// Per user frame anywhere on the stack (not only the innermost): what the CLI and the
     /// server attach to a finding on that line.
     #[serde(skip)]
@@ -113,6 +126,19 @@ pub struct LineFigures {
     pub bytes_at_peak: u64,
     pub retained_bytes: u64,
     pub retained_count: u64,
+}
+
+/// Retained blocks (those of the `retained` lines) whose stack passes through one function.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FunctionRetained {
+    pub file: String,
+    pub function: String,
+    pub bytes: u64,
+    pub blocks: u64,
+    /// The most rounds any of its lines piled up in.
+    pub count: u64,
+    /// The lines (innermost frames) that allocated them.
+    pub lines: Vec<(String, u32)>,
 }
 
 struct Live {
@@ -386,7 +412,8 @@ fn analyse_device(snap: &Snapshot, device: usize, top: usize, series_lines: usiz
     // Pass 1: the peaks, the series, the allocation rounds, the OOMs.
     let mut st = State::default();
     fresh(&mut st);
-    let mut peak_alloc = (st.allocated, 0usize, events.first().map(|e| e.time_us).unwrap_or(0));
+    let start_time = events.first().map(|e| e.time_us).unwrap_or(0);
+    let mut peak_alloc = (st.allocated, 0usize, start_time);
     let mut peak_res = (st.reserved.max(0) as u64, 0usize);
     let mut frag_at_peak_res = st.fragmentation();
     let mut res_pending = false;
@@ -442,7 +469,7 @@ fn analyse_device(snap: &Snapshot, device: usize, top: usize, series_lines: usiz
             }
             Action::Oom => {
                 let at = group(snap, st.live.values().map(|b| (b.size, b.stack)), top);
-                ooms.push(Oom { time_us: e.time_us, requested_bytes: e.size, allocated_bytes: st.allocated, at_oom: at });
+                ooms.push(Oom { time_us: e.time_us, time_since_start_us: e.time_us - start_time, requested_bytes: e.size, allocated_bytes: st.allocated, at_oom: at });
             }
             _ => {}
         }
@@ -504,26 +531,57 @@ fn analyse_device(snap: &Snapshot, device: usize, top: usize, series_lines: usiz
             }
         }
     }
-    // Pass 3 (for the page): the top lines' bytes over time, at the series' samples.
+    // Retained blocks by the functions on their stacks.
+    type Lines = std::collections::BTreeSet<(String, u32)>;
+    let mut by_function: HashMap<(String, String), (FunctionRetained, Lines)> = HashMap::new();
+    for b in st.live.values().filter(|b| b.in_trace && b.stack != NO_STACK) {
+        let stack = &snap.stacks[b.stack as usize];
+        let Some(&count) = retained_count.get(&stack[0]) else { continue };
+        let inner = &snap.frames[stack[0] as usize];
+        let mut seen: HashSet<(&str, &str)> = HashSet::new();
+        for &f in stack {
+            let fr = &snap.frames[f as usize];
+            if !seen.insert((&fr.file, &fr.function)) {
+                continue;
+            }
+            let e = by_function.entry((fr.file.to_string(), fr.function.to_string())).or_insert_with(|| {
+                (FunctionRetained { file: fr.file.to_string(), function: fr.function.to_string(), ..Default::default() }, Default::default())
+            });
+            e.0.bytes += b.size;
+            e.0.blocks += 1;
+            e.0.count = e.0.count.max(count);
+            e.1.insert((inner.file.to_string(), inner.line));
+        }
+    }
+    let mut retained_by_function: Vec<FunctionRetained> = by_function
+        .into_values()
+        .map(|(mut f, lines)| {
+            f.lines = lines.into_iter().collect();
+            f
+        })
+        .collect();
+    retained_by_function.sort_by(|a, b| a.file.cmp(&b.file).then(a.function.cmp(&b.function)));
+
+    // Pass 3 (for the page): the top lines' bytes over time, at the series' samples, with
+    // `<no user code>` (autograd's backward threads) as a line of its own.
     let mut line_series = Vec::new();
+    let tops: Vec<u32> = if series_lines > 0 { at_peak.iter().map(|l| l.frame).take(series_lines).collect() } else { Vec::new() };
     if series_lines > 0 {
-        let tops: Vec<u32> = at_peak.iter().map(|l| l.frame).filter(|f| *f != u32::MAX).take(series_lines).collect();
+        let frame_of = |stack: u32| if stack == NO_STACK { u32::MAX } else { snap.stacks[stack as usize][0] };
         let mut cur = vec![0u64; tops.len()];
         let mut rows = Vec::new();
         let mut st3 = State::default();
         fresh(&mut st3);
         for b in st3.live.values() {
-            if let Some(i) = (b.stack != NO_STACK).then(|| snap.stacks[b.stack as usize][0]).and_then(|f| tops.iter().position(|t| *t == f)) {
+            if let Some(i) = tops.iter().position(|t| *t == frame_of(b.stack)) {
                 cur[i] += b.size;
             }
         }
         let n = events.len();
         replay(events, &mut st3, expandable, |i, change| {
             if let Some((stack, delta)) = change {
-                if stack != NO_STACK {
-                    if let Some(k) = tops.iter().position(|t| *t == snap.stacks[stack as usize][0]) {
-                        cur[k] = cur[k].wrapping_add_signed(delta);
-                    }
+                if let Some(k) = tops.iter().position(|t| *t == frame_of(stack)) {
+                    cur[k] = cur[k].wrapping_add_signed(delta);
                 }
             }
             if i % stride == 0 || i + 1 == n {
@@ -572,12 +630,16 @@ fn analyse_device(snap: &Snapshot, device: usize, top: usize, series_lines: usiz
         peak_allocated_bytes: peak_alloc.0,
         peak_reserved_bytes: peak_res.0,
         peak_time_us: peak_alloc.2,
+        peak_time_since_start_us: peak_alloc.2 - start_time,
+        start_time_us: start_time,
         at_peak,
         retained,
         fragmentation: FragmentationReport { at_peak_reserved: frag_at_peak_res, at_end, expandable_segments_saving_bytes: saving.filter(|s| *s > 0) },
         ooms,
         series,
         line_series,
+        line_series_frames: tops,
+        retained_by_function,
         inclusive,
     }
 }

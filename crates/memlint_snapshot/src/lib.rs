@@ -6,11 +6,13 @@
 //! to findings by file and line.
 
 pub mod analysis;
+pub mod batch;
 pub mod html;
 pub mod loops;
 pub mod pickle;
 pub mod read;
 pub mod report;
+pub mod sim;
 pub mod source;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +38,12 @@ pub enum SnapshotError {
     #[error("{} is damaged or truncated: {detail}", path.display())]
     #[diagnostic(code(memlint::snapshot::malformed))]
     Malformed { path: PathBuf, detail: String },
+    #[error("{}: cannot predict other batch sizes: {detail}", path.display())]
+    #[diagnostic(
+        code(memlint::snapshot::batch),
+        help("the batch model needs a recording of 3 iterations or more of the training loop: `memlint record --steps 4 -- python train.py`")
+    )]
+    Batch { path: PathBuf, detail: String },
 }
 
 impl SnapshotError {
@@ -52,12 +60,35 @@ pub fn load(path: &Path, source: Option<&SourceMap>, top: usize) -> Result<Repor
 /// [`load`], with the bytes over time of the first `series_lines` lines at the peak (for
 /// the HTML page).
 pub fn load_with_series(path: &Path, source: Option<&SourceMap>, top: usize, series_lines: usize) -> Result<Report, SnapshotError> {
-    let snap = read_snapshot(path)?;
+    load_with(path, source, top, series_lines, None)
+}
+
+/// What `memlint snapshot --budget/--batch/--effective-batch` asks of the batch model.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchRequest {
+    /// `--batch N`: the recording's batch size.
+    pub batch: Option<u64>,
+    /// `--budget`: bytes the caching allocator may reserve.
+    pub budget: Option<u64>,
+    /// `--effective-batch N`.
+    pub effective_batch: Option<u64>,
+}
+
+/// [`load_with_series`], and with `batch` the batch model's predictions ([`batch`]).
+pub fn load_with(path: &Path, source: Option<&SourceMap>, top: usize, series_lines: usize, batch: Option<BatchRequest>) -> Result<Report, SnapshotError> {
+    let snap = if batch.is_some() { read_snapshot_with_free_stacks(path)? } else { read_snapshot(path)? };
     let mut devices = analysis::analyse_with_series(&snap, top, series_lines);
     if let Some(map) = source {
         for d in &mut devices {
             map.apply(d);
         }
     }
-    Ok(Report { file: path.display().to_string(), devices })
+    let batch = match batch {
+        None => None,
+        Some(req) => {
+            let model = batch::BatchModel::new(&snap, req.batch).map_err(|detail| SnapshotError::Batch { path: path.to_path_buf(), detail })?;
+            Some(model.report(req.budget, req.effective_batch))
+        }
+    };
+    Ok(Report { file: path.display().to_string(), devices, batch, record: snap.record.clone() })
 }

@@ -81,9 +81,36 @@ fn median(mut v: Vec<u64>) -> u64 {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
-/// Finds the repeating loop of the device with the most allocations; the error says why
-/// there is none (in words that follow "no training loop found: ").
-pub fn find_loop(snap: &Snapshot) -> Result<LoopFigures, String> {
+/// Where a recorded loop is: its device, where its body starts, where each iteration starts,
+/// and the complete iterations that repeat exactly (see the module documentation, steps 1-3).
+#[derive(Clone, Debug)]
+pub(crate) struct LoopShape {
+    pub device: usize,
+    /// Index of the loop's first event (the body's first event, or the first iteration start).
+    pub loop_start: usize,
+    /// Event index of each iteration start.
+    pub tops: Vec<usize>,
+    /// Complete iterations that repeat the loop's allocations exactly: (start, next start).
+    pub measured: Vec<(usize, usize)>,
+    /// Allocations per iteration.
+    pub period: usize,
+    /// The loop's body, when the stacks tell it.
+    pub body: Option<Body>,
+    /// The iterations were told apart by the body's lines (else by memory levels, as for a
+    /// trace without stacks).
+    pub by_stacks: bool,
+}
+
+/// Finds the loop of the device with the most allocations; the error says why there is none
+/// (in words that follow "no training loop found: ").
+pub(crate) fn loop_shape(snap: &Snapshot) -> Result<LoopShape, String> {
+    loop_shape_with(snap, 3)
+}
+
+/// [`loop_shape`] where the repeating run of allocations may cover as few as `min_periods`
+/// periods (2: three iterations of which the last two repeat, as in a short recording whose
+/// first iterations differ: lazy optimizer state, steps a GradScaler skipped).
+pub(crate) fn loop_shape_with(snap: &Snapshot, min_periods: usize) -> Result<LoopShape, String> {
     let device = (0..snap.traces.len())
         .max_by_key(|&d| (snap.traces[d].iter().filter(|e| e.action == Action::Alloc).count(), std::cmp::Reverse(d)))
         .ok_or("the snapshot's device_traces are empty")?;
@@ -96,7 +123,7 @@ pub fn find_loop(snap: &Snapshot) -> Result<LoopFigures, String> {
     let sig: Vec<u32> = allocs.iter().map(|&i| events[i].stack).collect();
 
     // 1. The period.
-    let (p, run_start, run) = period(&sig).ok_or_else(|| {
+    let (p, run_start, run) = period(&sig, min_periods).ok_or_else(|| {
         format!("no sequence of allocations repeats in device {device}'s trace ({} allocations): record at least 4 iterations of the loop", allocs.len())
     })?;
     let region = (allocs[run_start], allocs[run_start + run + p - 1]);
@@ -116,8 +143,6 @@ pub fn find_loop(snap: &Snapshot) -> Result<LoopFigures, String> {
         .map(|e| &snap.stacks[e.stack as usize][..])
         .collect();
     let body = loop_body(snap, &cycle, &span);
-    let lv = levels(snap, device);
-    let level_before = |i: usize| if i == 0 { lv.start } else { lv.after[i - 1] };
     let mut tops: Vec<usize> = Vec::new();
     let mut loop_start = None;
     if let Some(b) = &body {
@@ -135,11 +160,41 @@ pub fn find_loop(snap: &Snapshot) -> Result<LoopFigures, String> {
     let by_stacks = tops.len() >= 2;
     if !by_stacks {
         // No stacks to follow: each period starts where allocated memory is lowest.
+        let lv = levels(snap, device);
+        let level_before = |i: usize| if i == 0 { lv.start } else { lv.after[i - 1] };
         let phase = (0..p).min_by_key(|&f| (level_before(allocs[run_start + f]), f)).unwrap_or(0);
         tops = (run_start + phase..run_start + run + p).step_by(p).map(|k| allocs[k]).collect();
         loop_start = tops.first().copied();
     }
     let loop_start = loop_start.unwrap_or(0);
+
+    // 3. The measured iterations.
+    let allocs_in = |a: usize, b: usize| allocs.partition_point(|&i| i < b) - allocs.partition_point(|&i| i < a);
+    let measured: Vec<(usize, usize)> = tops
+        .windows(2)
+        .map(|w| (w[0], w[1]))
+        .filter(|&(a, b)| a >= region.0 && allocs_in(a, b) == p && allocs[allocs.partition_point(|&i| i < b) - 1] <= region.1)
+        .collect();
+    if measured.is_empty() {
+        return Err(format!(
+            "{} iteration start(s) found in device {device}'s trace, but no complete iteration that repeats the loop's {p} allocations",
+            tops.len()
+        ));
+    }
+    let body = body.filter(|_| by_stacks);
+    Ok(LoopShape { device, loop_start, tops, measured, period: p, body, by_stacks })
+}
+
+/// Finds the repeating loop of the device with the most allocations; the error says why
+/// there is none (in words that follow "no training loop found: ").
+pub fn find_loop(snap: &Snapshot) -> Result<LoopFigures, String> {
+    let shape = loop_shape(snap)?;
+    let LoopShape { device, loop_start, ref tops, ref measured, period: p, ref body, .. } = shape;
+    let body = body.as_ref().map(|b| (b.function_frame, b.first_line, b.last_line));
+    let events: &[Event] = &snap.traces[device];
+    let allocs: Vec<usize> = (0..events.len()).filter(|&i| events[i].action == Action::Alloc).collect();
+    let lv = levels(snap, device);
+    let level_before = |i: usize| if i == 0 { lv.start } else { lv.after[i - 1] };
 
     // When each block is freed (by event index), and which allocation a free ends.
     let mut free_at = vec![usize::MAX; events.len()];
@@ -164,23 +219,9 @@ pub fn find_loop(snap: &Snapshot) -> Result<LoopFigures, String> {
         }
     }
 
-    // 3. The measured iterations.
-    let allocs_in = |a: usize, b: usize| allocs.partition_point(|&i| i < b) - allocs.partition_point(|&i| i < a);
-    let measured: Vec<(usize, usize)> = tops
-        .windows(2)
-        .map(|w| (w[0], w[1]))
-        .filter(|&(a, b)| a >= region.0 && allocs_in(a, b) == p && allocs[allocs.partition_point(|&i| i < b) - 1] <= region.1)
-        .collect();
-    if measured.is_empty() {
-        return Err(format!(
-            "{} iteration start(s) found in device {device}'s trace, but no complete iteration that repeats the loop's {p} allocations",
-            tops.len()
-        ));
-    }
-
     // 5. Per measured iteration: transient peak, rise above the top, level at the top.
     let (mut acts, mut rises, mut tops_level) = (Vec::new(), Vec::new(), Vec::new());
-    for &(a, b) in &measured {
+    for &(a, b) in measured {
         let before = level_before(a);
         let peak = lv.after[a..b].iter().copied().max().unwrap_or(before).max(before);
         // The forward part: up to the first allocation of the backward pass, which autograd's
@@ -221,14 +262,13 @@ pub fn find_loop(snap: &Snapshot) -> Result<LoopFigures, String> {
     }
     let recording_starts_in_loop = !events[..loop_start].iter().any(|e| e.action == Action::Alloc);
 
-    let body = body.filter(|_| by_stacks);
-    let frame = body.as_ref().map(|b| &snap.frames[b.function_frame as usize]);
+    let frame = body.map(|b| &snap.frames[b.0 as usize]);
     Ok(LoopFigures {
         device,
         file: frame.map(|f| f.file.to_string()),
         function: frame.map(|f| f.function.to_string()),
-        first_line: body.as_ref().map(|b| b.first_line),
-        last_line: body.as_ref().map(|b| b.last_line),
+        first_line: body.map(|b| b.1),
+        last_line: body.map(|b| b.2),
         iterations: tops.len(),
         measured_iterations: measured.len(),
         allocations_per_iteration: p,
@@ -245,15 +285,23 @@ pub fn find_loop(snap: &Snapshot) -> Result<LoopFigures, String> {
 
 /// The shortest shift `p` under which the longest run of equal signatures (`sig[j] ==
 /// sig[j + p]`) covers the most allocations, with that run's start and length; None when no
-/// run covers three periods.
-fn period(sig: &[u32]) -> Option<(usize, usize, usize)> {
+/// run covers `min_periods` periods (with the period itself: that many iterations plus one).
+fn period(sig: &[u32], min_periods: usize) -> Option<(usize, usize, usize)> {
     let n = sig.len();
-    // Candidate shifts: distances between consecutive occurrences of a signature.
-    let mut last: HashMap<u32, usize> = HashMap::new();
-    let mut gaps: HashMap<usize, usize> = HashMap::new();
+    // Candidate shifts: distances between an occurrence of a signature and its next ones (up
+    // to the 8th next: a statement that allocates m times an iteration repeats at its m-th
+    // next occurrence; one that allocates more often, such as the backward pass's, does not
+    // say the period).
+    let mut positions: HashMap<u32, Vec<usize>> = HashMap::new();
     for (j, s) in sig.iter().enumerate() {
-        if let Some(prev) = last.insert(*s, j) {
-            *gaps.entry(j - prev).or_default() += 1;
+        positions.entry(*s).or_default().push(j);
+    }
+    let mut gaps: HashMap<usize, usize> = HashMap::new();
+    for pos in positions.values() {
+        for m in 1..=8 {
+            for w in pos.windows(m + 1) {
+                *gaps.entry(w[m] - w[0]).or_default() += 1;
+            }
         }
     }
     let mut cands: Vec<(usize, usize)> = gaps.into_iter().collect();
@@ -276,8 +324,8 @@ fn period(sig: &[u32]) -> Option<(usize, usize, usize)> {
                 cur = 0;
             }
         }
-        // Three iterations at least: one period seen twice more.
-        if top < 2 * p {
+        // Three iterations at least: one period seen twice more (or once more, with 2).
+        if top < (min_periods - 1).max(1) * p {
             continue;
         }
         let better = match best {
@@ -293,16 +341,17 @@ fn period(sig: &[u32]) -> Option<(usize, usize, usize)> {
 
 /// The loop's body: the frames every allocation of one period shares (outermost first), and
 /// the function one frame further in, with the lines seen there.
-struct Body {
+#[derive(Clone, Debug)]
+pub(crate) struct Body {
     prefix: Vec<u32>,
-    function_frame: u32,
-    first_line: u32,
-    last_line: u32,
+    pub function_frame: u32,
+    pub first_line: u32,
+    pub last_line: u32,
 }
 
 impl Body {
     /// The line of the body this event's statement is on (None: not an event of the body).
-    fn line_of(&self, snap: &Snapshot, e: &Event) -> Option<u32> {
+    pub fn line_of(&self, snap: &Snapshot, e: &Event) -> Option<u32> {
         if e.stack == NO_STACK {
             return None;
         }

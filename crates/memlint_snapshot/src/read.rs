@@ -83,16 +83,45 @@ pub struct Snapshot {
     pub stacks: Vec<Vec<u32>>,
     /// `allocator_settings.expandable_segments`.
     pub expandable_segments: bool,
+    /// What `memlint record` added to the snapshot (the `memlint_record` key), if it made it.
+    pub record: Option<RecordInfo>,
+    /// Per device, the spans of `Optimizer.step` (start and end, µs) that PyTorch annotates
+    /// in `external_annotations` (end `i64::MAX`: still running when the snapshot was taken).
+    pub optimizer_steps: Vec<Vec<(i64, i64)>>,
+    /// The snapshot has `external_annotations` (PyTorch 2.5 and later annotate optimizer
+    /// steps there): a training run recorded with them and without steps has none.
+    pub has_annotations: bool,
+}
+
+/// What `memlint record` adds to a snapshot under the `memlint_record` key: figures PyTorch
+/// reported when the snapshot was taken, and the batch size it saw.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct RecordInfo {
+    /// The leading dimension of the first tensor given to a module in the forward passes
+    /// (the most frequent one among those with gradients on).
+    pub batch: Option<u64>,
+    /// Why the snapshot was taken: `exit`, `oom` or `steps`.
+    pub reason: Option<String>,
+    /// Optimizer steps seen when it was taken.
+    pub steps: Option<u64>,
+    /// `torch.cuda.max_memory_allocated()` / `max_memory_reserved()` then (the current device).
+    pub max_memory_allocated: Option<u64>,
+    pub max_memory_reserved: Option<u64>,
 }
 
 /// Whether a recorded frame is in the user's code: a `.py` file that is not in
-/// site-packages/dist-packages, the standard library or PyTorch itself.
+/// site-packages/dist-packages, the standard library, PyTorch itself or `memlint record`'s
+/// recorder.
 pub fn is_user_file(file: &str) -> bool {
     let f: std::borrow::Cow<str> = if file.contains('\\') { file.replace('\\', "/").into() } else { file.into() };
     if !(f.ends_with(".py") || f.ends_with(".ipynb")) || f.starts_with('<') {
         return false;
     }
     if f.contains("/site-packages/") || f.contains("/dist-packages/") || f.contains("/torch/") {
+        return false;
+    }
+    // `memlint record`'s recorder (its wrapper of GradScaler.step is on the stack of a step)
+    if f.ends_with("/sitecustomize.py") && f.rsplit('/').nth(1).is_some_and(|d| d.starts_with("memlint-record-")) {
         return false;
     }
     // the standard library: .../lib/python3.X/<module>.py (site-packages excluded above)
@@ -337,5 +366,48 @@ fn read_from(input: impl std::io::Read, path: &Path, free_stacks: bool) -> Resul
         .unwrap_or(0)
         != 0
         || r.snap.segments.iter().any(|s| s.is_expandable);
+    if let Some(rec) = top.get("memlint_record") {
+        let u = |k: &str| rec.get(k).and_then(|v| v.as_i64()).and_then(|v| u64::try_from(v).ok());
+        r.snap.record = Some(RecordInfo {
+            batch: u("batch").filter(|b| *b > 0),
+            reason: rec.get("reason").and_then(|v| v.as_str().map(str::to_string)),
+            steps: u("steps"),
+            max_memory_allocated: u("max_memory_allocated"),
+            max_memory_reserved: u("max_memory_reserved"),
+        });
+    }
+    // `Optimizer.step#Adam.step` START/END pairs, per device.
+    let mut open: std::collections::HashMap<usize, i64> = std::collections::HashMap::new();
+    r.snap.has_annotations = top.get("external_annotations").is_some();
+    for a in top.get("external_annotations").map(|v| v.items()).unwrap_or_default() {
+        let name = a.get("name");
+        if !name.as_ref().and_then(Value::as_str).is_some_and(|n| n.starts_with("Optimizer.step")) {
+            continue;
+        }
+        let device = int(&a.get("device")).unwrap_or(0).clamp(0, 1 << 16) as usize;
+        let Some(t) = int(&a.get("time_us")) else { continue };
+        match a.get("stage").as_ref().and_then(Value::as_str) {
+            Some("START") => {
+                open.insert(device, t);
+            }
+            Some("END") => {
+                if let Some(s) = open.remove(&device) {
+                    while r.snap.optimizer_steps.len() <= device {
+                        r.snap.optimizer_steps.push(Vec::new());
+                    }
+                    r.snap.optimizer_steps[device].push((s, t));
+                }
+            }
+            _ => {}
+        }
+    }
+    // a step still running when the snapshot was taken (`memlint record --steps` takes it from
+    // the step's own hook)
+    for (device, start) in open {
+        while r.snap.optimizer_steps.len() <= device {
+            r.snap.optimizer_steps.push(Vec::new());
+        }
+        r.snap.optimizer_steps[device].push((start, i64::MAX));
+    }
     Ok(r.snap)
 }

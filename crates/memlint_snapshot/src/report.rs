@@ -13,6 +13,12 @@ use crate::analysis::{Device, Line, LineFigures};
 pub struct Report {
     pub file: String,
     pub devices: Vec<Device>,
+    /// With `--budget`, `--batch` or `--effective-batch`: the batch model's predictions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<crate::batch::BatchReport>,
+    /// What `memlint record` noted in the snapshot, when it made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<crate::read::RecordInfo>,
 }
 
 pub fn mib(bytes: u64) -> String {
@@ -25,6 +31,19 @@ pub fn mib(bytes: u64) -> String {
         format!("{:.1} KiB", b / 1024.0)
     } else {
         format!("{bytes} B")
+    }
+}
+
+/// A duration in microseconds, for people: `850 µs`, `12.3 ms`, `4.52 s`.
+pub fn since(us: i64) -> String {
+    let a = us.unsigned_abs() as f64;
+    let sign = if us < 0 { "-" } else { "" };
+    if a < 1000.0 {
+        format!("{sign}{a:.0} µs")
+    } else if a < 1e6 {
+        format!("{sign}{:.1} ms", a / 1e3)
+    } else {
+        format!("{sign}{:.2} s", a / 1e6)
     }
 }
 
@@ -62,10 +81,32 @@ impl Report {
         out.filter(|o| o.bytes_at_peak > 0 || o.retained_bytes > 0)
     }
 
+    /// What a line of `function` in `path` keeps alive when it keeps a graph or tensors (a
+    /// summed loss, collected outputs): the retained blocks whose stacks pass through that
+    /// function, summed over devices; None when there are none.
+    pub fn kept_by(&self, path: &Path, function: &str) -> Option<crate::analysis::FunctionRetained> {
+        let file = self.match_file(&path.display().to_string())?;
+        let mut out: Option<crate::analysis::FunctionRetained> = None;
+        for d in &self.devices {
+            for f in d.retained_by_function.iter().filter(|f| f.file == file && f.function == function) {
+                let o = out.get_or_insert_with(|| crate::analysis::FunctionRetained { file: f.file.clone(), function: f.function.clone(), ..Default::default() });
+                o.bytes += f.bytes;
+                o.blocks += f.blocks;
+                o.count = o.count.max(f.count);
+                o.lines.extend(f.lines.iter().cloned());
+            }
+        }
+        out.filter(|o| o.bytes > 0)
+    }
+
     /// The snapshot's file that a linted path stands for: same file name, and of several
     /// such files the one sharing the longest path suffix with it (none on a tie).
     pub fn match_file(&self, path: &str) -> Option<String> {
-        let mut files: Vec<&str> = self.devices.iter().flat_map(|d| d.inclusive.iter().map(|f| f.file.as_str())).collect();
+        let mut files: Vec<&str> = self
+            .devices
+            .iter()
+            .flat_map(|d| d.inclusive.iter().map(|f| f.file.as_str()).chain(d.retained_by_function.iter().map(|f| f.file.as_str())))
+            .collect();
         files.sort_unstable();
         files.dedup();
         let scored: Vec<(usize, &str)> = files.into_iter().map(|f| (suffix_len(f, path), f)).filter(|(n, _)| *n >= 1).collect();
@@ -94,10 +135,10 @@ impl Report {
             let _ = writeln!(o, "\ndevice {} ({} events)", d.device, d.events);
             let _ = writeln!(
                 o,
-                "  peak: {} allocated, {} reserved (at {} µs)",
+                "  peak: {} allocated, {} reserved ({} after the first recorded event)",
                 mib(d.peak_allocated_bytes),
                 mib(d.peak_reserved_bytes),
-                d.peak_time_us
+                since(d.peak_time_since_start_us)
             );
             let _ = writeln!(o, "\n  alive at the peak, by line:");
             for l in &d.at_peak {
@@ -134,8 +175,8 @@ impl Report {
             for oom in &d.ooms {
                 let _ = writeln!(
                     o,
-                    "\n  out of memory at {} µs: {} requested while {} was allocated; held by:",
-                    oom.time_us,
+                    "\n  out of memory {} after the first recorded event: {} requested while {} was allocated; held by:",
+                    since(oom.time_since_start_us),
                     mib(oom.requested_bytes),
                     mib(oom.allocated_bytes)
                 );
@@ -144,7 +185,89 @@ impl Report {
                 }
             }
         }
+        if let Some(b) = &self.batch {
+            b.write_text(&mut o);
+        }
         o
+    }
+}
+
+impl crate::batch::BatchReport {
+    /// The batch model's section of the text report.
+    pub fn write_text(&self, o: &mut String) {
+        let b0 = self.recorded_batch;
+        let _ = writeln!(
+            o,
+            "\nbatch size (device {}): recorded at {b0} ({}), {} loop iterations",
+            self.device,
+            match self.batch_source {
+                crate::batch::BatchSource::Recorded => "seen by memlint record",
+                crate::batch::BatchSource::Given => "--batch",
+                crate::batch::BatchSource::InputSizes => "guessed from the batch's tensors: pass --batch N if wrong",
+            },
+            self.iterations
+        );
+        let _ = writeln!(
+            o,
+            "  at the recorded peak: {} does not depend on the batch (parameters, gradients, optimizer state, workspaces), {} scales with it ({} per sample)",
+            mib(self.fixed_bytes_at_peak),
+            mib(self.batch_bytes_at_peak),
+            mib(self.per_sample_bytes)
+        );
+        let fits_header = self.budget_bytes.map(|g| format!("  fits {}", mib(g))).unwrap_or_default();
+        let _ = writeln!(o, "\n  predicted peak:\n    {:>8}  {:>11}  {:>11}{fits_header}", "batch", "allocated", "reserved");
+        for p in &self.predictions {
+            let mark = match p.fits {
+                Some(true) => "  yes",
+                Some(false) => "  no",
+                None => "",
+            };
+            let rec = if p.batch == b0 {
+                format!("   (recorded: {} allocated, {} reserved)", mib(self.recorded_peak_allocated_bytes), mib(self.recorded_peak_reserved_bytes))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(o, "    {:>8}  {:>11}  {:>11}{mark}{rec}", p.batch, mib(p.allocated_peak_bytes), mib(p.reserved_peak_bytes));
+        }
+        if let Some(g) = self.budget_bytes {
+            match (self.largest_batch, &self.no_fit) {
+                (Some(l), _) => {
+                    let _ = writeln!(
+                        o,
+                        "\n  largest batch within {}: {}{l} (the caching allocator limited to the budget, as torch.cuda.set_per_process_memory_fraction limits it{})",
+                        mib(g),
+                        if self.largest_batch_is_lower_bound { "at least " } else { "" },
+                        self.largest_batch_without_retries
+                            .filter(|w| *w != l)
+                            .map(|w| format!("; {w} without releasing cached memory and retrying"))
+                            .unwrap_or_default()
+                    );
+                }
+                (None, Some(why)) => {
+                    let _ = writeln!(o, "\n  {why}");
+                }
+                (None, None) => {}
+            }
+        }
+        if let Some(e) = &self.effective_batch {
+            if e.accumulation_steps == 1 {
+                let _ = writeln!(o, "  effective batch {}: {}", e.target, e.loss_division);
+            } else {
+                let _ = writeln!(
+                    o,
+                    "  effective batch {}: micro-batches of {} x {} accumulation steps{}; {}",
+                    e.target,
+                    e.batch,
+                    e.accumulation_steps,
+                    if e.effective != e.target { format!(" = {} ({} has no divisor that fits)", e.effective, e.target) } else { String::new() },
+                    e.loss_division
+                );
+            }
+        }
+        let _ = writeln!(o, "\n  confidence: {}", self.confidence);
+        for n in &self.confidence_notes {
+            let _ = writeln!(o, "    - {n}");
+        }
     }
 }
 

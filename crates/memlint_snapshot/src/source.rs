@@ -85,5 +85,15 @@ impl SourceMap {
         for o in &mut d.ooms {
             o.at_oom.iter_mut().for_each(|l| self.map_line(l));
         }
+        for f in &mut d.retained_by_function {
+            if let Some(p) = self.resolve(&f.file) {
+                f.file = p.display().to_string();
+            }
+            for (file, _) in &mut f.lines {
+                if let Some(p) = self.resolve(file) {
+                    *file = p.display().to_string();
+                }
+            }
+        }
     }
 }

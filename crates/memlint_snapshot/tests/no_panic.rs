@@ -1,6 +1,6 @@
 //! Bad input gets an error naming the file, never a panic: every prefix of a recorded
 //! snapshot, random byte changes, and files that are not snapshots at all (read, analysed,
-//! and searched for a loop).
+//! searched for a loop, and given to the batch model).
 
 use std::path::Path;
 
@@ -15,6 +15,10 @@ fn read(bytes: &[u8]) -> Result<(), SnapshotError> {
     analyse(&snap, 10);
     // What verify --from-snapshot asks of it: a loop, or a reason there is none.
     let _ = memlint_snapshot::find_loop(&snap);
+    // What snapshot --budget asks of it: predictions, or a reason there are none.
+    if let Ok(model) = memlint_snapshot::batch::BatchModel::new(&snap, Some(4)) {
+        model.report(Some(1 << 30), Some(100));
+    }
     Ok(())
 }
 

@@ -1,0 +1,1 @@
+from . import grad_scaler  # noqa: F401
