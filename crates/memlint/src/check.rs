@@ -332,9 +332,11 @@ pub fn findings_for_verify(paths: &[PathBuf]) -> Result<Vec<memlint_verify::Find
     for (path, reason) in unreadable {
         eprintln!("warning: {}: {reason}", path.display());
     }
+    // The same findings `memlint check` reports: each file with the project around it.
+    let project = crate::project::for_files(&files);
     let mut findings = Vec::new();
     for file in &files {
-        let report = check_file(file, None, false, None, false, None);
+        let report = check_file(file, None, false, None, false, Some(&project));
         for problem in &report.problems {
             if let FileProblem::Unreadable(reason) = problem {
                 eprintln!("error: {}: could not lint: {reason}", file.path.display());

@@ -85,7 +85,7 @@ fn concise_output_one_line_per_finding() {
 
 #[test]
 fn json_output_has_ruffs_fields() {
-    let source = "import torch\n# é😀\nfor x in loader:\n    train(x); torch.cuda.empty_cache()\n";
+    let source = "import torch\n# é😀\nfor x in torch.utils.data.DataLoader(data):\n    train(x); torch.cuda.empty_cache()\n";
     let dir = tree(&[("bad.py", source.as_bytes())]);
     let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--output-format", "json", "bad.py"]));
     assert_eq!(code, 1);
@@ -214,7 +214,7 @@ fn fix_writes_safe_fixes_and_keeps_permissions() {
 
 #[test]
 fn unsafe_fixes_need_the_flag() {
-    let source = "total = 0\nfor x, y in train_loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    total += loss\n";
+    let source = "import torch\nmodel, criterion = torch.nn.Linear(4, 4), torch.nn.MSELoss()\ntotal = 0\nfor x, y in train_loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    total += loss\n";
     let dir = tree(&[("t.py", source.as_bytes())]);
     let path = dir.path().join("t.py");
     let (out, code) = stdout(memlint().args(["check", "--fix"]).arg(&path));
@@ -230,7 +230,7 @@ fn unsafe_fixes_need_the_flag() {
 #[test]
 fn fix_marks_only_what_fix_applies() {
     // MEM004 (safe fix) and MEM002 (`.item()`: unsafe fix) in one file.
-    let source = "import torch\ntotal = 0\nfor x, y in train_loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    total += loss\n    torch.cuda.empty_cache()\n";
+    let source = "import torch\nmodel, criterion = torch.nn.Linear(4, 4), torch.nn.MSELoss()\ntotal = 0\nfor x, y in train_loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    total += loss\n    torch.cuda.empty_cache()\n";
     let dir = tree(&[("t.py", source.as_bytes())]);
     let lines = |extra: &[&str]| {
         let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--no-cache", "--output-format", "concise"]).args(extra));

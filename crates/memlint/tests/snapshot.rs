@@ -110,7 +110,7 @@ fn check_with_a_snapshot_attaches_measured_bytes_in_every_format() {
     // a finding on a line that allocates nothing itself (`outputs.append(out)`) still
     // gets reported, with or without figures
     let v = json_of_status(&["check", "--snapshot", &format!("{DATA}/collect_outputs_bad.pickle"), &format!("{SCRIPTS}/collect_outputs_bad.py"), "--output-format", "json"], 1);
-    assert_eq!(v[0]["code"], "MEM006");
+    assert!(v.as_array().unwrap().iter().any(|f| f["code"] == "MEM006"), "{v}");
 }
 
 #[test]
@@ -217,7 +217,8 @@ fn a_finding_that_keeps_a_graph_is_charged_with_what_its_fix_frees() {
     let f = v.as_array().unwrap().iter().find(|f| f["code"] == "MEM002").unwrap();
     assert!(f["snapshot"]["kept_bytes"].as_u64().unwrap() > 51 << 20, "{f}");
     let v = json_of_status(&["check", "--snapshot", &format!("{DATA}/collect_outputs_bad.pickle"), &format!("{SCRIPTS}/collect_outputs_bad.py"), "--output-format", "json"], 1);
-    assert!(v[0]["snapshot"]["kept_bytes"].as_u64().unwrap() > 20 << 20, "{}", v[0]);
+    let f = v.as_array().unwrap().iter().find(|f| f["code"] == "MEM006").unwrap();
+    assert!(f["snapshot"]["kept_bytes"].as_u64().unwrap() > 20 << 20, "{f}");
     // the fixed run keeps nothing: no finding there is charged with kept bytes
     let out = memlint().args(["check", "--snapshot", &format!("{DATA}/summed_loss_fixed.pickle"), &format!("{SCRIPTS}/summed_loss_fixed.py"), "--output-format", "json"]).output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -255,7 +255,7 @@ fn the_snapshot_page_names_the_rule_command() {
     let ran = run(memlint().current_dir(repo()).args(["snapshot", "tests/snapshot/data/retain_graph_bad.pickle", "--format", "html", "--source"]).arg(repo().join("tests/snapshot/scripts")).arg("-o").arg(&page));
     assert_eq!(ran.code, 0, "{}", ran.err);
     let html = std::fs::read_to_string(&page).unwrap();
-    let findings = &html[html.find("<h2>Findings on these lines</h2>").expect("the findings section")..];
+    let findings = &html[html.find("<h2>Findings in these files</h2>").expect("the findings section")..];
     let items: Vec<&str> = findings.split("<li id=\"finding-").skip(1).collect();
     assert!(!items.is_empty(), "{findings}");
     assert!(findings.contains("MEM005 retain-graph-in-loop (documentation: <code>memlint rule retain-graph-in-loop</code>)"), "{findings}");

@@ -21,9 +21,11 @@ fn a_folder_gets_its_table_and_the_rewrites_that_lost_findings() {
         assert!(stdout.contains(t.name), "{} missing from the table:\n{stdout}", t.name);
     }
     assert!(stdout.contains("\noverall "), "{stdout}");
-    // The forward pass is found by the parameter's name today: renamed, it is lost.
-    assert!(stdout.contains("neutral-names  train.py\n  lost   MEM001 L6"), "{stdout}");
-    assert_eq!(out.status.code(), Some(1), "not every rewrite is invariant");
+    // The network is known by its construction (passed by `main`), not by its name: the
+    // finding survives every rewrite (the details of a rewrite that changes findings are
+    // checked in tests/invariance.rs, with a rewrite that drops `no_grad`).
+    assert!(stdout.contains("neutral-names            1         1      1.000"), "{stdout}");
+    assert_eq!(out.status.code(), Some(0), "every rewrite is invariant:\n{stdout}");
     let out = bin().arg(dir.path()).args(["--transform", "enumerate", "--min-invariance", "0.5"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
 }

@@ -114,4 +114,7 @@ fn the_harness_sees_a_rewrite_that_changes_behaviour_and_passes_one_that_does_no
     );
     let same = &report.per_transformation[1];
     assert_eq!(same.applied, same.invariant, "{same:?}");
+    // The details name each rewrite that changed findings, and what it lost or gained.
+    let details = harness::details(&report);
+    assert!(details.contains("drop-no-grad") && details.contains("gained MEM001 L"), "{details}");
 }

@@ -38,7 +38,7 @@ pub use semantic::{
     SemanticModel, ValueKind,
 };
 pub use project::{
-    FunctionSummary, ModuleLoader, ModuleSummary, NoProject, PretrainedCall, ProjectIndex, ProjectResolver, StoreKind, StoredArgument,
+    FunctionSummary, ModuleLoader, ModuleSummary, NoProject, PretrainedCall, ProjectIndex, ProjectResolver, Returned, StoreKind, StoredArgument,
     Symbol,
 };
 pub use tree_sitter;

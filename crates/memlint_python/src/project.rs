@@ -54,6 +54,10 @@ pub struct FunctionSummary {
     /// Its body runs a backward pass (`x.backward()`, `torch.autograd.grad`): what it is
     /// given may reach one.
     pub backprops: bool,
+    /// For a function that returns a tuple (`return model, optimizer`): the callee (as this
+    /// module spells it, through the function's own assignments) each element is built by,
+    /// from the first such `return`.
+    pub returns_elements: Vec<Option<String>>,
     /// The position (among the arguments a caller passes) of the parameter it returns, when
     /// every `return` gives that parameter back (itself, through methods that return the
     /// module, or a conditional of those: `return x.cuda() if flag else x`).
@@ -728,7 +732,26 @@ fn function_summary(source: &str, def: Node<'_>, method: bool) -> FunctionSummar
     }
     let backprops = def.field("body").is_some_and(|b| runs_backward(source, b));
     let returns_parameter = returned_parameter(source, def, &statements).and_then(|p| params.iter().position(|n| *n == p));
-    FunctionSummary { name, no_grad: false, returns_calls, stores, backprops, returns_parameter }
+    let returns_elements = statements
+        .iter()
+        .filter(|s| s.kind_name() == "return_statement")
+        .filter_map(|s| s.named_child(0).map(unparenthesize))
+        .find(|v| matches!(v.kind_name(), "expression_list" | "tuple"))
+        .map(|tuple| {
+            named_children(tuple)
+                .into_iter()
+                .map(|element| {
+                    let callee = returned_callee_of(source)(element)?;
+                    match local_calls.iter().rev().find(|(n, _)| *n == callee) {
+                        Some((_, c)) => Some(c.clone()),
+                        None if unparenthesize(element).kind_name() == "call" => Some(callee),
+                        None => None,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    FunctionSummary { name, no_grad: false, returns_calls, stores, backprops, returns_parameter, returns_elements }
 }
 
 /// The parameter every `return` of a function gives back (through methods that return
@@ -897,10 +920,21 @@ pub enum Symbol {
     /// project and library bases); `pretrained`: the callee (as its module spells it) of a
     /// pretrained network its `__init__` loads and the class never freezes.
     Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, submodules: Vec<String> },
-    /// A function; `returns_module` when calling it returns a module instance (a factory).
-    Function { returns_module: bool, summary: FunctionSummary },
+    /// A function; `returns_module` when calling it returns a module instance (a factory);
+    /// `returned_elements`: what each element of the tuple it returns is, when known.
+    Function { returns_module: bool, summary: FunctionSummary, returned_elements: Vec<Option<Returned>> },
     /// A module of the project.
     Module,
+}
+
+/// What an element of a tuple a project function returns is built as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returned {
+    Network,
+    Loss,
+    Optimizer,
+    Scaler,
+    Loader,
 }
 
 /// What the semantic model of one linted module asks about the project around it.
@@ -1177,7 +1211,29 @@ impl<'a> ProjectResolver<'a> {
             Target::Function(m, n) => {
                 let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);
                 let summary = self.summary(&m)?.function(&n)?.clone();
-                Some(Symbol::Function { returns_module, summary })
+                let returned_elements = summary
+                    .returns_elements
+                    .iter()
+                    .map(|callee| {
+                        let callee = callee.as_ref()?;
+                        if self.callee_returns_module(&m, callee, &mut HashSet::new(), 1) {
+                            let last = callee.rsplit('.').next().unwrap_or(callee);
+                            return Some(if crate::lexicon::class_name_says_loss(last) { Returned::Loss } else { Returned::Network });
+                        }
+                        match self.resolve_spelled(&m, callee, &mut HashSet::new()) {
+                            Some(Target::External(q)) => match crate::library::call_model(&q)? {
+                                crate::library::Call::BuildsOptimizer => Some(Returned::Optimizer),
+                                crate::library::Call::BuildsScaler => Some(Returned::Scaler),
+                                crate::library::Call::BuildsLoader => Some(Returned::Loader),
+                                crate::library::Call::BuildsLoss => Some(Returned::Loss),
+                                crate::library::Call::BuildsNetwork => Some(Returned::Network),
+                                _ => None,
+                            },
+                            _ => None,
+                        }
+                    })
+                    .collect();
+                Some(Symbol::Function { returns_module, summary, returned_elements })
             }
             Target::Module(_) => Some(Symbol::Module),
             Target::External(_) => None,
@@ -1375,7 +1431,9 @@ fn locals_in<'s>(list: &str, source: &'s str) -> Vec<(String, &'s str)> {
 pub fn symbol_matters(symbol: &Symbol) -> bool {
     match symbol {
         Symbol::Class { is_module, methods, .. } => *is_module || methods.iter().any(|m| !m.stores.is_empty()),
-        Symbol::Function { returns_module, summary } => *returns_module || !summary.stores.is_empty(),
+        Symbol::Function { returns_module, summary, returned_elements } => {
+            *returns_module || !summary.stores.is_empty() || returned_elements.iter().any(Option::is_some)
+        }
         Symbol::Module => false,
     }
 }

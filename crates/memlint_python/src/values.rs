@@ -380,8 +380,47 @@ impl<'t> SemanticModel<'t> {
                     None => Value::unknown(),
                 };
             }
+            // `model, opt = setup()`: the element a function returns at that place.
+            if value.kind_name() == "call" {
+                if let Some(element) = self.returned_element(value, index, depth) {
+                    return element;
+                }
+            }
         }
         self.value_at_depth(value, depth).via(Basis::From(value))
+    }
+
+    /// The element at `index` of the tuple `call` returns: a local function's `return a, b`
+    /// (joined over its returns), or what the project says a project function's elements are.
+    fn returned_element(&self, call: Node<'t>, index: usize, depth: usize) -> Option<Value<'t>> {
+        if let Some(def) = self.local_callee(call) {
+            let mut joined: Option<Value<'t>> = None;
+            for value in self.returns.get(&def.id())?.iter().filter_map(|r| r.named_child(0)).map(unparenthesize) {
+                if !matches!(value.kind_name(), "expression_list" | "tuple") {
+                    return None;
+                }
+                let element = *named_children(value).get(index)?;
+                let v = Value::new(self.value_kind_at_depth(element, depth + 1), Basis::Returned(element));
+                joined = Some(match joined {
+                    None => v,
+                    Some(seen) => join(seen, v, false),
+                });
+            }
+            return joined.filter(|v| v.kind != ValueKind::Unknown);
+        }
+        match self.project_callee(call)? {
+            crate::Symbol::Function { returned_elements, .. } => {
+                let kind = match (*returned_elements.get(index)?)? {
+                    crate::Returned::Network => ValueKind::Model,
+                    crate::Returned::Loss => ValueKind::Loss,
+                    crate::Returned::Optimizer => ValueKind::Optimizer,
+                    crate::Returned::Scaler => ValueKind::Scaler,
+                    crate::Returned::Loader => ValueKind::DataLoader,
+                };
+                Some(Value::new(kind, Basis::Project(call)))
+            }
+            _ => None,
+        }
     }
 
     /// `accelerator.prepare(...)`, `deepspeed.initialize(...)`: the arguments come back in

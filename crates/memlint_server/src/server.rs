@@ -1168,7 +1168,7 @@ mod tests {
     use super::*;
     use memlint_linter::Rule;
 
-    const TRAIN: &str = "import torch\n\ndef train(model, loader, optimizer):\n    total = 0\n    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n        total += loss\n        torch.cuda.empty_cache()\n    return total\n";
+    const TRAIN: &str = "import torch\n\ndef train(model, loader, optimizer):\n    total = 0\n    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n        total += loss\n        torch.cuda.empty_cache()\n    return total\n\nnet = torch.nn.Linear(4, 4)\ntrain(net, torch.utils.data.DataLoader(range(4)), torch.optim.SGD(net.parameters(), lr=0.1))\n";
 
     #[test]
     fn a_panicking_rule_loses_only_its_own_findings() {

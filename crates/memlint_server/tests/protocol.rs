@@ -21,6 +21,10 @@ def train(model, loader, optimizer):
         total += loss
         torch.cuda.empty_cache()
     return total
+
+
+net = torch.nn.Linear(4, 4)
+train(net, torch.utils.data.DataLoader(range(4)), torch.optim.SGD(net.parameters(), lr=0.1))
 ";
 
 async fn push_server() -> TestClient {
@@ -136,6 +140,10 @@ def entraîner(model, loader, optimizer):
         étiquette = \"🔥🚀 ü\"; total += loss  # 清理
         étiquette = \"🔥🚀 ü\"; torch.cuda.empty_cache()  # 清理
     return total
+
+
+réseau = torch.nn.Linear(4, 4)
+entraîner(réseau, torch.utils.data.DataLoader(range(4)), torch.optim.SGD(réseau.parameters(), lr=0.1))
 ";
 
 #[tokio::test]
@@ -565,7 +573,7 @@ const RECORDED_NAME: &str = "eval_no_grad_bad.py";
 fn with_finding_on_line_12() -> String {
     let mut text = String::from("import torch\n");
     text.push_str(&"\n".repeat(8));
-    text.push_str("def evaluate(loader):\n    for x in loader:\n        torch.cuda.empty_cache()\n");
+    text.push_str("def evaluate(data):\n    for x in torch.utils.data.DataLoader(data):\n        torch.cuda.empty_cache()\n");
     text
 }
 

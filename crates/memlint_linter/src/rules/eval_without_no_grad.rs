@@ -152,15 +152,16 @@ enum Reason<'t> {
     FlagOff(FlagOff),
 }
 
-impl Reason<'_> {
-    fn describe(&self, model: &SemanticModel<'_>) -> String {
+impl<'t> Reason<'t> {
+    fn describe(&self, model: &SemanticModel<'t>) -> String {
         match self {
             Reason::OnlyRead => "its output is only read, never backpropagated".to_owned(),
             Reason::ReturnedToReaders(caller) if caller.kind_name() == "function_definition" => {
                 "it is returned to callers in other modules of the project that only read it".to_owned()
             }
             Reason::ReturnedToReaders(caller) => {
-                format!("it is returned to `{}` (line {}), which only reads it", snippet(model, *caller), model.line_of(*caller))
+                let function = model.enclosing_function(*caller).map(|f| format!("in `{}()`", f.name)).unwrap_or_else(|| "at module level".to_owned());
+                format!("it is returned to a caller that only reads it (line {}, {function})", model.line_of(*caller))
             }
             Reason::AfterEval(toggle) => format!("after `{}` (line {})", snippet(model, *toggle), model.line_of(*toggle)),
             Reason::FlagOff(off) => {
@@ -171,6 +172,10 @@ impl Reason<'_> {
 }
 
 fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> Option<Reason<'t>> {
+    // A module's `forward`, and its methods that `forward` runs: the training forward pass.
+    if part_of_a_forward(model, call) {
+        return None;
+    }
     match model.fate(call) {
         Fate::Backward(_) => model.training_flag_off(call).filter(|_| !model.in_training_branch(call)).map(Reason::FlagOff),
         Fate::Consumed => Some(Reason::OnlyRead),
@@ -181,6 +186,34 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
         },
         Fate::Stored(_) | Fate::Handed(_) => after_eval(model, call, module).map(Reason::AfterEval),
     }
+}
+
+/// Is `call` in a module class's `forward` (or `__call__`), or in a method of the class
+/// that `forward` calls, directly or through other methods?
+fn part_of_a_forward<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+    let Some(function) = model.enclosing_function(call) else { return false };
+    let Some(class) = function.class.clone() else { return false };
+    if !model.is_module_class(&class) {
+        return false;
+    }
+    let mut pending = vec![function.node];
+    let mut seen = Vec::new();
+    while let Some(def) = pending.pop() {
+        if seen.contains(&def.id()) || seen.len() > 32 {
+            continue;
+        }
+        seen.push(def.id());
+        let Some(info) = model.function(def) else { continue };
+        if matches!(info.name.as_str(), "forward" | "__call__") {
+            return true;
+        }
+        for caller in model.calls_of_function(info) {
+            if let Some(f) = model.enclosing_function(caller).filter(|f| f.class.as_deref() == Some(class.as_str())) {
+                pending.push(f.node);
+            }
+        }
+    }
+    false
 }
 
 /// For an output returned by its function: `Some(Some(caller))` when the function has
@@ -215,7 +248,7 @@ fn callers_only_read<'t>(model: &SemanticModel<'t>, node: Node<'t>, depth: usize
 }
 
 /// Is `call` a call of a method of a local module class (`enc.predict(x)`,
-/// `self.decode(z)`) whose own forward passes are reported inside it?
+/// `self.decode(z)`) whose own forward passes record no graph, or are reported inside it?
 fn method_reports_its_own_forwards<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else { return false };
     if callee.field("attribute").is_some_and(|a| model.text(a) == "forward") {
@@ -226,11 +259,16 @@ fn method_reports_its_own_forwards<'t>(model: &SemanticModel<'t>, call: Node<'t>
         return false;
     }
     let Some(body) = def.field("body") else { return false };
-    model.calls_in(body.byte_range()).iter().any(|inner| {
-        model.enclosing_function(*inner).map(|f| f.node.id()) == Some(def.id())
-            && model.grad_context(*inner) == GradContext::Enabled
-            && model.forward_callee(*inner).is_some_and(|m| evaluation_reason(model, *inner, m).is_some())
-    })
+    let recording: Vec<(Node<'t>, Node<'t>)> = model
+        .calls_in(body.byte_range())
+        .iter()
+        .filter(|inner| model.enclosing_function(**inner).map(|f| f.node.id()) == Some(def.id()))
+        .filter(|inner| model.grad_context(**inner) == GradContext::Enabled)
+        .filter_map(|inner| Some((*inner, model.forward_callee(*inner)?)))
+        .collect();
+    // No forward pass in it records a graph (the method runs under `no_grad`), or one that
+    // does is reported there.
+    recording.is_empty() || recording.iter().any(|(inner, m)| evaluation_reason(model, *inner, *m).is_some())
 }
 
 /// `model.eval()` earlier in the same function on the network called (or the object it

@@ -241,10 +241,29 @@ fn built_in_iteration<'t>(model: &SemanticModel<'t>, root: Node<'t>, names: &[(S
 /// Does the graph go through a tensor with history computed before the loop (shared
 /// features, a model output reused by every iteration)? Then each iteration backpropagates
 /// through that shared part again, and it must be retained.
+///
+/// A value from before the loop that memlint cannot tell (a parameter nobody passes a known
+/// value for) may be such a tensor: no finding rests on it being none. What is only called
+/// (`model(x)`) is the network, not a tensor.
 fn shares_outer_graph<'t>(model: &SemanticModel<'t>, names: &[(String, Node<'t>)], body: Node<'t>) -> bool {
     names.iter().any(|(name, at)| {
-        let outside = model.binding_at(name, *at).map(|b| !contains(body, b.statement)).unwrap_or(false);
-        outside && model.value_kind(*at) == ValueKind::GradTensor
+        // The loop's own targets are bound again every iteration.
+        let outside = model
+            .binding_at(name, *at)
+            .map(|b| !contains(body, b.statement) && b.statement.field("body").is_none_or(|own| own.id() != body.id()))
+            .unwrap_or(false);
+        let called = model.parent(*at).is_some_and(|p| p.kind_name() == "call" && p.field("function").is_some_and(|f| f.id() == at.id()));
+        // `next(batches)`: an iterator the step draws a fresh batch from.
+        let iterated = model
+            .parent(*at)
+            .and_then(|args| model.parent(args))
+            .is_some_and(|c| c.kind_name() == "call" && c.field("function").is_some_and(|f| f.kind_name() == "identifier" && model.text(f) == "next"));
+        let called = called || iterated;
+        outside && match model.value_kind(*at) {
+            ValueKind::GradTensor => true,
+            ValueKind::Unknown => !called,
+            _ => false,
+        }
     })
 }
 
