@@ -1257,3 +1257,79 @@ fn zero_grad_false_where_gradients_are_only_read_or_dropped() {
         "#]],
     );
 }
+
+#[test]
+fn loss_summed_through_a_helper_the_loop_calls() {
+    // The loss is added to the helper's parameter, and the caller binds the total again
+    // every step: the total survives the caller's loop with every step's graph.
+    check_with_values(
+        r#"
+        def train_step(x, total):
+            loss = criterion(model(x), x)
+            loss.backward()
+            optimizer.step()
+            total += loss
+            return total
+
+        total = 0
+        for x in loader:
+            total = train_step(x, total)
+        print(total)
+        "#,
+        expect![[r#"
+            5:5 MEM002 `total += loss` keeps every batch's activations on the GPU: 
+        "#]],
+    );
+}
+
+#[test]
+fn loss_summed_in_a_helper_that_starts_its_own_total_is_fine() {
+    check_with_values(
+        r#"
+        def train_step(x, total):
+            total = 0
+            loss = criterion(model(x), x)
+            loss.backward()
+            total += loss.item()
+            return total
+
+        for x in loader:
+            running = train_step(x, 0)
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
+fn empty_cache_in_a_helper_the_step_loop_calls() {
+    check_with_values(
+        r#"
+        def test_batch(x):
+            out = model(x)
+            torch.cuda.empty_cache()
+            return out.item()
+
+        with torch.no_grad():
+            for x in test_loader:
+                test_batch(x)
+        "#,
+        expect![[r#"
+            3:5 MEM004 `torch.cuda.empty_cache()` in the per-step loop (`test_batch
+        "#]],
+    );
+}
+
+#[test]
+fn empty_cache_in_a_helper_called_once_after_the_loop_is_fine() {
+    check_with_values(
+        r#"
+        def cleanup():
+            torch.cuda.empty_cache()
+
+        for x in loader:
+            model(x).sum().backward()
+        cleanup()
+        "#,
+        expect![""],
+    );
+}

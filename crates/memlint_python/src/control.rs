@@ -354,4 +354,35 @@ impl<'t> SemanticModel<'t> {
         }
         false
     }
+
+    /// The loop over batches (or steps) `node` runs once per iteration of: its innermost
+    /// enclosing loop of kind [`LoopKind::Step`] in its function, else, for a function
+    /// without such a loop around `node`, the step loop around a call of that function in
+    /// this module (`for batch in loader: test(batch)`, then `empty_cache()` in `test`),
+    /// followed through up to three levels of callers. Gives the loop and, when it was
+    /// found through a call, that call.
+    pub fn step_loop_around(&self, node: Node<'t>) -> Option<(Node<'t>, Option<Node<'t>>)> {
+        self.step_loop_around_at(node, 0)
+    }
+
+    fn step_loop_around_at(&self, node: Node<'t>, depth: usize) -> Option<(Node<'t>, Option<Node<'t>>)> {
+        if let Some(l) = self.enclosing_loops(node).into_iter().find(|l| self.loop_kind(l.node) == LoopKind::Step) {
+            return Some((l.node, None));
+        }
+        if depth >= 3 || !self.enclosing_loops(node).is_empty() {
+            return None;
+        }
+        let function = self.enclosing_function(node)?;
+        if self.called_from_other_modules(function.node) {
+            return None;
+        }
+        let calls = self.calls_of_function(function);
+        // Every call runs it per step (one that does not would make it no per-step code).
+        let mut found = None;
+        for call in &calls {
+            let (l, _) = self.step_loop_around_at(*call, depth + 1)?;
+            found.get_or_insert((l, Some(*call)));
+        }
+        found
+    }
 }

@@ -59,9 +59,12 @@
 //! ```
 //!
 //! ## Fix safety
-//! The fix accumulates `<term>.item()` instead. It is unsafe: the accumulator becomes a
-//! Python float instead of a tensor (code that later calls tensor methods on it would
-//! break), and `.item()` fails on a term with more than one element.
+//! The fix accumulates `<term>.item()` instead; where the code after the loop uses the
+//! accumulator as a tensor (`total.item()`, `total.cpu()`, `torch.isnan(total)`), it
+//! accumulates `<term>.detach()`, which keeps a tensor and frees the graph. Both are
+//! unsafe: `.item()` makes the accumulator a Python float (code that uses it as a tensor
+//! in a way memlint does not see would break) and fails on a term with more than one
+//! element; `.detach()` keeps the total on the GPU.
 
 use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
@@ -89,8 +92,9 @@ pub fn trigger(words: &Words<'_>) -> bool {
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    // Only code in a loop can accumulate across iterations.
-    for m in checker.matches_at(model.loops()) {
+    // Only code in a loop (or in a helper a loop calls) can accumulate across iterations.
+    let whole = 0..model.source().len();
+    for m in checker.matches_in(std::slice::from_ref(&whole)) {
         let (Some(statement), Some(accumulator), Some(term)) = (m.get("accumulation"), m.get("accumulator"), m.get("term")) else {
             continue;
         };
@@ -149,8 +153,17 @@ fn check_calls(checker: &mut Checker<'_, '_>) {
 fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, term: Node<'t>, via: Option<&memlint_python::StoredArgument>) {
     let model = checker.model;
     {
-        let base = base.to_owned();
-        let loops = model.enclosing_loops(statement);
+        // In a helper the loop calls, accumulating into its parameter: the caller's loop
+        // and the caller's name decide.
+        let is_append = statement.kind_name() == "call";
+        let (anchor, base) = match crate::rules::accumulator_through_helper(model, statement, base, !is_append) {
+            Some((site, caller_base)) => (site, caller_base),
+            None => (statement, base.to_owned()),
+        };
+        let loops = model.enclosing_loops(anchor);
+        if loops.is_empty() {
+            return;
+        }
         // The loops whose iterations the accumulator survives: those that contain no
         // plain (re)definition of it. They are the innermost ones, up to the loop that
         // resets it.
@@ -158,10 +171,10 @@ fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, te
             Vec::new()
         } else {
             model
-                .bindings_in_scope(&base, statement)
+                .bindings_in_scope(&base, anchor)
                 .iter()
                 .filter(|b| matches!(b.kind, BindingKind::Assign | BindingKind::LoopTarget | BindingKind::WithTarget))
-                .filter(|b| !contains(b.statement, statement))
+                .filter(|b| !contains(b.statement, anchor))
                 // `if total is None: total = loss` starts the total once.
                 .filter(|b| !is_lazy_initialization(model, b.statement, &base))
                 .map(|b| b.statement)
@@ -189,10 +202,13 @@ fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, te
         if loops.get(surviving.len()).is_some_and(|resetting| steps(resetting.node)) && !steps(outermost.node) {
             return;
         }
-        if model.backpropagated_after(&base, statement) {
+        if model.backpropagated_after(&base, anchor) {
             return;
         }
-        let training = subtree_has(model, outermost.node, |n| n.kind_name() == "call" && model.is_backward_call(n));
+        // A training loop: its body, or the helper that accumulates, runs a backward pass.
+        let training = subtree_has(model, outermost.node, |n| n.kind_name() == "call" && model.is_backward_call(n))
+            || (anchor.id() != statement.id()
+                && model.enclosing_function(statement).is_some_and(|f| subtree_has(model, f.node, |n| n.kind_name() == "call" && model.is_backward_call(n))));
         let statement_text = snippet(model, statement);
         let term_text = snippet(model, term);
         let (message, severity) = if training {
@@ -218,12 +234,31 @@ fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, te
             ),
             None => message,
         };
-        let fix = item_fix(model, term);
+        let mut evidence = Vec::new();
+        evidence.push(memlint_python::Fact::at(format!("`{term_text}` carries autograd history"), term));
+        if anchor.id() != statement.id() {
+            evidence.push(memlint_python::Fact::at(
+                format!("`{}` runs it once per iteration and keeps `{base}` across iterations", model.short_text(anchor)),
+                anchor,
+            ));
+        }
+        evidence.push(memlint_python::Fact::at(
+            format!("`{base}` is not reset in the loop on line {} and never backpropagated", model.line_of(outermost.node)),
+            outermost.node,
+        ));
+        // A total used as a tensor afterwards (`total.item()`) must stay a tensor.
+        let used_as_tensor = used_as_tensor_after(model, &base, anchor);
+        let fix = if used_as_tensor { detach_fix(model, term, &base) } else { item_fix(model, term) };
         checker.report(
             Diagnostic::new(checker.rule, statement.byte_range(), message)
-                .with_help(format!("accumulate a number (`{}.item()`) or a detached tensor (`.detach()`)", term_text))
+                .with_help(if used_as_tensor {
+                    format!("accumulate a detached tensor (`{term_text}.detach()`): `{base}` is used as a tensor later")
+                } else {
+                    format!("accumulate a number (`{term_text}.item()`) or a detached tensor (`.detach()`)")
+                })
                 .with_severity(severity)
-                .with_fix(Some(fix)),
+                .with_fix(Some(fix))
+                .with_evidence(evidence),
         );
     }
 }
@@ -274,6 +309,77 @@ fn subtree_has<'t>(_model: &SemanticModel<'t>, node: Node<'t>, predicate: impl F
         stack.extend(n.named_children(&mut cursor));
     }
     false
+}
+
+/// Attributes a Python number has; any other attribute read on the accumulator
+/// (`total.item()`, `total.cpu()`) means the code after the loop treats it as a tensor.
+const NUMBER_ATTRIBUTES: &[&str] = &["real", "imag", "conjugate", "is_integer", "hex", "as_integer_ratio", "bit_length", "__class__"];
+
+/// Is the accumulator `base` (a plain name) read as a tensor after `anchor`, in its scope:
+/// a method or attribute a number lacks (`total.item()`, `total.detach()`), or an argument
+/// of a torch function (`torch.stack(losses)` is for containers, but `torch.isnan(total)`).
+fn used_as_tensor_after<'t>(model: &SemanticModel<'t>, base: &str, anchor: Node<'t>) -> bool {
+    used_as_tensor_at(model, base, anchor, 0)
+}
+
+/// [`used_as_tensor_after`], following a returned accumulator (`return total / n`) to
+/// what its callers in this module bind it to (`train_loss = train(...)`, then
+/// `train_loss.item()`), up to two levels.
+fn used_as_tensor_at<'t>(model: &SemanticModel<'t>, base: &str, anchor: Node<'t>, depth: usize) -> bool {
+    if base.contains('.') {
+        return false;
+    }
+    let scope = model.scope_body(anchor);
+    let mut returned = false;
+    let used = model.identifiers_named_in(base, anchor.end_byte()..scope.end_byte()).iter().any(|id| {
+        let Some(parent) = model.parent(*id) else { return false };
+        let mut up = Some(*id);
+        while let Some(n) = up.and_then(|n| model.parent(n)) {
+            if n.kind_name() == "return_statement" {
+                returned = true;
+            }
+            if matches!(n.kind_name(), "block" | "module") {
+                break;
+            }
+            up = Some(n);
+        }
+        match parent.kind_name() {
+            "attribute" => {
+                parent.field("object").is_some_and(|o| o.id() == id.id())
+                    && parent.field("attribute").is_some_and(|a| !NUMBER_ATTRIBUTES.contains(&model.text(a)))
+            }
+            "argument_list" => model
+                .parent(parent)
+                .and_then(|call| call.field("function"))
+                .and_then(|f| model.qualified_name(f))
+                .is_some_and(|q| q.starts_with("torch.")),
+            _ => false,
+        }
+    });
+    if used || !returned || depth >= 2 {
+        return used;
+    }
+    let Some(function) = model.enclosing_function(anchor) else { return false };
+    model.calls_of_function(function).into_iter().any(|call| {
+        let statement = crate::rules::statement_around(model, call);
+        let Some(assignment) = statement.named_child(0).filter(|a| a.kind_name() == "assignment") else { return false };
+        let Some(target) = assignment.field("left").filter(|t| t.kind_name() == "identifier") else { return false };
+        assignment.field("right").is_some_and(|r| r.id() == call.id())
+            && used_as_tensor_at(model, model.text(target), statement, depth + 1)
+    })
+}
+
+/// `total += loss.detach()`: the total stays a tensor (so `total.item()` after the loop
+/// still works) and holds no graph.
+fn detach_fix(model: &SemanticModel<'_>, term: Node<'_>, base: &str) -> Fix {
+    let simple = matches!(term.kind_name(), "identifier" | "attribute" | "call" | "subscript" | "parenthesized_expression");
+    let edits = if simple {
+        vec![Edit::insert(term.end_byte(), ".detach()")]
+    } else {
+        vec![Edit::insert(term.start_byte(), "("), Edit::insert(term.end_byte(), ").detach()")]
+    };
+    let shown = snippet(model, term);
+    Fix::unsafe_(format!("Accumulate `{shown}.detach()` (`{base}` stays a tensor)"), edits)
 }
 
 fn item_fix(model: &SemanticModel<'_>, term: Node<'_>) -> Fix {

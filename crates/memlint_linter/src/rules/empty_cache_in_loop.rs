@@ -49,7 +49,7 @@
 
 use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
-use memlint_python::{LoopKind, SemanticModel};
+use memlint_python::SemanticModel;
 
 use crate::prefilter::Words;
 use crate::checker::Checker;
@@ -75,30 +75,60 @@ const MEMORY_PROBES: &[&str] = &[
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    for m in checker.matches_in(&model.outermost_loop_ranges()) {
+    let whole = 0..model.source().len();
+    for m in checker.matches_in(std::slice::from_ref(&whole)) {
         let Some(call) = m.get("call") else { continue };
         let Some(name) = model.call_resolves_to(call, EMPTY_CACHE) else { continue };
-        let loops = model.enclosing_loops(call);
-        let Some(innermost) = loops.first() else { continue };
-        if model.loop_kind(innermost.node) != LoopKind::Step {
+        // The loop the call runs once per step of: around it, or around every call of the
+        // function it is in (`test(batch)` in the loop, `empty_cache()` in `test`).
+        let Some((step_loop, through)) = model.step_loop_around(call) else { continue };
+        // The innermost loop around it (in its own function) must be that step loop.
+        if through.is_none() && model.enclosing_loops(call).first().map(|l| l.node.id()) != Some(step_loop.id()) {
             continue;
         }
-        if guarded_or_handled(model, call, innermost.node) || measures_memory(model, call) {
+        let guarded = guarded_or_handled(model, call, step_loop) || through.is_some_and(|site| guarded_or_handled(model, site, step_loop));
+        if guarded || measures_memory(model, call) {
             continue;
         }
         let shown = model.text(call.field("function").expect("a call has a callee"));
+        let place = match through {
+            Some(site) => format!(
+                " (`{}()`, which the per-step loop on line {} calls on line {})",
+                model.enclosing_function(call).map(|f| f.name.as_str()).unwrap_or(""),
+                model.line_of(step_loop),
+                model.line_of(site)
+            ),
+            None => String::new(),
+        };
+        let mut evidence = vec![memlint_python::Fact::at(step_loop_fact(model, step_loop), step_loop)];
+        if let Some(site) = through {
+            evidence.push(memlint_python::Fact::at(format!("`{}` runs it once per step", model.short_text(site)), site));
+        }
+        evidence.push(memlint_python::Fact::at(format!("`{}` resolves to `{name}`", model.short_text(call)), call));
         checker.report(
             Diagnostic::new(
                 checker.rule,
                 call.byte_range(),
                 format!(
-                    "`{shown}()` in the per-step loop returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak"
+                    "`{shown}()` in the per-step loop{place} returns cached blocks to the driver, so every later step pays for `cudaMalloc` again and synchronizes; it never lowers the peak"
                 ),
             )
             .with_help(format!("remove it, or call `{name}()` once after the loop"))
             .with_severity(Severity::Warning)
-            .with_fix(removal_fix(model, call)),
+            .with_fix(removal_fix(model, call))
+            .with_evidence(evidence),
         );
+    }
+}
+
+/// Why a loop runs once per step: it iterates a `DataLoader`, or its body trains or runs a
+/// forward pass.
+fn step_loop_fact<'t>(model: &SemanticModel<'t>, step_loop: Node<'t>) -> String {
+    let line = model.line_of(step_loop);
+    if model.iterates_data(step_loop) {
+        format!("the loop on line {line} goes over a `DataLoader`: one iteration per batch")
+    } else {
+        format!("the loop on line {line} runs a training or inference step in every iteration")
     }
 }
 

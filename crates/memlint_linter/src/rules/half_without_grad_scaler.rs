@@ -19,6 +19,12 @@
 //! with a `"float16"` default; the converted model may be a chained constructor
 //! (`Net().cuda().half()`).
 //!
+//!
+//! A network converted to float16 whose loss a `GradScaler` scales is reported too, as an
+//! error: PyTorch's `GradScaler` refuses float16 weights (`scaler.step` raises `ValueError:
+//! Attempting to unscale FP16 gradients.`). Mixed precision keeps float32 weights and runs
+//! the forward pass under `autocast`; the fix for both is to drop the conversion.
+//!
 //! ## Why is this bad?
 //! float16 cannot represent magnitudes below about 6e-8 (and keeps little precision
 //! below 6e-5). Many gradients of a deep network are smaller than that: in float16 they
@@ -37,7 +43,7 @@
 //!
 //! Use instead:
 //! ```python
-//! model = Net().cuda()
+//! model = Net().cuda()  # float32 weights: no `.half()`
 //! scaler = torch.amp.GradScaler("cuda")
 //! for x, y in loader:
 //!     with torch.autocast("cuda", dtype=torch.float16):
@@ -73,7 +79,11 @@ const AUTOCASTS: &[&str] = &[
     "torch.cuda.amp.autocast",
     "torch.cuda.amp.autocast_mode.autocast",
 ];
+/// For autocast: the forward runs in float16, the weights stay float32, a scaler fits.
 const HELP: &str = "scale the loss with `scaler = torch.amp.GradScaler(\"cuda\")`: `scaler.scale(loss).backward()`, `scaler.step(optimizer)`, `scaler.update()`; or train in bfloat16";
+/// For a network converted to float16: a `GradScaler` refuses float16 weights, so the
+/// conversion itself must go.
+const HELP_CONVERSION: &str = "drop the conversion to float16 and train under `torch.autocast(\"cuda\", dtype=torch.float16)` with `scaler = torch.amp.GradScaler(\"cuda\")` (`scaler.scale(loss).backward()`, `scaler.step(optimizer)`, `scaler.update()`), or train in bfloat16 (`.bfloat16()`, no scaler needed); a `GradScaler` on a `.half()` network fails at `scaler.step` (`ValueError: Attempting to unscale FP16 gradients`)";
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
@@ -81,21 +91,29 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     // (or module body) that scales its loss. A `GradScaler` created elsewhere, or created
     // and never used, scales nothing.
     let scaling_scopes = scaling_scopes(model);
-    let backward_calls: Vec<Node> = model
-        .calls_named("backward")
+    let grad_scaler_scopes = grad_scaler_scopes(model);
+    let own_backward: Vec<Node> = model.calls_named("backward").iter().copied().filter(|c| !backward_scales_itself(model, *c)).collect();
+    let backward_calls: Vec<Node> = own_backward
         .iter()
         .copied()
-        .filter(|c| !backward_scales_itself(model, *c))
         .filter(|c| !scaling_scopes.contains(&model.enclosing_function(*c).map(|f| f.node.id())))
         .collect();
-    if backward_calls.is_empty() {
+    // The backward passes a `GradScaler` scales: with float16 weights they fail at run time.
+    let scaler_backward: Vec<Node> = own_backward
+        .iter()
+        .copied()
+        .filter(|c| grad_scaler_scopes.contains(&model.enclosing_function(*c).map(|f| f.node.id())))
+        .collect();
+    if backward_calls.is_empty() && scaler_backward.is_empty() {
         return;
     }
     // Underflowing gradients matter where they update weights: code that only computes
     // gradients (to compare them with a reference, to inspect them) trains nothing.
     let steps_weights = model.calls_named("step").iter().any(|c| {
         model.is_optimizer_step(*c)
-            || c.field("function").and_then(|f| f.field("object")).is_some_and(|o| model.value_kind(o) == ValueKind::Optimizer)
+            || c.field("function").and_then(|f| f.field("object")).is_some_and(|o| {
+                matches!(model.value_kind(o), ValueKind::Optimizer | ValueKind::Scaler)
+            })
     });
     if !steps_weights {
         return;
@@ -130,21 +148,41 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             if !to_fp16 || model.value_kind(receiver) != ValueKind::Model {
                 continue;
             }
-            if !may_be_trained(model, conversion, receiver, &backward_calls) {
-                continue;
+            let shown = snippet(model, conversion);
+            let mut evidence = model.explain_value(receiver);
+            if !backward_calls.is_empty() && may_be_trained(model, conversion, receiver, &backward_calls) {
+                if let Some(b) = backward_calls.first() {
+                    evidence.push(memlint_python::Fact::at(format!("`{}` backpropagates with no loss scaling", model.short_text(*b)), *b));
+                }
+                checker.report(
+                    Diagnostic::new(
+                        checker.rule,
+                        conversion.byte_range(),
+                        format!(
+                            "`{shown}` trains in float16 without loss scaling: gradients smaller than about 6e-8 underflow to zero in float16, so layers silently stop learning"
+                        ),
+                    )
+                    .with_help(HELP_CONVERSION)
+                    .with_severity(Severity::Warning)
+                    .with_evidence(evidence),
+                );
+            } else if !scaler_backward.is_empty() && may_be_trained(model, conversion, receiver, &scaler_backward) {
+                if let Some(b) = scaler_backward.first() {
+                    evidence.push(memlint_python::Fact::at(format!("`{}` is scaled by a `GradScaler`", model.short_text(*b)), *b));
+                }
+                checker.report(
+                    Diagnostic::new(
+                        checker.rule,
+                        conversion.byte_range(),
+                        format!(
+                            "`{shown}` makes the weights float16, and this code scales their gradients with a `GradScaler`: `scaler.step` raises `ValueError: Attempting to unscale FP16 gradients.` on the first step"
+                        ),
+                    )
+                    .with_help(HELP_CONVERSION)
+                    .with_severity(Severity::Error)
+                    .with_evidence(evidence),
+                );
             }
-            checker.report(
-                Diagnostic::new(
-                    checker.rule,
-                    conversion.byte_range(),
-                    format!(
-                        "`{}` trains in float16 without loss scaling: gradients smaller than about 6e-8 underflow to zero in float16, so layers silently stop learning",
-                        snippet(model, conversion)
-                    ),
-                )
-                .with_help(HELP)
-                .with_severity(Severity::Warning),
-            );
         } else if let Some(call) = m.get("autocast") {
             if model.call_resolves_to(call, AUTOCASTS).is_none() || !autocasts_to_float16(model, call) {
                 continue;
@@ -315,6 +353,17 @@ fn scaling_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
             .unwrap_or(false)
     }).map(scope));
     scopes
+}
+
+/// The functions (by node id; `None` for the module body) that scale a loss with a
+/// `GradScaler` (`scaler.scale(loss)`): those need float32 weights.
+fn grad_scaler_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
+    model
+        .calls_named("scale")
+        .iter()
+        .filter(|c| c.field("function").and_then(|f| f.field("object")).is_some_and(|o| model.value_kind(o) == ValueKind::Scaler))
+        .map(|c| model.enclosing_function(*c).map(|f| f.node.id()))
+        .collect()
 }
 
 /// A framework's backward (see `SemanticModel::is_framework_backward`), or apex's

@@ -463,3 +463,62 @@ fn is_loss_function<'t>(model: &SemanticModel<'t>, callee: Node<'t>) -> bool {
             && (last.contains("loss") || matches!(last, "cross_entropy" | "binary_cross_entropy" | "binary_cross_entropy_with_logits" | "kl_div" | "nll_loss"))
     })
 }
+
+
+/// An accumulation into a parameter of a helper that a loop calls: `def step(x, total):
+/// total += loss; return total` called as `total = step(x, total)` in the loop, or `def
+/// step(x, outputs): outputs.append(out)` called as `step(x, outputs)`. Gives the statement
+/// of that call and the caller's name for the accumulator: what survives the caller's loop.
+/// `returned`: the helper must give the accumulator back and the caller bind it again (a
+/// total rebound by `+=`), else it is mutated in place (a container).
+pub(crate) fn accumulator_through_helper<'t>(model: &SemanticModel<'t>, statement: Node<'t>, base: &str, returned: bool) -> Option<(Node<'t>, String)> {
+    if base.contains('.') || !model.enclosing_loops(statement).is_empty() {
+        return None;
+    }
+    let function = model.enclosing_function(statement)?;
+    let binding = model.bindings_in_scope(base, statement).iter().find(|b| b.kind == BindingKind::Parameter)?;
+    let params = memlint_python::named_children(model.parent(binding.statement)?);
+    let position = params.iter().filter_map(|p| memlint_python::parameter_name(*p)).position(|n| model.text(n) == base)?;
+    let position = if function.class.is_some() { position.checked_sub(1)? } else { position };
+    if returned {
+        let returns_it = descendants_where(function.node.field("body")?, |n| n.kind_name() == "return_statement")
+            .iter()
+            .any(|r| r.named_child(0).is_some_and(|v| model.identifiers_in(v).iter().any(|i| i == base)));
+        if !returns_it {
+            return None;
+        }
+    }
+    for call in model.calls_of_function(function) {
+        if model.enclosing_loops(call).is_empty() {
+            continue;
+        }
+        let argument = model.argument_for(call, base, Some(position)).map(unparenthesize)?;
+        if argument.kind_name() != "identifier" {
+            continue;
+        }
+        let caller_base = model.text(argument);
+        let call_statement = statement_around(model, call);
+        if returned {
+            // `total = step(x, total)` (or a tuple target holding it).
+            let assignment = call_statement.named_child(0).filter(|a| a.kind_name() == "assignment");
+            let rebinds = assignment.and_then(|a| a.field("left")).is_some_and(|left| model.identifiers_in(left).iter().any(|i| i == caller_base));
+            if !rebinds {
+                continue;
+            }
+        }
+        return Some((call_statement, caller_base.to_owned()));
+    }
+    None
+}
+
+/// The statement (a child of a block or the module) around `node`.
+pub(crate) fn statement_around<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Node<'t> {
+    let mut current = node;
+    while let Some(parent) = model.parent(current) {
+        if matches!(parent.kind_name(), "block" | "module") {
+            return current;
+        }
+        current = parent;
+    }
+    current
+}
