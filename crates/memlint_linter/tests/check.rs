@@ -1277,7 +1277,7 @@ fn loss_summed_through_a_helper_the_loop_calls() {
         print(total)
         "#,
         expect![[r#"
-            5:5 MEM002 `total += loss` keeps every batch's activations on the GPU: 
+            5:5 MEM002 `total += loss` keeps each step's graph nodes and loss tenso
         "#]],
     );
 }

@@ -43,7 +43,7 @@
 //!
 //! Use instead:
 //! ```python
-//! model = Net().cuda()  # float32 weights: no `.half()`
+//! model = Net().cuda()
 //! scaler = torch.amp.GradScaler("cuda")
 //! for x, y in loader:
 //!     with torch.autocast("cuda", dtype=torch.float16):
