@@ -409,14 +409,8 @@ impl<'m, 't> Follower<'m, 't> {
         // `torch.stack(log_probs)`), or it is stored where the container lives.
         if STORING_METHODS.contains(&last) && callee.kind_name() == "attribute" {
             let container = callee.field("object").map(unparenthesize);
-            match container.filter(|c| c.kind_name() == "identifier" && model.holds_a_local_container(*c)) {
-                Some(c) if !model.is_global_name(c) => {
-                    let function = model.enclosing_function(call).map(|f| f.node);
-                    let statement = model.statement_around(call);
-                    self.follow_name(c, statement, function, carries);
-                }
-                _ => self.escape(carries, Fate::Stored(call)),
-            }
+            let statement = model.statement_around(call);
+            self.into_container(container, statement, carries);
             return Handing::Stop;
         }
         // A local function: where its parameter's value goes.
@@ -486,20 +480,45 @@ impl<'m, 't> Follower<'m, 't> {
 
     /// The value is assigned to `left`.
     fn assigned_to(&mut self, left: Node<'t>, statement: Node<'t>, function: Option<Node<'t>>, carries: Carries) {
-        let model = self.model;
         let mut targets = Vec::new();
         collect_targets(left, &mut targets);
         for t in targets {
             match t.kind_name() {
                 "identifier" => self.follow_name(t, statement, function, carries),
                 // `results[k] = out`: into a local container, followed as the container.
-                "subscript" => match t.field("value").map(unparenthesize).filter(|v| v.kind_name() == "identifier" && model.holds_a_local_container(*v)) {
-                    Some(c) if !model.is_global_name(c) => self.follow_name(c, statement, function, carries),
-                    _ => self.escape(carries, Fate::Stored(statement)),
-                },
+                "subscript" => self.into_container(t.field("value").map(unparenthesize), statement, carries),
                 // `self.x = out`: outlives the call.
                 _ => self.escape(carries, Fate::Stored(statement)),
             }
+        }
+    }
+}
+
+impl<'m, 't> Follower<'m, 't> {
+    /// The value is put into `container` by `statement` (`c.append(v)`, `c[k] = v`): a
+    /// container built in this function is followed as the container; a container that
+    /// is a parameter of a local function is followed, in each caller, as the container
+    /// the caller passes (`def body(x, preds): preds.append(out)`, `body(x, preds)` in a
+    /// loop); anything else keeps the value where memlint does not follow it.
+    fn into_container(&mut self, container: Option<Node<'t>>, statement: Node<'t>, carries: Carries) {
+        let model = self.model;
+        let Some(c) = container.filter(|c| c.kind_name() == "identifier") else {
+            self.escape(carries, Fate::Stored(statement));
+            return;
+        };
+        if model.holds_a_local_container(c) && !model.is_global_name(c) {
+            let function = model.enclosing_function(c).map(|f| f.node);
+            self.follow_name(c, statement, function, carries);
+            return;
+        }
+        match model.containers_passed_for(c, 0) {
+            Some(passed) => {
+                for (argument, call_statement) in passed {
+                    let function = model.enclosing_function(argument).map(|f| f.node);
+                    self.follow_name(argument, call_statement, function, carries);
+                }
+            }
+            None => self.escape(carries, Fate::Stored(statement)),
         }
     }
 }
@@ -607,6 +626,42 @@ impl<'t> SemanticModel<'t> {
             }),
             _ => false,
         }
+    }
+
+    /// The containers that the callers of a local function pass for its parameter at
+    /// `ident` (each as the argument's identifier and the statement of the call), when
+    /// every caller is in this module and passes a container built there (or, up to two
+    /// levels, one its own caller passes). `None` when it is no parameter, some caller
+    /// passes something else, or code in another module may call the function.
+    pub(crate) fn containers_passed_for(&self, ident: Node<'t>, depth: usize) -> Option<Vec<(Node<'t>, Node<'t>)>> {
+        let name = self.text(ident);
+        let binding = self.binding_at(name, ident).filter(|b| b.kind == BindingKind::Parameter)?;
+        let function = self.enclosing_function(ident)?;
+        let params = named_children(self.parent(binding.statement)?);
+        let position = params.iter().filter_map(|p| parameter_name(*p)).position(|n| self.text(n) == name)?;
+        let position = if function.class.is_some() { position.checked_sub(1)? } else { position };
+        if self.called_from_other_modules(function.node) {
+            return None;
+        }
+        let calls = self.calls_of_function(function);
+        if calls.is_empty() {
+            return None;
+        }
+        let mut passed = Vec::new();
+        for call in calls {
+            let argument = self.argument_for(call, name, Some(position)).map(unparenthesize).filter(|a| a.kind_name() == "identifier")?;
+            if self.is_global_name(argument) {
+                return None;
+            }
+            if self.holds_a_local_container(argument) {
+                passed.push((argument, self.statement_around(call)));
+            } else if depth < 2 {
+                passed.extend(self.containers_passed_for(argument, depth + 1)?);
+            } else {
+                return None;
+            }
+        }
+        Some(passed)
     }
 
     /// Is the identifier the target of an assignment, a `for` or a `with` (a binding, not a

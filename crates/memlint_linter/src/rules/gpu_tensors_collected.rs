@@ -92,15 +92,22 @@ enum Container {
 
 pub fn check(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
-    // Only loops over batches can keep per-batch results: the query runs there.
-    let regions: Vec<_> = model.loops().iter().filter(|l| model.loop_info(**l).over_batches).copied().collect();
-    for m in checker.matches_at(&regions) {
+    // Only loops over batches can keep per-batch results, in their bodies or in a helper
+    // they call: the query runs on the whole module.
+    let whole = 0..model.source().len();
+    for m in checker.matches_in(std::slice::from_ref(&whole)) {
         let (Some(statement), Some(container), Some(term)) = (m.get("collection"), m.get("container"), m.get("term")) else {
             continue;
         };
         let is_append = statement.kind_name() == "call";
         let Some(base) = base_name(model, container) else { continue };
-        let loops = model.enclosing_loops(statement);
+        // In a helper the loop calls, storing into its parameter: the caller's container
+        // and the caller's loop decide (`def body(x, preds): preds.append(model(x))`).
+        let (anchor, base) = match crate::rules::accumulator_through_helper(model, statement, &base, false) {
+            Some((site, caller_base)) => (site, caller_base),
+            None => (statement, base),
+        };
+        let loops = model.enclosing_loops(anchor);
         if loops.is_empty() {
             continue;
         }
@@ -109,10 +116,10 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             Vec::new()
         } else {
             model
-                .bindings_in_scope(&base, statement)
+                .bindings_in_scope(&base, anchor)
                 .iter()
                 .filter(|b| matches!(b.kind, BindingKind::Assign | BindingKind::LoopTarget | BindingKind::WithTarget))
-                .filter(|b| !contains(b.statement, statement))
+                .filter(|b| !contains(b.statement, anchor))
                 // `if buf is None: buf = torch.zeros(...)` creates the buffer once.
                 .filter(|b| !is_lazy_initialization(model, b.statement, &base))
                 .map(|b| b.statement)
@@ -132,10 +139,10 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         let kind = if base.contains('.') {
             if is_append { Some(Container::Collection) } else { None }
         } else {
-            container_kind(model, &base, statement, is_append)
+            container_kind(model, &base, anchor, is_append)
         };
         let Some(kind) = kind else { continue };
-        if is_loss_like(model, term, 0) || cleared_in(model, &base, outermost.node) || model.backpropagated_after(&base, statement) {
+        if is_loss_like(model, term, 0) || cleared_in(model, &base, outermost.node) || model.backpropagated_after(&base, anchor) {
             continue;
         }
         let grad = model.value_kind(term) == ValueKind::GradTensor;
@@ -149,6 +156,9 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if !grad && !surviving.iter().any(|l| model.iterates_data(l.node)) {
             continue;
         }
+        // A training loop: its body, or the helper that stores, runs a backward pass.
+        let training = trains(model, outermost.node)
+            || (anchor.id() != statement.id() && model.enclosing_function(statement).is_some_and(|f| trains(model, f.node)));
         let shown = snippet(model, statement);
         let value = snippet(model, term);
         let (message, severity, fix) = match (kind, grad) {
@@ -158,13 +168,13 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 ),
                 Severity::Error,
                 {
-                    let safe = is_private_local(model, &base, statement);
+                    let safe = anchor.id() == statement.id() && is_private_local(model, &base, statement);
                     let edits = call_on(term, ".detach()");
                     Some(if safe { Fix::safe("Write `.detach()`", edits) } else { Fix::unsafe_("Write `.detach()`", edits) })
                 },
             ),
             (Container::Buffer, false) => continue,
-            (Container::Collection, true) if trains(model, outermost.node) => (
+            (Container::Collection, true) if training => (
                 format!(
                     "`{shown}` keeps every batch's autograd graph alive: `{value}` carries autograd history, so each iteration's output and graph nodes (and any activations `backward()` has not freed) stay on the GPU until `{base}` is dropped (severe)"
                 ),
