@@ -1,0 +1,431 @@
+//! The summary of one definition, computed from its body alone: [`FunctionSummary`]
+//! (arguments stored beyond the call, callees whose result it returns, the parameter it
+//! gives back, the tuple it returns, whether it backpropagates) and [`ClassSummary`]
+//! (bases, methods, pretrained loads of `__init__`, `self.X = Callee(...)` attributes).
+//! The semantic model also asks it about the linted module's own classes and functions
+//! (`class_summary`, `class_methods`, `returned_parameter`).
+//!
+//! Asks [`super::syntax`] for node readings, `crate::semantic` for parameters and
+//! `crate::library` whether a class may freeze what it loads. Callees stay as spelled:
+//! resolving them is [`super::resolve`]'s.
+
+use std::collections::HashSet;
+
+use tree_sitter::Node;
+
+use super::summary::{ClassSummary, FunctionSummary, PretrainedCall, StoreKind, StoredArgument, PRETRAINED_KEYWORDS};
+use super::syntax::{decorator_disables_grad, dotted, returned_callee_of, runs_backward, text};
+use crate::semantic::{named_children, unparenthesize};
+use crate::NodeExt;
+
+pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
+    let name = class.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
+    let bases = class
+        .field("superclasses")
+        .map(|s| named_children(s).into_iter().filter_map(|b| dotted(source, b)).collect())
+        .unwrap_or_default();
+    let mut methods = Vec::new();
+    let mut pretrained_calls = Vec::new();
+    let mut attributes = Vec::new();
+    if let Some(body) = class.field("body") {
+        let may_freeze = crate::library::class_may_freeze(text(source, body));
+        for item in named_children(body) {
+            let (def, decorators) = match item.kind_name() {
+                "function_definition" => (item, Vec::new()),
+                "decorated_definition" => match item.field("definition").filter(|d| d.kind_name() == "function_definition") {
+                    Some(def) => (
+                        def,
+                        named_children(item).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0)).collect(),
+                    ),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            let is_static = decorators.iter().any(|d| text(source, *d) == "staticmethod");
+            let mut f = function_summary(source, def, !is_static);
+            f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
+            if f.name == "__init__" && !may_freeze {
+                if let Some(init_body) = def.field("body") {
+                    pretrained_calls_in(source, init_body, &mut pretrained_calls);
+                }
+            }
+            if let Some(method_body) = def.field("body") {
+                attribute_calls(source, method_body, &mut attributes);
+            }
+            methods.push(f);
+        }
+    }
+    ClassSummary { name, bases, methods, pretrained_calls, attributes }
+}
+
+/// `self.X = Callee(...)` (through methods that return the module) under `body`.
+fn attribute_calls(source: &str, body: Node<'_>, out: &mut Vec<(String, String)>) {
+    let mut cursor = body.walk();
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        match n.kind_name() {
+            "function_definition" | "class_definition" | "lambda" => continue,
+            "assignment" => {
+                if let (Some(left), Some(right)) = (n.field("left"), n.field("right")) {
+                    if left.kind_name() == "attribute" && left.field("object").is_some_and(|o| text(source, o) == "self") {
+                        if let (Some(attr), Some(callee)) = (left.field("attribute"), returned_callee_of(source)(right)) {
+                            if unparenthesize(right).kind_name() == "call" {
+                                out.push((text(source, attr).to_owned(), callee));
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        stack.extend(n.named_children(&mut cursor));
+    }
+}
+
+/// The calls under `node` that may load a pretrained network: `from_pretrained`, a call
+/// given `pretrained=` or `weights=`, a `load` (`torch.hub.load`).
+fn pretrained_calls_in(source: &str, node: Node<'_>, out: &mut Vec<PretrainedCall>) {
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if matches!(n.kind_name(), "function_definition" | "class_definition" | "lambda") && n.id() != node.id() {
+            continue;
+        }
+        if n.kind_name() == "call" {
+            if let Some(callee) = n.field("function").and_then(|f| dotted(source, f)) {
+                let keywords: Vec<(String, String)> = n
+                    .field("arguments")
+                    .map(named_children)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|a| a.kind_name() == "keyword_argument")
+                    .filter_map(|a| Some((text(source, a.field("name")?).to_owned(), text(source, a.field("value")?).to_owned())))
+                    .filter(|(k, _)| PRETRAINED_KEYWORDS.contains(&k.as_str()))
+                    .collect();
+                let last = callee.rsplit('.').next().unwrap_or(&callee);
+                if last == "from_pretrained" || last == "load" || keywords.iter().any(|(k, _)| k != "is_trainable") {
+                    out.push(PretrainedCall { callee, keywords });
+                }
+            }
+        }
+        stack.extend(named_children(n));
+    }
+}
+
+/// The methods of a class definition of the linted module (for `meter.update(loss)` on
+/// an instance of a local class).
+pub(crate) fn class_methods(source: &str, class: Node<'_>) -> Vec<FunctionSummary> {
+    class_summary(source, class).methods
+}
+
+/// The parameters of a function: (name, position a caller passes it at).
+fn parameters(source: &str, def: Node<'_>, method: bool) -> Vec<String> {
+    let Some(params) = def.field("parameters") else { return Vec::new() };
+    let mut names = Vec::new();
+    for p in named_children(params) {
+        // `*args`, `**kwargs` and the bare `*` end the positional parameters we track.
+        match crate::semantic::parameter_name(p) {
+            Some(i) => names.push(text(source, i).to_owned()),
+            None => break,
+        }
+    }
+    if method && !names.is_empty() {
+        names.remove(0);
+    }
+    names
+}
+
+/// The statements of a body, nested blocks included, nested functions and classes not.
+fn statements_of<'t>(body: Node<'t>, out: &mut Vec<Node<'t>>) {
+    for s in named_children(body) {
+        match s.kind_name() {
+            "expression_statement" | "return_statement" => out.push(s),
+            "block" | "else_clause" | "elif_clause" | "except_clause" | "finally_clause" | "if_statement" | "for_statement"
+            | "while_statement" | "with_statement" | "try_statement" => statements_of(s, out),
+            _ => {}
+        }
+    }
+}
+
+/// Does `expr` use `name` bare (itself, or as an operand of arithmetic), so that what is
+/// stored is the argument with whatever history it carries (`val`, `val * n`), not a
+/// number made of it (`val.item()`, `float(val)`)?
+fn uses_bare(source: &str, expr: Node<'_>, name: &str) -> bool {
+    let expr = unparenthesize(expr);
+    match expr.kind_name() {
+        "identifier" => text(source, expr) == name,
+        "binary_operator" => {
+            expr.field("left").map(|l| uses_bare(source, l, name)).unwrap_or(false)
+                || expr.field("right").map(|r| uses_bare(source, r, name)).unwrap_or(false)
+        }
+        _ => false,
+    }
+}
+
+/// Is `target` state that outlives a call: `self.x`, `self.x[k]`, or a module-level name
+/// (a `global`, or any name the function does not bind)?
+fn outliving_target(source: &str, target: Node<'_>, locals: &HashSet<String>) -> Option<String> {
+    let t = unparenthesize(target);
+    match t.kind_name() {
+        "attribute" => {
+            let d = dotted(source, t)?;
+            (d.starts_with("self.") || d.starts_with("cls.")).then_some(d)
+        }
+        "subscript" => outliving_target(source, t.field("value")?, locals),
+        "identifier" => {
+            let n = text(source, t);
+            (!locals.contains(n)).then(|| n.to_owned())
+        }
+        _ => None,
+    }
+}
+
+pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> FunctionSummary {
+    let name = def.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
+    let params = parameters(source, def, method);
+    let mut statements = Vec::new();
+    if let Some(body) = def.field("body") {
+        statements_of(body, &mut statements);
+    }
+    // Names the function binds (parameters and assignment targets): not module state.
+    let mut locals: HashSet<String> = params.iter().cloned().collect();
+    if method {
+        locals.insert("self".to_owned());
+    }
+    let mut rebound: HashSet<String> = HashSet::new();
+    let mut local_calls: Vec<(String, String)> = Vec::new();
+    for s in &statements {
+        let Some(e) = s.named_child(0) else { continue };
+        if e.kind_name() == "assignment" {
+            if let Some(left) = e.field("left") {
+                if left.kind_name() == "identifier" {
+                    let n = text(source, left).to_owned();
+                    if params.contains(&n) {
+                        rebound.insert(n.clone());
+                    }
+                    if let Some(callee) = e.field("right").and_then(returned_callee_of(source)) {
+                        local_calls.push((n.clone(), callee));
+                    }
+                    locals.insert(n);
+                }
+            }
+        }
+    }
+    let mut stores = Vec::new();
+    let mut returns_calls = Vec::new();
+    for s in &statements {
+        if s.kind_name() == "return_statement" {
+            if let Some(value) = s.named_child(0) {
+                if let Some(callee) = returned_callee_of(source)(value) {
+                    // `return m` / `return m.to(dev)` after `m = Net()`.
+                    match local_calls.iter().rev().find(|(n, _)| *n == callee) {
+                        Some((_, c)) => returns_calls.push(c.clone()),
+                        None if !locals.contains(callee.split('.').next().unwrap_or("")) || callee.contains('.') => {
+                            returns_calls.push(callee)
+                        }
+                        None => {}
+                    }
+                }
+            }
+            continue;
+        }
+        let Some(e) = s.named_child(0) else { continue };
+        let stored = match e.kind_name() {
+            // `self.total += val`
+            "augmented_assignment" if e.field("operator").map(|o| text(source, o) == "+=").unwrap_or(true) => {
+                e.field("left").zip(e.field("right")).map(|(l, r)| (l, r, StoreKind::Accumulates))
+            }
+            // `self.total = self.total + val`
+            "assignment" => e.field("left").zip(e.field("right")).filter(|(l, r)| {
+                r.kind_name() == "binary_operator" && r.field("left").map(|rl| text(source, rl) == text(source, *l)).unwrap_or(false)
+            }).map(|(l, r)| (l, r, StoreKind::Accumulates)),
+            // `self.values.append(val)`
+            "call" => {
+                let callee = e.field("function").filter(|c| c.kind_name() == "attribute");
+                let method_name = callee.and_then(|c| c.field("attribute")).map(|a| text(source, a));
+                match (callee.and_then(|c| c.field("object")), method_name, e.field("arguments").and_then(|a| a.named_child(0))) {
+                    (Some(obj), Some("append" | "extend" | "add" | "put" | "appendleft"), Some(arg)) => Some((obj, arg, StoreKind::Appends)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let Some((target, value, kind)) = stored else { continue };
+        let Some(into) = outliving_target(source, target, &locals) else { continue };
+        for (position, p) in params.iter().enumerate() {
+            if rebound.contains(p) {
+                continue;
+            }
+            if uses_bare(source, value, p) && !stores.iter().any(|s: &StoredArgument| s.position == position) {
+                stores.push(StoredArgument { position, name: p.clone(), kind, into: into.clone() });
+            }
+        }
+    }
+    let backprops = def.field("body").is_some_and(|b| runs_backward(source, b));
+    let returns_parameter = returned_parameter(source, def, &statements).and_then(|p| params.iter().position(|n| *n == p));
+    let returns_elements = statements
+        .iter()
+        .filter(|s| s.kind_name() == "return_statement")
+        .filter_map(|s| s.named_child(0).map(unparenthesize))
+        .find(|v| matches!(v.kind_name(), "expression_list" | "tuple"))
+        .map(|tuple| {
+            named_children(tuple)
+                .into_iter()
+                .map(|element| {
+                    let callee = returned_callee_of(source)(element)?;
+                    match local_calls.iter().rev().find(|(n, _)| *n == callee) {
+                        Some((_, c)) => Some(c.clone()),
+                        None if unparenthesize(element).kind_name() == "call" => Some(callee),
+                        None => None,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    FunctionSummary { name, no_grad: false, returns_calls, stores, backprops, returns_parameter, returns_elements }
+}
+
+/// The parameter every `return` of a function gives back (through methods that return
+/// the module, and both branches of a conditional), by name. `statements`: the function's
+/// statements (nested blocks included).
+pub(crate) fn returned_parameter(source: &str, def: Node<'_>, statements: &[Node<'_>]) -> Option<String> {
+    let params = def.field("parameters").map(named_children).unwrap_or_default();
+    let names: Vec<&str> = params.iter().filter_map(|p| crate::semantic::parameter_name(*p)).map(|n| text(source, n)).collect();
+    let mut found: Option<String> = None;
+    let mut returns = 0;
+    for s in statements.iter().filter(|s| s.kind_name() == "return_statement") {
+        returns += 1;
+        let value = s.named_child(0)?;
+        let mut pending = vec![value];
+        while let Some(v) = pending.pop() {
+            let v = unparenthesize(v);
+            match v.kind_name() {
+                "conditional_expression" => {
+                    let parts = named_children(v);
+                    pending.extend([parts.first(), parts.get(2)].into_iter().flatten().copied());
+                }
+                _ => {
+                    let returned = returned_callee_of(source)(v)?;
+                    if !names.contains(&returned.as_str()) || found.as_ref().is_some_and(|f| *f != returned) {
+                        return None;
+                    }
+                    // Only through methods that return the module: a call of the parameter
+                    // itself (`return x(y)`) gives its result, not it.
+                    if unparenthesize(v).kind_name() == "call" && returned_callee_of(source)(unparenthesize(v)).as_deref() == Some(returned.as_str()) {
+                        let mut inner = unparenthesize(v);
+                        while inner.kind_name() == "call" {
+                            let callee = inner.field("function")?;
+                            if callee.kind_name() != "attribute" {
+                                return None;
+                            }
+                            inner = unparenthesize(callee.field("object")?);
+                        }
+                    }
+                    found = Some(returned);
+                }
+            }
+        }
+    }
+    if returns == 0 {
+        return None;
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summaries of the top-level functions of `source` (as plain functions).
+    fn functions(source: &str) -> Vec<FunctionSummary> {
+        let parsed = crate::parse(source);
+        named_children(parsed.tree.root_node())
+            .into_iter()
+            .filter(|d| d.kind_name() == "function_definition")
+            .map(|d| function_summary(source, d, false))
+            .collect()
+    }
+
+    /// The summary of the first class of `source`.
+    fn class(source: &str) -> ClassSummary {
+        let parsed = crate::parse(source);
+        let def = named_children(parsed.tree.root_node()).into_iter().find(|d| d.kind_name() == "class_definition").expect("a class");
+        let summary = class_summary(source, def);
+        assert_eq!(class_methods(source, def), summary.methods);
+        summary
+    }
+
+    fn stored(name: &str, position: usize, kind: StoreKind, into: &str) -> StoredArgument {
+        StoredArgument { position, name: name.to_owned(), kind, into: into.to_owned() }
+    }
+
+    #[test]
+    fn arguments_stored_beyond_the_call() {
+        let meter = class(
+            "class Meter:\n    def update(self, val, n):\n        self.total += val * n\n        self.items.append(val.item())\n\
+             \n        HISTORY.extend(n)\n        count = 0\n        count += val\n",
+        );
+        assert_eq!(
+            meter.methods[0].stores,
+            [stored("val", 0, StoreKind::Accumulates, "self.total"), stored("n", 1, StoreKind::Accumulates, "self.total")],
+            "`self` is not counted; a number made of an argument (`val.item()`) and a local total are not stores"
+        );
+        let f = functions(
+            "def log(x):\n    HISTORY.append(x)\n\ndef detached(x):\n    x = x.detach()\n    HISTORY.append(x)\n\n\
+             def total(x):\n    TOTAL += x\n",
+        );
+        assert_eq!(f[0].stores, [stored("x", 0, StoreKind::Appends, "HISTORY")]);
+        assert_eq!(f[1].stores, [], "a parameter bound again is not the argument");
+        assert_eq!(f[2].stores, [stored("x", 0, StoreKind::Accumulates, "TOTAL")]);
+        let sum = class("class Sum:\n    def add(self, x):\n        self.sum = self.sum + x\n");
+        assert_eq!(sum.methods[0].stores, [stored("x", 0, StoreKind::Accumulates, "self.sum")]);
+    }
+
+    #[test]
+    fn what_a_function_returns_and_whether_it_backpropagates() {
+        let f = functions(
+            "def build(cfg):\n    m = Net(cfg)\n    m.cuda()\n    return m\n\n\
+             def build2(cfg):\n    return nets.Net(cfg).to(dev)\n\n\
+             def passthrough(model, flag):\n    if flag:\n        return model.cuda()\n    return model.cuda() if flag else model\n\n\
+             def call(fn, x):\n    return fn(x)\n\n\
+             def both():\n    model = Net()\n    opt = torch.optim.SGD(model.parameters())\n    return model, opt, 3\n\n\
+             def step(loss):\n    loss.backward()\n",
+        );
+        assert_eq!(f[0].returns_calls, ["Net"], "through the function's assignment");
+        assert_eq!(f[1].returns_calls, ["nets.Net"]);
+        assert_eq!(f[2].returns_parameter, Some(0), "every return gives `model` back, through `.cuda()` and a conditional");
+        assert!(f[2].returns_calls.is_empty());
+        assert_eq!(f[3].returns_parameter, None, "a call of the parameter gives its result, not it");
+        assert_eq!(f[4].returns_elements, [Some("Net".to_owned()), Some("torch.optim.SGD".to_owned()), None]);
+        assert!(f[5].backprops && !f[0].backprops);
+        assert!(f.iter().all(|f| !f.no_grad), "no_grad is the decorator's, set by the caller");
+    }
+
+    #[test]
+    fn a_class_summary() {
+        let net = class(
+            "class Net(nn.Module, Mixin):\n    def __init__(self):\n        super().__init__()\n\
+             \n        self.encoder = nn.Sequential(nn.Linear(2, 2)).cuda()\n\
+             \n        self.backbone = timm.create_model('resnet18', pretrained=True)\n        self.count = 0\n\
+             \n    @staticmethod\n    def make(x):\n        return x\n",
+        );
+        assert_eq!(net.name, "Net");
+        assert_eq!(net.bases, ["nn.Module", "Mixin"]);
+        let mut attributes = net.attributes.clone();
+        attributes.sort();
+        assert_eq!(attributes, [("backbone".to_owned(), "timm.create_model".to_owned()), ("encoder".to_owned(), "nn.Sequential".to_owned())]);
+        assert_eq!(
+            net.pretrained_calls,
+            [PretrainedCall { callee: "timm.create_model".to_owned(), keywords: vec![("pretrained".to_owned(), "True".to_owned())] }]
+        );
+        let methods: Vec<&str> = net.methods.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(methods, ["__init__", "make"]);
+        assert_eq!(net.methods[1].returns_parameter, Some(0), "a static method's first parameter is an argument");
+
+        let frozen = class(
+            "class Frozen(nn.Module):\n    def __init__(self):\n        self.backbone = timm.create_model('vit', pretrained=True)\n\
+             \n    @torch.no_grad()\n    def predict(self, x):\n        return self.backbone(x)\n",
+        );
+        assert!(frozen.pretrained_calls.is_empty(), "a class that may freeze what it loads (it mentions no_grad)");
+        assert!(frozen.methods[1].no_grad);
+    }
+}

@@ -1,0 +1,193 @@
+//! What the semantic model asks about the project around one linted module: the
+//! [`ProjectIndex`] trait and its answers ([`Symbol`], [`Returned`]), the empty
+//! [`NoProject`], the [`ModuleLoader`] trait the front ends implement (they do the I/O),
+//! and [`symbol_matters`], the linter's pre-filter question.
+//!
+//! Only interfaces: depends on the summary types of [`super::summary`]; the answers come
+//! from [`super::resolve`].
+
+use std::sync::Arc;
+
+use tree_sitter::Tree;
+
+use super::summary::{FunctionSummary, ModuleSummary};
+
+/// What a name a module imports from its project is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Symbol {
+    /// A class; `is_module` when it derives `torch.nn.Module` (through any chain of local,
+    /// project and library bases); `pretrained`: the callee (as its module spells it) of a
+    /// pretrained network its `__init__` loads and the class never freezes.
+    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, submodules: Vec<String> },
+    /// A function; `returns_module` when calling it returns a module instance (a factory);
+    /// `returned_elements`: what each element of the tuple it returns is, when known.
+    Function { returns_module: bool, summary: FunctionSummary, returned_elements: Vec<Option<Returned>> },
+    /// A module of the project.
+    Module,
+}
+
+/// What an element of a tuple a project function returns is built as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returned {
+    Network,
+    Loss,
+    Optimizer,
+    Scaler,
+    Loader,
+}
+
+/// What the semantic model of one linted module asks about the project around it.
+/// Front ends implement it (through [`ProjectResolver`](super::ProjectResolver));
+/// [`NoProject`] knows nothing.
+pub trait ProjectIndex: Sync {
+    /// What `qualified` (as the linted module spells it through its imports:
+    /// `.models.Generator`, `nets.build_net`) is in the project; `None` when it is not
+    /// the project's (a library, a typo) or the project does not know.
+    fn symbol(&self, qualified: &str) -> Option<Symbol>;
+
+    /// The calls of the linted module's top-level function `function` (or, spelled
+    /// `Class.method`, of a method of one of its top-level classes, called on names that
+    /// hold an instance of it) from other modules of the project: for each, whether it runs
+    /// with gradients disabled. Empty when there are none (or the project does not know).
+    fn external_calls(&self, function: &str) -> Vec<bool>;
+
+    /// The same calls, each with whether its result may reach a backward pass or leave
+    /// its caller ([`ImportedCall::result_kept`](super::ImportedCall::result_kept)):
+    /// (gradients disabled, result kept).
+    fn external_call_sites(&self, function: &str) -> Vec<(bool, bool)> {
+        self.external_calls(function).into_iter().map(|disabled| (disabled, true)).collect()
+    }
+
+    /// Is `module` (as an import statement of the linted module spells it: `nets`,
+    /// `.models`, `..`) one of the project's modules?
+    fn is_project_module(&self, module: &str) -> bool;
+
+    /// The linter parsed the linted module: a chance to summarize it from that tree.
+    fn seed(&self, _tree: &Tree, _source: &str) {}
+
+    /// The tree of the linted module, when the project already parsed exactly `source`
+    /// (for the module's summary, before its lint): the linter then does not parse it
+    /// again. See [`ModuleLoader::take_tree`].
+    fn parsed_tree(&self, _source: &str) -> Option<Tree> {
+        None
+    }
+
+    /// Does the index know anything at all? (An empty one lets the linter skip work.)
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// The empty project: one file on its own (tests, a buffer without a workspace).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProject;
+
+impl ProjectIndex for NoProject {
+    fn symbol(&self, _qualified: &str) -> Option<Symbol> {
+        None
+    }
+    fn external_calls(&self, _function: &str) -> Vec<bool> {
+        Vec::new()
+    }
+    fn is_project_module(&self, _module: &str) -> bool {
+        false
+    }
+    fn is_empty(&self) -> bool {
+        true
+    }
+}
+
+/// Where modules come from: the front ends implement it over files (the CLI, the
+/// language server) or over text (tests). Keys are opaque strings (a file's path).
+pub trait ModuleLoader: Sync {
+    /// The module `dotted` (absolute `nets.zoo`, or relative with leading dots: `.models`,
+    /// `..pkg.m`, `.` for the package itself) imported from module `from`; `None` when it
+    /// is not a module of the project.
+    fn resolve_module(&self, from: &str, dotted: &str) -> Option<String>;
+    /// The summary of module `key` (parsed once, then kept); `None` when it cannot be read.
+    fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>>;
+    /// The modules that may call the function `name` of module `key`: other modules of
+    /// the project whose text mentions `name` (a cheap filter; calls are resolved after).
+    fn candidate_callers(&self, key: &str, name: &str) -> Vec<String>;
+    /// The linted module `key` was parsed anyway: its summary can be made from that tree
+    /// instead of reading and parsing the file again (only when `text` is what the file
+    /// holds on disk: the CLI's files, not an editor's unsaved buffer).
+    fn seed(&self, _key: &str, _text: &str, _summary: &dyn Fn() -> ModuleSummary) {}
+    /// The tree of module `key` if the loader parsed exactly `text` for its summary and
+    /// kept the tree for the module's own lint: handed over once, so a file of the run is
+    /// parsed once however its summary and its lint are ordered.
+    fn take_tree(&self, _key: &str, _text: &str) -> Option<Tree> {
+        None
+    }
+}
+
+/// Does a project symbol change what the rules find where it is used: a network class or
+/// factory, or something whose methods or itself store arguments beyond the call?
+pub fn symbol_matters(symbol: &Symbol) -> bool {
+    match symbol {
+        Symbol::Class { is_module, methods, .. } => *is_module || methods.iter().any(|m| !m.stores.is_empty()),
+        Symbol::Function { returns_module, summary, returned_elements } => {
+            *returns_module || !summary.stores.is_empty() || returned_elements.iter().any(Option::is_some)
+        }
+        Symbol::Module => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_project_knows_nothing() {
+        let source = "import nets\n";
+        let tree = crate::parse(source).tree;
+        let index: &dyn ProjectIndex = &NoProject;
+        assert_eq!(index.symbol("nets.Net"), None);
+        assert!(index.external_calls("train").is_empty());
+        assert!(index.external_call_sites("train").is_empty());
+        assert!(!index.is_project_module("nets"));
+        assert!(index.parsed_tree(source).is_none());
+        index.seed(&tree, source);
+        assert!(index.is_empty());
+    }
+
+    /// An index that knows only the gradient context of two calls.
+    struct TwoCalls;
+
+    impl ProjectIndex for TwoCalls {
+        fn symbol(&self, _qualified: &str) -> Option<Symbol> {
+            None
+        }
+        fn external_calls(&self, _function: &str) -> Vec<bool> {
+            vec![true, false]
+        }
+        fn is_project_module(&self, _module: &str) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn call_sites_default_to_a_kept_result() {
+        assert_eq!(TwoCalls.external_call_sites("evaluate"), [(true, true), (false, true)], "unknown: the result may be kept");
+        assert!(!TwoCalls.is_empty());
+    }
+
+    #[test]
+    fn which_symbols_matter_to_the_rules() {
+        let storing = FunctionSummary {
+            name: "update".to_owned(),
+            stores: vec![super::super::StoredArgument { position: 0, name: "val".to_owned(), kind: super::super::StoreKind::Appends, into: "self.v".to_owned() }],
+            ..FunctionSummary::default()
+        };
+        let class = |is_module, methods| Symbol::Class { is_module, methods, pretrained: None, submodules: Vec::new() };
+        let function = |returns_module, summary, returned_elements| Symbol::Function { returns_module, summary, returned_elements };
+        assert!(symbol_matters(&class(true, Vec::new())), "a network class");
+        assert!(symbol_matters(&class(false, vec![storing.clone()])), "a class whose method stores its argument");
+        assert!(!symbol_matters(&class(false, vec![FunctionSummary::default()])));
+        assert!(symbol_matters(&function(true, FunctionSummary::default(), Vec::new())), "a factory");
+        assert!(symbol_matters(&function(false, storing, Vec::new())));
+        assert!(symbol_matters(&function(false, FunctionSummary::default(), vec![None, Some(Returned::Optimizer)])));
+        assert!(!symbol_matters(&function(false, FunctionSummary::default(), vec![None])));
+        assert!(!symbol_matters(&Symbol::Module));
+    }
+}

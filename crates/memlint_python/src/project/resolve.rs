@@ -1,0 +1,430 @@
+//! The resolution of names through the project's modules: [`ProjectResolver`], the
+//! [`ProjectIndex`] of one linted module over a [`ModuleLoader`]. It follows imports,
+//! re-exports, star imports, base classes and factories lazily, cuts cycles, finds the
+//! calls of the linted module's functions in other modules, and records which modules it
+//! read.
+//!
+//! Asks the loader for module keys and [`ModuleSummary`]s (never reads a file itself),
+//! the summaries' lookups, `crate::library` (what a library name builds) and
+//! `crate::lexicon` (a loss class by its name).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use tree_sitter::Tree;
+
+use super::index::{ModuleLoader, ProjectIndex, Returned, Symbol};
+use super::summary::ModuleSummary;
+use crate::library::{library_module_class, library_module_factory};
+
+/// What a name resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    Class(String, String),
+    Function(String, String),
+    Module(String),
+    /// Not the project's: the fully qualified library name (`torch.nn.Module`).
+    External(String),
+}
+
+/// How deep re-exports, bases and factories are followed (cycles are cut before).
+const MAX_DEPTH: usize = 24;
+
+/// The project index of one linted module over a [`ModuleLoader`]: resolves the names
+/// it imports lazily, follows re-exports, star imports, base classes and factories, and
+/// records which modules it read (the results cache keys the file on them).
+pub struct ProjectResolver<'a> {
+    loader: &'a dyn ModuleLoader,
+    from: String,
+    read: Mutex<Vec<String>>,
+    /// The linted text is the file's text on disk (see [`ModuleLoader::seed`]).
+    seeds: bool,
+}
+
+impl<'a> ProjectResolver<'a> {
+    pub fn new(loader: &'a dyn ModuleLoader, from: impl Into<String>) -> Self {
+        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()), seeds: false }
+    }
+
+    /// The linted text is what the file holds on disk: its parse can seed its summary.
+    pub fn seeding(mut self) -> Self {
+        self.seeds = true;
+        self
+    }
+
+    /// The modules whose summary this index read (other than the linted module), in the
+    /// order first read.
+    pub fn modules_read(&self) -> Vec<String> {
+        self.read.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>> {
+        if key != self.from {
+            let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+            if !read.iter().any(|k| k == key) {
+                read.push(key.to_owned());
+            }
+        }
+        self.loader.summary(key)
+    }
+
+    /// Resolves `qualified` as spelled in module `from` through its imports: the longest
+    /// prefix that is a project module, then names in it.
+    fn resolve_qualified(&self, from: &str, qualified: &str, seen: &mut HashSet<(String, String)>) -> Option<Target> {
+        if !seen.insert((from.to_owned(), qualified.to_owned())) || seen.len() > MAX_DEPTH * 4 {
+            return None;
+        }
+        let dots = qualified.len() - qualified.trim_start_matches('.').len();
+        let rest = &qualified[dots..];
+        let parts: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('.').collect() };
+        let min = if dots > 0 { 0 } else { 1 };
+        for k in (min..=parts.len()).rev() {
+            let module = format!("{}{}", &qualified[..dots], parts[..k].join("."));
+            let Some(key) = self.loader.resolve_module(from, &module) else { continue };
+            let mut target = Target::Module(key);
+            for name in &parts[k..] {
+                target = match target {
+                    Target::Module(m) => self.lookup_in_module(&m, name, seen)?,
+                    _ => return None,
+                };
+            }
+            return Some(target);
+        }
+        if dots == 0 {
+            return Some(Target::External(qualified.to_owned()));
+        }
+        None
+    }
+
+    /// Resolves a name as module `m` spells it (dotted: its first part is a definition,
+    /// an import or a star-imported name of `m`).
+    fn resolve_spelled(&self, m: &str, spelled: &str, seen: &mut HashSet<(String, String)>) -> Option<Target> {
+        let (first, rest) = match spelled.split_once('.') {
+            Some((f, r)) => (f, Some(r)),
+            None => (spelled, None),
+        };
+        let mut target = self.lookup_in_module(m, first, seen)?;
+        if let Some(rest) = rest {
+            for name in rest.split('.') {
+                target = match target {
+                    Target::Module(m) => self.lookup_in_module(&m, name, seen)?,
+                    Target::External(q) => Target::External(format!("{q}.{name}")),
+                    _ => return None,
+                };
+            }
+        }
+        Some(target)
+    }
+
+    /// What `name` is in module `m`: a class or function it defines, a name it imports
+    /// (re-exports, followed), a name a star import brings, or a submodule of a package.
+    fn lookup_in_module(&self, m: &str, name: &str, seen: &mut HashSet<(String, String)>) -> Option<Target> {
+        if !seen.insert((m.to_owned(), format!("#{name}"))) || seen.len() > MAX_DEPTH * 4 {
+            return None;
+        }
+        let summary = self.summary(m)?;
+        if summary.class(name).is_some() {
+            return Some(Target::Class(m.to_owned(), name.to_owned()));
+        }
+        if summary.function(name).is_some() {
+            return Some(Target::Function(m.to_owned(), name.to_owned()));
+        }
+        if let Some(q) = summary.import(name) {
+            return self.resolve_qualified(m, q, seen);
+        }
+        for star in &summary.star_imports {
+            let Some(key) = self.loader.resolve_module(m, star) else { continue };
+            let Some(s) = self.summary(&key) else { continue };
+            if s.exports_by_star(name) {
+                if let Some(t) = self.lookup_in_module(&key, name, seen) {
+                    return Some(t);
+                }
+            }
+        }
+        // A submodule of a package (`from pkg import models` where pkg/models.py exists).
+        self.loader.resolve_module(m, &format!(".{name}")).filter(|k| k != m).map(Target::Module)
+    }
+
+    /// Does class `name` of module `m` derive `torch.nn.Module`?
+    fn class_is_module(&self, m: &str, name: &str, seen: &mut HashSet<(String, String)>, depth: usize) -> bool {
+        if depth > MAX_DEPTH || !seen.insert((m.to_owned(), format!("class {name}"))) {
+            return false;
+        }
+        let Some(summary) = self.summary(m) else { return false };
+        let Some(class) = summary.class(name) else { return false };
+        class.bases.iter().any(|base| match self.resolve_spelled(m, base, &mut HashSet::new()) {
+            Some(Target::Class(bm, bn)) => self.class_is_module(&bm, &bn, seen, depth + 1),
+            Some(Target::External(q)) => library_module_class(&q),
+            Some(_) => false,
+            // Not bound in the module at all: judge the name as spelled.
+            None => library_module_class(base),
+        })
+    }
+
+    /// Does calling function `name` of module `m` return a module instance?
+    fn function_returns_module(&self, m: &str, name: &str, seen: &mut HashSet<(String, String)>, depth: usize) -> bool {
+        if depth > MAX_DEPTH || !seen.insert((m.to_owned(), format!("def {name}"))) {
+            return false;
+        }
+        let Some(summary) = self.summary(m) else { return false };
+        let Some(f) = summary.function(name) else { return false };
+        f.returns_calls.iter().any(|callee| self.callee_returns_module(m, callee, seen, depth))
+    }
+
+    fn callee_returns_module(&self, m: &str, callee: &str, seen: &mut HashSet<(String, String)>, depth: usize) -> bool {
+        match self.resolve_spelled(m, callee, &mut HashSet::new()) {
+            Some(Target::Class(cm, cn)) => self.class_is_module(&cm, &cn, &mut HashSet::new(), depth + 1),
+            Some(Target::Function(fm, fname)) => self.function_returns_module(&fm, &fname, seen, depth + 1),
+            Some(Target::External(q)) => library_module_factory(&q),
+            _ => false,
+        }
+    }
+
+    fn symbol_of(&self, target: Target) -> Option<Symbol> {
+        match target {
+            Target::Class(m, n) => {
+                let is_module = self.class_is_module(&m, &n, &mut HashSet::new(), 0);
+                let summary = self.summary(&m)?;
+                let class = summary.class(&n)?;
+                let pretrained = class.pretrained_calls.iter().find_map(|call| {
+                    let qualified = match self.resolve_spelled(&m, &call.callee, &mut HashSet::new()) {
+                        Some(Target::External(q)) => q,
+                        // `from_pretrained` of a class memlint cannot resolve: judged as spelled.
+                        None => call.callee.clone(),
+                        Some(_) => return None,
+                    };
+                    call.loads_pretrained(&qualified).then(|| call.callee.clone())
+                });
+                // Attributes the class sets to a network it builds (`self.encoder =
+                // nn.Sequential(...)`, a class of the project deriving `Module`).
+                let submodules = class
+                    .attributes
+                    .iter()
+                    .filter(|(_, callee)| self.callee_returns_module(&m, callee, &mut HashSet::new(), 1))
+                    .map(|(attr, _)| attr.clone())
+                    .collect();
+                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained, submodules })
+            }
+            Target::Function(m, n) => {
+                let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);
+                let summary = self.summary(&m)?.function(&n)?.clone();
+                let returned_elements = summary
+                    .returns_elements
+                    .iter()
+                    .map(|callee| {
+                        let callee = callee.as_ref()?;
+                        if self.callee_returns_module(&m, callee, &mut HashSet::new(), 1) {
+                            let last = callee.rsplit('.').next().unwrap_or(callee);
+                            return Some(if crate::lexicon::class_name_says_loss(last) { Returned::Loss } else { Returned::Network });
+                        }
+                        match self.resolve_spelled(&m, callee, &mut HashSet::new()) {
+                            Some(Target::External(q)) => match crate::library::call_model(&q)? {
+                                crate::library::Call::BuildsOptimizer => Some(Returned::Optimizer),
+                                crate::library::Call::BuildsScaler => Some(Returned::Scaler),
+                                crate::library::Call::BuildsLoader => Some(Returned::Loader),
+                                crate::library::Call::BuildsLoss => Some(Returned::Loss),
+                                crate::library::Call::BuildsNetwork => Some(Returned::Network),
+                                _ => None,
+                            },
+                            _ => None,
+                        }
+                    })
+                    .collect();
+                Some(Symbol::Function { returns_module, summary, returned_elements })
+            }
+            Target::Module(_) => Some(Symbol::Module),
+            Target::External(_) => None,
+        }
+    }
+}
+
+impl ProjectIndex for ProjectResolver<'_> {
+    fn symbol(&self, qualified: &str) -> Option<Symbol> {
+        let mut seen = HashSet::new();
+        // A plain name (no dots) is one the module does not bind: look in its star imports.
+        if !qualified.contains('.') {
+            let summary = self.loader.summary(&self.from)?;
+            for star in &summary.star_imports {
+                let Some(key) = self.loader.resolve_module(&self.from, star) else { continue };
+                let Some(s) = self.summary(&key) else { continue };
+                if s.exports_by_star(qualified) {
+                    if let Some(t) = self.lookup_in_module(&key, qualified, &mut seen) {
+                        return self.symbol_of(t);
+                    }
+                }
+            }
+            return None;
+        }
+        let target = self.resolve_qualified(&self.from, qualified, &mut seen)?;
+        self.symbol_of(target)
+    }
+
+    fn is_project_module(&self, module: &str) -> bool {
+        self.loader.resolve_module(&self.from, module).is_some()
+    }
+
+    fn seed(&self, tree: &Tree, source: &str) {
+        if self.seeds && self.from.ends_with(".py") {
+            self.loader.seed(&self.from, source, &|| ModuleSummary::new(tree, source));
+        }
+    }
+
+    fn parsed_tree(&self, source: &str) -> Option<Tree> {
+        // Only the text on disk (what seeds the summary) is what the loader parsed.
+        if self.seeds && self.from.ends_with(".py") { self.loader.take_tree(&self.from, source) } else { None }
+    }
+
+    fn external_calls(&self, function: &str) -> Vec<bool> {
+        self.external_call_sites(function).into_iter().map(|(disabled, _)| disabled).collect()
+    }
+
+    fn external_call_sites(&self, function: &str) -> Vec<(bool, bool)> {
+        // `Class.method`: calls of the method on instances of the class.
+        let (class, name) = match function.rsplit_once('.') {
+            Some((class, method)) => (Some(class), method),
+            None => (None, function),
+        };
+        let mut found = Vec::new();
+        for caller in self.loader.candidate_callers(&self.from, class.unwrap_or(function)) {
+            if caller == self.from {
+                continue;
+            }
+            let Some(summary) = self.loader.summary(&caller) else { continue };
+            let mut relevant = summary.calls.iter().filter(|c| c.callee.rsplit('.').next() == Some(name)).peekable();
+            if relevant.peek().is_none() {
+                continue;
+            }
+            // The caller is read: a change to it can change this module's findings.
+            {
+                let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+                if !read.iter().any(|k| *k == caller) {
+                    read.push(caller.clone());
+                }
+            }
+            for call in relevant {
+                let mut seen = HashSet::new();
+                let resolve = |callee: &str, seen: &mut HashSet<(String, String)>| {
+                    if callee.contains('.') {
+                        self.resolve_qualified(&caller, callee, seen)
+                    } else {
+                        self.lookup_star(&caller, callee, seen)
+                    }
+                };
+                let hit = match class {
+                    Some(class) => call.callee.rsplit_once('.').is_some_and(|(owner, _)| {
+                        resolve(owner, &mut seen) == Some(Target::Class(self.from.clone(), class.to_owned()))
+                    }),
+                    None => resolve(&call.callee, &mut seen) == Some(Target::Function(self.from.clone(), function.to_owned())),
+                };
+                if hit {
+                    found.push((call.grad_disabled, call.result_kept));
+                }
+            }
+        }
+        found
+    }
+}
+
+impl ProjectResolver<'_> {
+    fn lookup_star(&self, m: &str, name: &str, seen: &mut HashSet<(String, String)>) -> Option<Target> {
+        let summary = self.summary(m)?;
+        for star in &summary.star_imports {
+            let Some(key) = self.loader.resolve_module(m, star) else { continue };
+            let Some(s) = self.summary(&key) else { continue };
+            if s.exports_by_star(name) {
+                if let Some(t) = self.lookup_in_module(&key, name, seen) {
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flat project in memory: module `nets` is the file `nets.py`.
+    struct Memory(Vec<(&'static str, &'static str)>);
+
+    impl ModuleLoader for Memory {
+        fn resolve_module(&self, _from: &str, dotted: &str) -> Option<String> {
+            let key = format!("{}.py", dotted.trim_start_matches('.'));
+            self.0.iter().any(|(k, _)| *k == key).then_some(key)
+        }
+        fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>> {
+            let (_, text) = self.0.iter().find(|(k, _)| *k == key)?;
+            Some(Arc::new(ModuleSummary::new(&crate::parse(text).tree, text)))
+        }
+        fn candidate_callers(&self, _key: &str, name: &str) -> Vec<String> {
+            self.0.iter().filter(|(_, t)| t.contains(name)).map(|(k, _)| k.to_string()).collect()
+        }
+    }
+
+    const NETS: &str = "import torch.nn as nn\nfrom torch.optim import AdamW\n\n\
+        class Encoder(nn.Module):\n    def __init__(self):\n        super().__init__()\n\
+        \n        self.body = nn.Sequential(nn.Linear(2, 2))\n        self.head = Head()\n        self.steps = 0\n\
+        \n    def encode(self, x):\n        return self.body(x)\n\n\
+        class Head(nn.Module):\n    pass\n\n\
+        def build(cfg):\n    model = Encoder()\n    return model.cuda()\n\n\
+        def setup():\n    model = Encoder()\n    opt = AdamW(model.parameters())\n    return model, opt\n\n\
+        def to_device(model, device):\n    return model.to(device)\n\n\
+        def step(loss):\n    loss.backward()\n";
+
+    const TRAIN: &str = "import torch\nfrom nets import Encoder, build, step\n\n\
+        def run(batch):\n    model = build(None)\n    with torch.no_grad():\n        step(model(batch))\n\
+        \n    out = step(model(batch))\n    enc = Encoder()\n    enc.encode(batch)\n    return out\n";
+
+    fn project() -> Memory {
+        Memory(vec![("nets.py", NETS), ("train.py", TRAIN), ("app.py", "from nets import *\n")])
+    }
+
+    #[test]
+    fn symbols_of_a_two_module_project() {
+        let project = project();
+        let train = ProjectResolver::new(&project, "train.py");
+        match train.symbol("nets.Encoder") {
+            Some(Symbol::Class { is_module, methods, pretrained, mut submodules }) => {
+                assert!(is_module, "derives nn.Module through the import of torch.nn");
+                assert_eq!(methods.len(), 2);
+                assert_eq!(pretrained, None);
+                submodules.sort();
+                assert_eq!(submodules, ["body", "head"], "a library network and a class of the project; `steps` is not one");
+            }
+            other => panic!("Encoder is a class: {other:?}"),
+        }
+        let function = |name: &str| match train.symbol(name) {
+            Some(Symbol::Function { returns_module, summary, returned_elements }) => (returns_module, summary, returned_elements),
+            other => panic!("{name} is a function: {other:?}"),
+        };
+        assert!(function("nets.build").0, "a factory: returns an Encoder");
+        let (returns_module, _, elements) = function("nets.setup");
+        assert!(!returns_module);
+        assert_eq!(elements, [Some(Returned::Network), Some(Returned::Optimizer)]);
+        let (returns_module, summary, _) = function("nets.to_device");
+        assert!(!returns_module);
+        assert_eq!(summary.returns_parameter, Some(0));
+        assert!(function("nets.step").1.backprops);
+        assert_eq!(train.symbol(".nets"), Some(Symbol::Module));
+        assert_eq!(train.symbol("nets"), None, "a plain name is looked up in the star imports only");
+        assert_eq!(train.symbol("torch.nn.Linear"), None, "a library's name");
+        assert!(train.is_project_module("nets") && !train.is_project_module("torch"));
+        assert_eq!(train.modules_read(), ["nets.py"]);
+        // A name the module does not bind, through its star import.
+        let app = ProjectResolver::new(&project, "app.py");
+        assert!(matches!(app.symbol("Head"), Some(Symbol::Class { is_module: true, .. })));
+        assert_eq!(app.symbol("Missing"), None);
+    }
+
+    #[test]
+    fn calls_from_other_modules() {
+        let project = project();
+        let nets = ProjectResolver::new(&project, "nets.py");
+        assert_eq!(nets.external_call_sites("step"), [(true, false), (false, true)], "under no_grad and dropped; then returned");
+        assert_eq!(nets.external_calls("step"), [true, false]);
+        assert_eq!(nets.external_call_sites("Encoder.encode"), [(false, false)], "a method, on a name holding an Encoder");
+        assert!(nets.external_calls("to_device").is_empty());
+        assert_eq!(nets.modules_read(), ["train.py"]);
+    }
+}

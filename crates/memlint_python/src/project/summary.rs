@@ -1,0 +1,345 @@
+//! What other modules need to know of one module: the summary types
+//! ([`ModuleSummary`], [`ClassSummary`], [`FunctionSummary`], [`StoredArgument`],
+//! [`PretrainedCall`], [`ImportedCall`]), the walk of a module's top-level statements
+//! that builds a [`ModuleSummary`], and its lookups (`class`, `function`, `import`,
+//! `exports_by_star`).
+//!
+//! Asks [`super::definitions`] for the summary of each function and class it meets,
+//! [`super::calls`] for the module's calls of imported names, [`super::syntax`] for node
+//! readings; `crate::loads_pretrained_network` decides a [`PretrainedCall`]. Knows
+//! nothing of other modules: resolution is [`super::resolve`]'s.
+
+use tree_sitter::{Node, Tree};
+
+use super::calls::CallCollector;
+use super::definitions::{class_summary, function_summary};
+use super::syntax::{decorator_disables_grad, text};
+use crate::semantic::named_children;
+use crate::NodeExt;
+
+/// How a function stores one of its arguments into state that outlives the call
+/// (`self.total += val`, `self.preds.append(preds)`, a module-level list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// Added into a running total (`self.total += val`, `self.sum = self.sum + val * n`).
+    Accumulates,
+    /// Appended to a container (`self.values.append(val)`, `HISTORY.extend(val)`).
+    Appends,
+}
+
+/// One argument a function stores beyond the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredArgument {
+    /// Its position among the arguments a caller passes (`self` not counted for methods).
+    pub position: usize,
+    /// The parameter's name (for keyword arguments).
+    pub name: String,
+    pub kind: StoreKind,
+    /// Where it is stored (`self.total`), for messages.
+    pub into: String,
+}
+
+/// A function or method, as other modules see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FunctionSummary {
+    pub name: String,
+    /// Decorated with `torch.no_grad()` / `torch.inference_mode()`.
+    pub no_grad: bool,
+    /// The callees (dotted, as this module spells them) whose result it returns:
+    /// `return Net(cfg)`, `m = Net(); m.cuda(); return m`, `return m.to(dev)`.
+    pub returns_calls: Vec<String>,
+    /// The arguments it stores into state outliving the call.
+    pub stores: Vec<StoredArgument>,
+    /// Its body runs a backward pass (`x.backward()`, `torch.autograd.grad`): what it is
+    /// given may reach one.
+    pub backprops: bool,
+    /// For a function that returns a tuple (`return model, optimizer`): the callee (as this
+    /// module spells it, through the function's own assignments) each element is built by,
+    /// from the first such `return`.
+    pub returns_elements: Vec<Option<String>>,
+    /// The position (among the arguments a caller passes) of the parameter it returns, when
+    /// every `return` gives that parameter back (itself, through methods that return the
+    /// module, or a conditional of those: `return x.cuda() if flag else x`).
+    pub returns_parameter: Option<usize>,
+}
+
+/// A class, as other modules see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClassSummary {
+    pub name: String,
+    /// The bases, dotted as this module spells them (resolved through its imports later).
+    pub bases: Vec<String>,
+    pub methods: Vec<FunctionSummary>,
+    /// The calls of its `__init__` that may load a pretrained network (resolved through
+    /// the module's imports later, see [`crate::loads_pretrained_network`]); empty when
+    /// the class may freeze them (`crate::library::class_may_freeze`).
+    pub pretrained_calls: Vec<PretrainedCall>,
+    /// `self.X = Callee(...)` in its methods: (X, the callee as this module spells it),
+    /// resolved later (a submodule when the callee builds a network).
+    pub attributes: Vec<(String, String)>,
+}
+
+/// A call that may load a pretrained network: the callee as the module spells it, and
+/// its keyword arguments that decide (`pretrained`, `weights`, `is_trainable`) as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PretrainedCall {
+    pub callee: String,
+    pub keywords: Vec<(String, String)>,
+}
+
+impl PretrainedCall {
+    /// Does this call load a pretrained network, its callee being `qualified` (resolved
+    /// through its module's imports; as spelled when it does not resolve)?
+    pub fn loads_pretrained(&self, qualified: &str) -> bool {
+        let keyword = |name: &str| self.keywords.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        crate::loads_pretrained_network(qualified, &keyword)
+    }
+}
+
+/// The keyword arguments [`crate::loads_pretrained_network`] reads.
+pub(super) const PRETRAINED_KEYWORDS: &[&str] = &["pretrained", "weights", "is_trainable"];
+
+/// What other files need to know of one module, computed from its tree in one walk of its
+/// top-level statements and class bodies (function bodies only for their returns and
+/// stores).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModuleSummary {
+    pub classes: Vec<ClassSummary>,
+    pub functions: Vec<FunctionSummary>,
+    /// Module-level imports: the local name and what it stands for (relative names keep
+    /// their dots: `from .models import G` gives (`G`, `.models.G`); `from . import m`
+    /// gives (`m`, `.m`)).
+    pub imports: Vec<(String, String)>,
+    /// Modules imported with `from M import *`, as spelled.
+    pub star_imports: Vec<String>,
+    /// `__all__` when it is a literal list or tuple of strings.
+    pub all: Option<Vec<String>>,
+    /// The calls of names it imports, and of methods on names holding an instance of an
+    /// imported class (`ddpm = DDPM(); ddpm.sample()` gives `DDPM.sample`, qualified
+    /// through the imports; see [`ImportedCall`]).
+    pub calls: Vec<ImportedCall>,
+}
+
+/// A call of an imported name, with the gradient context it runs in: what a module that
+/// defines the function needs to know of its callers elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportedCall {
+    /// The callee through this module's imports (`.utils.evaluate`), or a plain name
+    /// this module does not bind (possibly from a star import).
+    pub callee: String,
+    pub grad_disabled: bool,
+    /// What the call returns may reach a backward pass or leave the caller: its function
+    /// backpropagates anything, or returns, yields or stores the result (or a name it is
+    /// assigned to) on an object. `false` when the caller only reads it.
+    pub result_kept: bool,
+}
+
+/// The qualified name an import binds, from the module text of `from M import name`:
+/// `from .a import b` -> `.a.b`, `from . import b` -> `.b`, `from .. import b` -> `..b`.
+pub fn join_import(module: &str, name: &str) -> String {
+    if module.ends_with('.') || module.is_empty() {
+        format!("{module}{name}")
+    } else {
+        format!("{module}.{name}")
+    }
+}
+
+impl ModuleSummary {
+    /// The summary of a parsed module.
+    pub fn new(tree: &Tree, source: &str) -> ModuleSummary {
+        let mut summary = ModuleSummary::default();
+        let root = tree.root_node();
+        for statement in named_children(root) {
+            summary.statement(source, statement);
+        }
+        let mut collector = CallCollector::default();
+        summary.collect_calls(source, root, false, &mut collector);
+        summary.calls = collector.finish();
+        summary
+    }
+
+    fn statement(&mut self, source: &str, statement: Node<'_>) {
+        match statement.kind_name() {
+            "decorated_definition" => {
+                let decorators: Vec<Node> = named_children(statement)
+                    .into_iter()
+                    .filter(|c| c.kind_name() == "decorator")
+                    .filter_map(|d| d.named_child(0))
+                    .collect();
+                if let Some(def) = statement.field("definition") {
+                    match def.kind_name() {
+                        "function_definition" => {
+                            let mut f = function_summary(source, def, false);
+                            f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
+                            self.functions.push(f);
+                        }
+                        "class_definition" => self.classes.push(class_summary(source, def)),
+                        _ => {}
+                    }
+                }
+            }
+            "function_definition" => self.functions.push(function_summary(source, statement, false)),
+            "class_definition" => self.classes.push(class_summary(source, statement)),
+            "import_statement" => {
+                for child in named_children(statement) {
+                    match child.kind_name() {
+                        "dotted_name" => {
+                            let name = text(source, child);
+                            let first = name.split('.').next().unwrap_or(name);
+                            self.imports.push((first.to_owned(), first.to_owned()));
+                        }
+                        "aliased_import" => {
+                            if let (Some(n), Some(a)) = (child.field("name"), child.field("alias")) {
+                                self.imports.push((text(source, a).to_owned(), text(source, n).to_owned()));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            "import_from_statement" => {
+                let module = statement.field("module_name").map(|m| text(source, m)).unwrap_or("");
+                if named_children(statement).iter().any(|c| c.kind_name() == "wildcard_import") {
+                    self.star_imports.push(module.to_owned());
+                    return;
+                }
+                let mut cursor = statement.walk();
+                for child in statement.children_by_field_name("name", &mut cursor) {
+                    let (name, local) = match child.kind_name() {
+                        "dotted_name" => (text(source, child), text(source, child)),
+                        "aliased_import" => match (child.field("name"), child.field("alias")) {
+                            (Some(n), Some(a)) => (text(source, n), text(source, a)),
+                            _ => continue,
+                        },
+                        _ => continue,
+                    };
+                    self.imports.push((local.to_owned(), join_import(module, name)));
+                }
+            }
+            "expression_statement" => {
+                // `__all__ = ["A", "B"]` (also `+=`).
+                let Some(assign) = statement.named_child(0) else { return };
+                if !matches!(assign.kind_name(), "assignment" | "augmented_assignment") {
+                    return;
+                }
+                let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else { return };
+                if text(source, left) != "__all__" || !matches!(right.kind_name(), "list" | "tuple") {
+                    return;
+                }
+                let names: Vec<String> = named_children(right)
+                    .into_iter()
+                    .filter(|s| s.kind_name() == "string")
+                    .map(|s| text(source, s).trim_matches(|c| c == '"' || c == '\'').to_owned())
+                    .collect();
+                match &mut self.all {
+                    Some(all) if assign.kind_name() == "augmented_assignment" => all.extend(names),
+                    _ => self.all = Some(names),
+                }
+            }
+            // Definitions and imports under `if TYPE_CHECKING:` / `try:` still bind.
+            "if_statement" | "try_statement" => {
+                for child in named_children(statement) {
+                    if child.kind_name() == "block" {
+                        for s in named_children(child) {
+                            self.statement(source, s);
+                        }
+                    } else if matches!(child.kind_name(), "else_clause" | "except_clause" | "elif_clause" | "finally_clause") {
+                        for block in named_children(child).into_iter().filter(|b| b.kind_name() == "block") {
+                            for s in named_children(block) {
+                                self.statement(source, s);
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub fn class(&self, name: &str) -> Option<&ClassSummary> {
+        self.classes.iter().rev().find(|c| c.name == name)
+    }
+
+    pub fn function(&self, name: &str) -> Option<&FunctionSummary> {
+        self.functions.iter().rev().find(|f| f.name == name)
+    }
+
+    pub fn import(&self, local: &str) -> Option<&str> {
+        self.imports.iter().rev().find(|(l, _)| l == local).map(|(_, q)| q.as_str())
+    }
+
+    /// Does `from this_module import *` bind `name`? (`__all__` when there is one, else
+    /// every name not starting with `_`.)
+    pub fn exports_by_star(&self, name: &str) -> bool {
+        match &self.all {
+            Some(all) => all.iter().any(|n| n == name),
+            None => !name.starts_with('_'),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(source: &str) -> ModuleSummary {
+        ModuleSummary::new(&crate::parse(source).tree, source)
+    }
+
+    #[test]
+    fn import_names_join_as_spelled() {
+        assert_eq!(join_import(".models", "G"), ".models.G");
+        assert_eq!(join_import(".", "nets"), ".nets");
+        assert_eq!(join_import("..", "nets"), "..nets");
+        assert_eq!(join_import("pkg.sub", "Net"), "pkg.sub.Net");
+        assert_eq!(join_import("", "Net"), "Net");
+    }
+
+    #[test]
+    fn a_summary_records_imports_definitions_and_all() {
+        let s = summary(
+            "import torch\nimport torch.nn as nn\nimport os.path\nfrom .models import Generator as G, Disc\nfrom . import nets\n\
+             from utils import *\ntry:\n    from fast import Net\nexcept ImportError:\n    from slow import Net\n\
+             __all__ = ['train']\n__all__ += ['Meter']\n\n\
+             @torch.no_grad()\ndef evaluate(model):\n    return model\n\n\
+             def train(model):\n    pass\n\n\
+             class Meter:\n    def update(self, val):\n        self.total += val\n\n\
+             def train(model, extra):\n    return extra\n",
+        );
+        let imports: Vec<(&str, &str)> = s.imports.iter().map(|(l, q)| (l.as_str(), q.as_str())).collect();
+        assert_eq!(
+            imports,
+            [
+                ("torch", "torch"),
+                ("nn", "torch.nn"),
+                ("os", "os"),
+                ("G", ".models.Generator"),
+                ("Disc", ".models.Disc"),
+                ("nets", ".nets"),
+                ("Net", "fast.Net"),
+                ("Net", "slow.Net")
+            ]
+        );
+        assert_eq!(s.import("Net"), Some("slow.Net"), "the last binding wins");
+        assert_eq!(s.import("models"), None);
+        assert_eq!(s.star_imports, ["utils"]);
+        assert_eq!(s.all, Some(vec!["train".to_owned(), "Meter".to_owned()]), "`+=` extends a literal __all__");
+        assert!(s.function("evaluate").is_some_and(|f| f.no_grad), "a decorated no_grad function");
+        assert_eq!(s.function("train").and_then(|f| f.returns_parameter), Some(1), "the last definition of a name wins");
+        assert_eq!(s.class("Meter").map(|c| c.methods[0].stores.len()), Some(1));
+        assert!(s.exports_by_star("Meter") && !s.exports_by_star("evaluate"), "__all__ decides what a star import brings");
+        let plain = summary("def public():\n    pass\n");
+        assert!(plain.exports_by_star("public") && !plain.exports_by_star("_private"), "without __all__: names not starting with _");
+    }
+
+    #[test]
+    fn a_pretrained_call_is_judged_once_its_callee_is_resolved() {
+        let call = |keywords: &[(&str, &str)]| PretrainedCall {
+            callee: "create_model".to_owned(),
+            keywords: keywords.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        };
+        assert!(call(&[("pretrained", "True")]).loads_pretrained("timm.create_model"));
+        assert!(!call(&[("pretrained", "False")]).loads_pretrained("timm.create_model"));
+        assert!(!call(&[("pretrained", "True")]).loads_pretrained("mylib.create_model"), "a callee memlint does not know");
+    }
+}

@@ -1,0 +1,162 @@
+//! Syntax helpers the summary walks share: a node's text, a dotted name, whether a
+//! call or decorator disables gradients, whether a body runs a backward pass, and the
+//! callee a returned or assigned expression is built by.
+//!
+//! Owns only readings of single tree-sitter nodes; asks nothing of the rest of the
+//! project layer. Depends on `crate::semantic` (node helpers) and `crate::library`
+//! (`MODULE_METHODS_RETURNING_SELF`).
+
+use tree_sitter::Node;
+
+use crate::semantic::unparenthesize;
+use crate::NodeExt;
+
+pub(super) fn text<'s>(source: &'s str, node: Node<'_>) -> &'s str {
+    &source[node.byte_range()]
+}
+
+pub(super) fn dotted(source: &str, node: Node<'_>) -> Option<String> {
+    match node.kind_name() {
+        "identifier" => Some(text(source, node).to_owned()),
+        "attribute" => Some(format!("{}.{}", dotted(source, node.field("object")?)?, text(source, node.field("attribute")?))),
+        _ => None,
+    }
+}
+
+/// `torch.no_grad()`, `torch.inference_mode()` (not `inference_mode(False)`),
+/// `torch.set_grad_enabled(False)`.
+pub(super) fn disables_grad_call(source: &str, call: Node<'_>) -> bool {
+    let Some(name) = call.field("function").and_then(|f| dotted(source, f)) else { return false };
+    let first_arg = call.field("arguments").and_then(|a| a.named_child(0)).map(|a| text(source, a));
+    match name.rsplit('.').next().unwrap_or("") {
+        "no_grad" => true,
+        "inference_mode" => !first_arg.map(|a| a.ends_with("False")).unwrap_or(false),
+        "set_grad_enabled" => first_arg.map(|a| a.ends_with("False")).unwrap_or(false),
+        _ => false,
+    }
+}
+
+/// Decorators that disable gradients (`@torch.no_grad()`, `@torch.inference_mode()`,
+/// `@no_grad`).
+pub(super) fn decorator_disables_grad(source: &str, decorator: Node<'_>) -> bool {
+    let target = if decorator.kind_name() == "call" { decorator.field("function") } else { Some(decorator) };
+    let Some(name) = target.and_then(|t| dotted(source, t)) else { return false };
+    let last = name.rsplit('.').next().unwrap_or("");
+    if last == "inference_mode" && decorator.kind_name() == "call" {
+        let off = decorator.field("arguments").and_then(|a| a.named_child(0)).map(|a| text(source, a).ends_with("False"));
+        return off != Some(true);
+    }
+    matches!(last, "no_grad" | "inference_mode")
+}
+
+
+/// Does `node` (a body; nested functions included, conservatively) call `backward()` or
+/// `autograd.grad` / `autograd.backward`?
+pub(super) fn runs_backward(source: &str, node: Node<'_>) -> bool {
+    let mut cursor = node.walk();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if n.kind_name() == "call" {
+            if let Some(callee) = n.field("function").and_then(|f| dotted(source, f)) {
+                if callee.ends_with(".backward") || callee.ends_with("autograd.grad") {
+                    return true;
+                }
+            }
+        }
+        stack.extend(n.named_children(&mut cursor));
+    }
+    false
+}
+
+/// For a returned or assigned expression: the dotted callee of the call it is, through
+/// methods that return the module itself (`Net(cfg).cuda()` -> `Net`), or a plain name
+/// (`m`, to look up in the function's assignments).
+pub(super) fn returned_callee_of(source: &str) -> impl Fn(Node<'_>) -> Option<String> + '_ {
+    move |value| {
+        let mut v = unparenthesize(value);
+        loop {
+            match v.kind_name() {
+                "identifier" => return Some(text(source, v).to_owned()),
+                "call" => {
+                    let callee = v.field("function")?;
+                    if callee.kind_name() == "attribute" {
+                        let method = callee.field("attribute").map(|a| text(source, a)).unwrap_or("");
+                        if crate::library::MODULE_METHODS_RETURNING_SELF.contains(&method) {
+                            v = unparenthesize(callee.field("object")?);
+                            continue;
+                        }
+                    }
+                    return dotted(source, callee);
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `check` on the expression of the first statement of `source`.
+    fn expression<R>(source: &str, check: impl FnOnce(&str, Node<'_>) -> R) -> R {
+        let parsed = crate::parse(source);
+        let statement = parsed.tree.root_node().named_child(0).expect("a statement");
+        check(source, statement.named_child(0).expect("an expression"))
+    }
+
+    /// Runs `check` on the decorator of the definition `source` starts with.
+    fn decorator<R>(source: &str, check: impl FnOnce(&str, Node<'_>) -> R) -> R {
+        let parsed = crate::parse(source);
+        let definition = parsed.tree.root_node().named_child(0).expect("a definition");
+        let decorator = definition.named_child(0).filter(|d| d.kind_name() == "decorator").expect("a decorator");
+        check(source, decorator.named_child(0).expect("the decorator's expression"))
+    }
+
+    #[test]
+    fn dotted_names_and_text() {
+        assert_eq!(expression("torch.nn.Linear\n", dotted).as_deref(), Some("torch.nn.Linear"));
+        assert_eq!(expression("net\n", dotted).as_deref(), Some("net"));
+        assert_eq!(expression("build().cuda\n", dotted), None, "a call in the chain is not a name");
+        assert_eq!(expression("a  +  b\n", |s, n| text(s, n).to_owned()), "a  +  b");
+    }
+
+    #[test]
+    fn the_callee_an_expression_is_built_by() {
+        let callee = |source: &str| expression(source, |s, n| returned_callee_of(s)(n));
+        assert_eq!(callee("Net(cfg).cuda().eval()\n").as_deref(), Some("Net"), "through methods that return the module");
+        assert_eq!(callee("nets.build(cfg)\n").as_deref(), Some("nets.build"));
+        assert_eq!(callee("(m.to(device))\n").as_deref(), Some("m"), "a name, to look up in the assignments");
+        assert_eq!(callee("net.encode(x)\n").as_deref(), Some("net.encode"), "a method that does not return the module");
+        assert_eq!(callee("a + b\n"), None);
+    }
+
+    #[test]
+    fn calls_and_decorators_that_disable_gradients() {
+        let call = |source: &str| expression(source, disables_grad_call);
+        assert!(call("torch.no_grad()\n"));
+        assert!(call("torch.inference_mode()\n"));
+        assert!(!call("torch.inference_mode(False)\n"));
+        assert!(call("torch.set_grad_enabled(False)\n"));
+        assert!(!call("torch.set_grad_enabled(True)\n"));
+        assert!(!call("torch.enable_grad()\n"));
+        let decorated = |source: &str| decorator(source, decorator_disables_grad);
+        assert!(decorated("@torch.no_grad()\ndef f():\n    pass\n"));
+        assert!(decorated("@no_grad\ndef f():\n    pass\n"));
+        assert!(decorated("@torch.inference_mode()\ndef f():\n    pass\n"));
+        assert!(!decorated("@torch.inference_mode(False)\ndef f():\n    pass\n"));
+        assert!(!decorated("@staticmethod\ndef f():\n    pass\n"));
+    }
+
+    #[test]
+    fn bodies_that_run_a_backward_pass() {
+        let runs = |source: &str| {
+            let parsed = crate::parse(source);
+            runs_backward(source, parsed.tree.root_node())
+        };
+        assert!(runs("def step(loss):\n    loss.backward()\n"));
+        assert!(runs("def step(y, x):\n    return torch.autograd.grad(y, x)\n"));
+        assert!(runs("def outer(loss):\n    def inner():\n        loss.backward()\n"), "nested functions count, conservatively");
+        assert!(!runs("def step(loss):\n    return loss.item()\n"));
+    }
+}
