@@ -50,19 +50,27 @@ impl<'t> SemanticModel<'t> {
     /// `Some(true)` when `condition` is `torch.cuda.is_available()` (through imports, or a
     /// name bound to it), `Some(false)` when it is its negation, `None` otherwise.
     pub(crate) fn cuda_availability_test(&self, condition: Node<'t>) -> Option<bool> {
+        self.cuda_availability_test_at(condition, 0)
+    }
+
+    fn cuda_availability_test_at(&self, condition: Node<'t>, depth: usize) -> Option<bool> {
         let condition = unparenthesize(condition);
+        if depth > 6 {
+            return None;
+        }
         match condition.kind_name() {
-            "not_operator" => self.cuda_availability_test(condition.field("argument")?).map(|b| !b),
+            "not_operator" => self.cuda_availability_test_at(condition.field("argument")?, depth + 1).map(|b| !b),
             "call" => self.call_resolves_to(condition, &["torch.cuda.is_available"]).map(|_| true),
             "identifier" => {
                 let binding = self.binding_at(self.text(condition), condition)?;
                 let value = binding.value.filter(|_| binding.kind == BindingKind::Assign)?;
                 let all = self.bindings_in_scope(self.text(condition), binding.statement);
-                // Bound once in its scope: the name is the test.
-                if all.len() != 1 || unparenthesize(value).kind_name() != "call" {
+                // Bound once in its scope: the name is the test (`_gate = use_cuda`,
+                // `no_cuda = not torch.cuda.is_available()` are followed too).
+                if all.len() != 1 || value.id() == condition.id() || contains(value, condition) {
                     return None;
                 }
-                self.call_resolves_to(unparenthesize(value), &["torch.cuda.is_available"]).map(|_| true)
+                self.cuda_availability_test_at(value, depth + 1)
             }
             _ => None,
         }
@@ -138,6 +146,105 @@ impl<'t> SemanticModel<'t> {
         Some(iterable)
     }
 
+    /// How many times a loop runs, where its header (or, for `while True:` over an iterator,
+    /// the iterator) says: `range(k)`, `x.chunk(k)` / `torch.chunk(x, k)`, `enumerate` and
+    /// `tqdm` of such, `zip` of such with one count (an endless `itertools.count()` beside
+    /// them counts nothing), and `while True:` taking `next(it)` of `it = iter(E)` until
+    /// `StopIteration`. Gives `k` and whether it came from a `range` (a `range(k)` loop
+    /// only counts micro-batches when its body fetches them).
+    pub fn iteration_count(&self, loop_node: Node<'t>) -> Option<(Node<'t>, bool)> {
+        match loop_node.kind_name() {
+            "for_statement" => self.iterable_count(loop_node.field("right")?, 0),
+            "while_statement" => {
+                let iterator = self.while_iterator(loop_node)?;
+                let binding = self.binding_at(self.text(iterator), iterator)?;
+                let value = unparenthesize(binding.value.filter(|_| binding.kind == BindingKind::Assign)?);
+                let callee = value.field("function").filter(|_| value.kind_name() == "call")?;
+                if self.text(callee) != "iter" {
+                    return None;
+                }
+                self.iterable_count(value.field("arguments")?.named_child(0)?, 0)
+            }
+            _ => None,
+        }
+    }
+
+    /// The iterator a `while True:` loop steps with `next(it)` until `StopIteration`.
+    fn while_iterator(&self, loop_node: Node<'t>) -> Option<Node<'t>> {
+        let condition = unparenthesize(loop_node.field("condition")?);
+        if !matches!(self.text(condition), "True" | "1") {
+            return None;
+        }
+        let body = loop_node.field("body")?;
+        let calls = self.calls_named_in("next", body.byte_range());
+        // `except StopIteration: break` (or `return`) in the loop.
+        let mut stops = false;
+        let mut stack = vec![body];
+        while let Some(n) = stack.pop() {
+            if matches!(n.kind_name(), "function_definition" | "class_definition" | "lambda") {
+                continue;
+            }
+            if n.kind_name() == "except_clause" && self.text(n).contains("StopIteration") {
+                stops = true;
+                break;
+            }
+            let mut cursor = n.walk();
+            stack.extend(n.named_children(&mut cursor));
+        }
+        if !stops {
+            return None;
+        }
+        calls.iter().filter(|c| self.enclosing_loops(**c).first().is_some_and(|l| l.node.id() == loop_node.id())).find_map(|c| {
+            let it = unparenthesize(c.field("arguments")?.named_child(0)?);
+            (it.kind_name() == "identifier").then_some(it)
+        })
+    }
+
+    fn iterable_count(&self, iterable: Node<'t>, depth: usize) -> Option<(Node<'t>, bool)> {
+        let iterable = unparenthesize(iterable);
+        if depth > 4 || iterable.kind_name() != "call" {
+            return None;
+        }
+        let callee = iterable.field("function")?;
+        let arguments: Vec<Node<'t>> =
+            named_children(iterable.field("arguments")?).into_iter().filter(|a| !matches!(a.kind_name(), "keyword_argument" | "comment")).collect();
+        match callee.kind_name() {
+            "identifier" => match self.text(callee) {
+                "range" if arguments.len() == 1 => Some((arguments[0], true)),
+                "enumerate" | "tqdm" | "iter" | "trange" | "list" | "reversed" => self.iterable_count(*arguments.first()?, depth + 1),
+                "zip" => {
+                    let endless = |a: &Node<'t>| {
+                        let a = unparenthesize(*a);
+                        a.kind_name() == "call"
+                            && a.field("function").and_then(|f| self.qualified_name(f)).is_some_and(|q| matches!(q.as_str(), "itertools.count" | "itertools.repeat" | "itertools.cycle"))
+                    };
+                    let counts: Vec<(Node<'t>, bool)> =
+                        arguments.iter().filter(|a| !endless(a)).map(|a| self.iterable_count(*a, depth + 1)).collect::<Option<Vec<_>>>()?;
+                    let first = *counts.first()?;
+                    let same = |a: Node<'t>, b: Node<'t>| {
+                        let norm = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+                        norm(self.text(a)) == norm(self.text(b))
+                    };
+                    counts.iter().all(|(k, _)| same(*k, first.0)).then_some(first)
+                }
+                _ => None,
+            },
+            "attribute" => {
+                let method = self.text(callee.field("attribute")?);
+                if method == "tqdm" {
+                    return self.iterable_count(*arguments.first()?, depth + 1);
+                }
+                if method != "chunk" {
+                    return None;
+                }
+                let is_torch = self.qualified_name(callee).is_some_and(|q| q == "torch.chunk");
+                let k = if is_torch { arguments.get(1) } else { arguments.first() };
+                k.map(|k| (*k, false))
+            }
+            _ => None,
+        }
+    }
+
     /// Does the loop go over a `DataLoader`: a `for` over one (through `enumerate`, `tqdm`,
     /// `zip`), or a `while` whose body takes `next()` of an iterator over one?
     pub fn iterates_data(&self, node: Node<'t>) -> bool {
@@ -184,12 +291,18 @@ impl<'t> SemanticModel<'t> {
     /// What a condition tests: the expression a flag was assigned (`do_step = (i + 1) % k
     /// == 0`, then `if do_step:`), else the condition itself.
     pub fn flag_value(&self, condition: Node<'t>) -> Node<'t> {
-        if condition.kind_name() != "identifier" {
-            return condition;
+        // Through chains of flags (`do_step = (i + 1) % k == 0`, `_gate = do_step`).
+        let mut current = condition;
+        for _ in 0..4 {
+            if current.kind_name() != "identifier" {
+                break;
+            }
+            match self.binding_at(self.text(current), current).and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None }) {
+                Some(value) if !contains(value, current) => current = unparenthesize(value),
+                _ => break,
+            }
         }
-        self.binding_at(self.text(condition), condition)
-            .and_then(|b| if b.kind == BindingKind::Assign { b.value } else { None })
-            .unwrap_or(condition)
+        current
     }
 
     /// The period `k` of a condition that holds every k-th step: `i % k == 0`,

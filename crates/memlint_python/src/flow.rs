@@ -116,8 +116,8 @@ impl<'t> SemanticModel<'t> {
     fn reaches_backward_within(&self, expr: Node<'t>, depth: usize) -> bool {
         match self.fate(expr) {
             Fate::Backward(_) => true,
-            Fate::Returned(_) if depth > 0 => {
-                let Some(function) = self.enclosing_function(expr) else { return false };
+            Fate::Returned(ret) if depth > 0 => {
+                let Some(function) = self.enclosing_function(ret) else { return false };
                 if self.external_results_kept(function.node).iter().any(|kept| *kept) {
                     return true;
                 }
@@ -621,9 +621,7 @@ impl<'t> SemanticModel<'t> {
         match value.kind_name() {
             "list" | "dictionary" | "set" | "tuple" | "list_comprehension" | "dictionary_comprehension" | "set_comprehension" => true,
             "binary_operator" => value.field("left").is_some_and(|l| l.kind_name() == "list"),
-            "call" => value.field("function").map(|f| self.text(f).rsplit('.').next().unwrap_or("")).is_some_and(|name| {
-                matches!(name, "list" | "dict" | "set" | "defaultdict" | "OrderedDict" | "deque" | "Counter")
-            }),
+            "call" => self.container_built_by(value).is_some(),
             _ => false,
         }
     }
@@ -662,6 +660,19 @@ impl<'t> SemanticModel<'t> {
             }
         }
         Some(passed)
+    }
+
+    /// The container a call builds (`list()`, `defaultdict(list)`, `deque(maxlen=4)`, also
+    /// through aliased imports), by its canonical name.
+    pub fn container_built_by(&self, call: Node<'t>) -> Option<&'static str> {
+        let callee = call.field("function")?;
+        let qualified = match self.qualified_name(callee) {
+            Some(q) => q,
+            // A builtin, unless the module binds the name itself.
+            None if callee.kind_name() == "identifier" && self.binding_at(self.text(callee), callee).is_none() => self.text(callee).to_owned(),
+            None => return None,
+        };
+        crate::library::container_builder(&qualified)
     }
 
     /// Is the identifier the target of an assignment, a `for` or a `with` (a binding, not a

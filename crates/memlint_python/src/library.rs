@@ -396,6 +396,21 @@ pub(crate) const READING_LIBRARIES: &[&str] = &[
     "math.", "os.", "json.", "logging.", "pickle.", "wandb.", "tensorboardX.", "time.", "random.", "sys.",
 ];
 
+/// Calls that build a Python container (builtins by name, `collections` by qualified
+/// name), as their canonical name.
+pub fn container_builder(qualified: &str) -> Option<&'static str> {
+    Some(match qualified {
+        "list" => "list",
+        "dict" => "dict",
+        "set" => "set",
+        "collections.defaultdict" => "defaultdict",
+        "collections.OrderedDict" => "OrderedDict",
+        "collections.deque" => "deque",
+        "collections.Counter" => "Counter",
+        _ => return None,
+    })
+}
+
 /// Methods that store their argument in the object they are called on.
 pub(crate) const STORING_METHODS: &[&str] = &[
     "append", "extend", "insert", "put", "put_data", "push", "add", "update", "store", "record", "setdefault",

@@ -547,29 +547,51 @@ impl<'t> SemanticModel<'t> {
     /// history; the elements of a display of tensors with history carry it.
     fn loop_target_value(&self, name: &str, binding: &Binding<'t>, depth: usize) -> Value<'t> {
         let statement = binding.statement;
-        let (Some(target), Some(mut iterable)) = (statement.field("left"), statement.field("right")) else {
+        let (Some(mut target), Some(mut iterable)) = (statement.field("left"), statement.field("right")) else {
             return Value::unknown();
         };
-        let mut unpacks = false;
+        let is_pattern = |t: Node<'t>| matches!(t.kind_name(), "pattern_list" | "tuple_pattern" | "list_pattern");
+        // The part of the target that one element of `iterable` is bound to, as the
+        // wrappers are unwrapped: `enumerate(xs)` and `xs.items()` bind the element to the
+        // second name, `zip(a, b)` binds an element of each to its own name.
+        let mut unwrapped = false;
         // Iterating a dict's keys, not its values (`for k in d:`).
         let mut over_values = false;
-        // `enumerate(xs)`, `xs.items()`, `xs.values()`.
-        loop {
+        for _ in 0..6 {
             iterable = unparenthesize(iterable);
             if iterable.kind_name() != "call" {
                 break;
             }
             let Some(callee) = iterable.field("function") else { break };
+            let arguments: Vec<Node<'t>> = iterable.field("arguments").map(named_children).unwrap_or_default();
             match callee.kind_name() {
-                "identifier" if matches!(self.text(callee), "enumerate" | "tqdm" | "iter") => {
-                    match iterable.field("arguments").and_then(|a| a.named_child(0)) {
-                        Some(inner) => {
-                            iterable = inner;
-                            unpacks |= self.text(callee) == "enumerate";
-                        }
+                "identifier" => match self.text(callee) {
+                    "tqdm" | "iter" | "list" | "reversed" | "sorted" | "tuple" => match arguments.first() {
+                        Some(inner) => iterable = *inner,
                         None => return Value::unknown(),
+                    },
+                    "enumerate" => {
+                        let (Some(inner), true) = (arguments.first(), is_pattern(target)) else { return Value::unknown() };
+                        let parts = named_children(target);
+                        let [_, element] = parts[..] else { return Value::unknown() };
+                        iterable = *inner;
+                        target = element;
+                        unwrapped = true;
                     }
-                }
+                    "zip" if is_pattern(target) => {
+                        let parts = named_children(target);
+                        if parts.len() != arguments.len() {
+                            return Value::unknown();
+                        }
+                        let Some(i) = parts.iter().position(|p| p.id() == binding_target(self, *p, name).id() || contains(*p, binding_target(self, *p, name))) else {
+                            return Value::unknown();
+                        };
+                        iterable = arguments[i];
+                        target = parts[i];
+                        unwrapped = true;
+                    }
+                    _ => break,
+                },
                 "attribute" => {
                     let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
                     let Some(object) = callee.field("object") else { return Value::unknown() };
@@ -579,9 +601,12 @@ impl<'t> SemanticModel<'t> {
                             over_values = true;
                         }
                         "items" | "named_children" | "named_modules" => {
+                            let parts = named_children(target);
+                            let ([_, element], true) = (&parts[..], is_pattern(target)) else { return Value::unknown() };
                             iterable = object;
-                            unpacks = true;
+                            target = *element;
                             over_values = true;
+                            unwrapped = true;
                         }
                         _ => break,
                     }
@@ -590,28 +615,21 @@ impl<'t> SemanticModel<'t> {
                 _ => break,
             }
         }
-        // Only the last name of an unpacking target is the element.
-        let is_element = if unpacks {
-            let last = named_children(target).into_iter().last();
-            last.map(|l| l.kind_name() == "identifier" && self.text(l) == name).unwrap_or(false)
-        } else {
-            true
-        };
-        if !is_element {
-            return Value::unknown();
-        }
+        let is_element = target.kind_name() == "identifier" && self.text(target) == name;
         let of = self.value_at_depth(iterable, depth);
         match of.kind {
-            ValueKind::Model | ValueKind::Loss | ValueKind::Optimizer if !matches!(target.kind_name(), "pattern_list" | "tuple_pattern" | "list_pattern") || unpacks => {
+            ValueKind::Model | ValueKind::Loss | ValueKind::Optimizer if is_element => {
                 return Value::new(of.kind, Basis::Element(iterable));
             }
             // A batch: tensors (or a tuple or dict of them) without history.
-            ValueKind::DataLoader => return Value::new(ValueKind::PlainTensor, Basis::Element(iterable)),
+            ValueKind::DataLoader if is_element || contains(target, binding_target(self, target, name)) => {
+                return Value::new(ValueKind::PlainTensor, Basis::Element(iterable));
+            }
             _ => {}
         }
         // A dict, list or tuple built here of tensors with history (`terms = {"ce": ce,
         // "l2": l2}`, then `for name, term in terms.items():`).
-        if target.kind_name() == "identifier" || unpacks {
+        if is_element || (unwrapped && target.kind_name() == "identifier") {
             if let Some(element) = self.literal_element_with_history(iterable, over_values, binding.statement, depth) {
                 return Value::new(ValueKind::GradTensor, Basis::Element(element));
             }
@@ -977,6 +995,18 @@ impl<'t> SemanticModel<'t> {
                             None => Value::unknown(),
                         };
                     }
+                    // An iterator over (or a copy of) a container of networks, optimizers or
+                    // batches holds the same elements; `next()` of one gives an element.
+                    "iter" | "reversed" | "list" | "tuple" | "sorted" | "next" => {
+                        let Some(argument) = call.field("arguments").and_then(|a| a.named_child(0)) else { return Value::unknown() };
+                        let of = self.value_at_depth(argument, d);
+                        return match (name, of.kind) {
+                            ("next", ValueKind::DataLoader) => Value::new(ValueKind::PlainTensor, Basis::Element(argument)),
+                            ("next", kind) if kind.is_module() || kind == ValueKind::Optimizer => Value::new(kind, Basis::Element(argument)),
+                            (_, kind) if kind.is_module() || matches!(kind, ValueKind::Optimizer | ValueKind::DataLoader) => of.via(Basis::From(argument)),
+                            _ => Value::unknown(),
+                        };
+                    }
                     "self" => {
                         let is_module = self.enclosing_function(call).and_then(|f| f.class.clone()).is_some_and(|c| self.is_module_class(&c));
                         return if is_module { self.forward_output(call) } else { Value::unknown() };
@@ -1154,4 +1184,16 @@ fn collect_returns<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
             _ => collect_returns(child, out),
         }
     }
+}
+
+/// The identifier `name` inside a target pattern (the pattern itself when absent).
+fn binding_target<'t>(model: &SemanticModel<'t>, target: Node<'t>, name: &str) -> Node<'t> {
+    let mut stack = vec![target];
+    while let Some(n) = stack.pop() {
+        if n.kind_name() == "identifier" && model.text(n) == name {
+            return n;
+        }
+        stack.extend(named_children(n));
+    }
+    target
 }

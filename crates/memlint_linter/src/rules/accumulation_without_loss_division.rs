@@ -93,14 +93,16 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if model.is_framework_backward(backward) {
             continue;
         }
-        let Some(step_loop) = model.enclosing_loops(backward).first().copied() else { continue };
-        let Some(body) = step_loop.node.field("body") else { continue };
-        if periodic_guard(model, backward, step_loop.node).is_some() || under_accelerate(model, backward) {
+        // The region that runs once per iteration: the innermost loop's body, or the body
+        // of a helper that a loop calls once per iteration (`for ...: train_step(...)`).
+        let Some(region) = Region::around(model, backward) else { continue };
+        let body = region.body;
+        if periodic_guard(model, backward, region.node).is_some() || under_accelerate(model, backward) {
             continue;
         }
         // How the optimizer accumulates: a step guarded by `% k` (or a counter reaching `k`)
         // in this loop, or one step after this loop of `k` micro-batches.
-        let Some(schedule) = periodic_schedule(model, step_loop.node, body).or_else(|| micro_step_schedule(model, backward)) else {
+        let Some(schedule) = periodic_schedule(model, &region).or_else(|| micro_step_schedule(model, backward, &region)) else {
             continue;
         };
         let (guard, k) = (schedule.guard, schedule.k);
@@ -118,7 +120,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if divisors.iter().any(|d| normalize(model.text(*d)) == k_text) {
             continue;
         }
-        let counters = running_counters(model, step_loop.node, body);
+        let counters = region.counters(model);
         let guard_text = snippet(model, guard);
         let every = if schedule.micro_steps {
             format!("the optimizer steps once after the loop over `{}` micro-batches (`{guard_text}`)", snippet(model, k))
@@ -229,12 +231,63 @@ struct Schedule<'t> {
     period: Option<Node<'t>>,
 }
 
-/// The optimizer steps of `step_loop` (not of a nested loop) all under a periodic guard,
+/// What runs once per iteration of a loop: the loop's body, or the body of a helper whose
+/// every call (in this module) is in such a loop.
+struct Region<'t> {
+    /// The loop, or the helper's `def`.
+    node: Node<'t>,
+    body: Node<'t>,
+    /// For a helper: the call in the loop that runs it.
+    site: Option<Node<'t>>,
+}
+
+impl<'t> Region<'t> {
+    fn around(model: &SemanticModel<'t>, node: Node<'t>) -> Option<Region<'t>> {
+        if let Some(l) = model.enclosing_loops(node).first() {
+            return Some(Region { node: l.node, body: l.node.field("body")?, site: None });
+        }
+        let (_, site) = model.step_loop_around(node)?;
+        let site = site?;
+        let function = model.enclosing_function(node)?.node;
+        Some(Region { node: function, body: function.field("body")?, site: Some(site) })
+    }
+
+    /// Is `node` in this region's own iteration (not in a loop nested in it)?
+    fn holds_directly(&self, model: &SemanticModel<'t>, node: Node<'t>) -> bool {
+        match model.enclosing_loops(node).first() {
+            Some(l) => l.node.id() == self.node.id(),
+            None => self.site.is_some() && model.enclosing_function(node).is_some_and(|f| f.node.id() == self.node.id()),
+        }
+    }
+
+    /// Names that change every iteration: the loop's targets and what its body increments;
+    /// for a helper, its parameters that receive such a name of the caller's loop.
+    fn counters(&self, model: &SemanticModel<'t>) -> HashSet<String> {
+        let mut names = running_counters(model, self.node, self.body);
+        if let Some(site) = self.site {
+            let Some(outer) = model.enclosing_loops(site).first().copied() else { return names };
+            let Some(outer_body) = outer.node.field("body") else { return names };
+            let theirs = running_counters(model, outer.node, outer_body);
+            let params = self.node.field("parameters").map(memlint_python::named_children).unwrap_or_default();
+            for (position, param) in params.iter().filter_map(|p| memlint_python::parameter_name(*p)).enumerate() {
+                let name = model.text(param);
+                let argument = model.argument_for(site, name, Some(position)).map(unparenthesize);
+                if argument.is_some_and(|a| a.kind_name() == "identifier" && theirs.contains(model.text(a))) {
+                    names.insert(name.to_owned());
+                }
+            }
+        }
+        names
+    }
+}
+
+/// The optimizer steps of the region (not of a nested loop) all under a periodic guard,
 /// the period's branch backpropagating nothing of its own: gradients sum over the period.
-fn periodic_schedule<'t>(model: &SemanticModel<'t>, step_loop: Node<'t>, body: Node<'t>) -> Option<Schedule<'t>> {
-    let steps: Vec<Node<'t>> = descendants_where(body, |n| n.kind_name() == "call" && model.is_optimizer_step(n))
+fn periodic_schedule<'t>(model: &SemanticModel<'t>, region: &Region<'t>) -> Option<Schedule<'t>> {
+    let step_loop = region.node;
+    let steps: Vec<Node<'t>> = descendants_where(region.body, |n| n.kind_name() == "call" && model.is_optimizer_step(n))
         .into_iter()
-        .filter(|s| model.enclosing_loops(*s).first().map(|l| l.node.id()) == Some(step_loop.id()))
+        .filter(|s| region.holds_directly(model, *s))
         .collect();
     // An optimizer stepped every iteration consumes the gradients of every iteration:
     // a GAN's critic (stepped every iteration) beside its generator (every `n_critic`).
@@ -254,15 +307,22 @@ fn periodic_schedule<'t>(model: &SemanticModel<'t>, step_loop: Node<'t>, body: N
 /// `backward` in an inner loop over `k` micro-batches (`for _ in range(k):` fetching with
 /// `next(...)`, or `for part in x.chunk(k):`) that steps no optimizer, inside a loop that
 /// steps one after it: one step sums `k` backward passes.
-fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>) -> Option<Schedule<'t>> {
-    let loops = model.enclosing_loops(backward);
-    let (inner, outer) = (loops.first()?.node, loops.get(1)?.node);
-    if inner.kind_name() != "for_statement" {
+fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>, region: &Region<'t>) -> Option<Schedule<'t>> {
+    // In a helper the micro-batch loop calls: the loops around that call.
+    let anchor = region.site.unwrap_or(backward);
+    if region.site.is_some() && !descendants_where(region.body, |n| n.kind_name() == "call" && model.is_optimizer_step(n)).is_empty() {
         return None;
     }
+    let loops = model.enclosing_loops(anchor);
+    let (inner, outer) = (loops.first()?.node, loops.get(1)?.node);
     let inner_body = inner.field("body")?;
-    let iterable = unparenthesize(inner.field("right")?);
-    let k = micro_batch_count(model, iterable, inner_body)?;
+    // How many micro-batches: the loop's count, whatever form its header takes (`range(k)`
+    // fetching with `next(...)`, chunks, `enumerate`/`zip` of them, `while True` over
+    // `iter(...)`).
+    let (k, from_range) = model.iteration_count(inner)?;
+    if from_range && model.calls_named_in("next", inner_body.byte_range()).is_empty() {
+        return None;
+    }
     if !descendants_where(inner_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n)).is_empty() {
         return None;
     }
@@ -273,42 +333,8 @@ fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>) -> Opt
     if !steps_after {
         return None;
     }
-    let header = inner.child_by_field_name("right").unwrap_or(inner);
+    let header = inner.child_by_field_name("right").or_else(|| inner.child_by_field_name("condition")).unwrap_or(inner);
     Some(Schedule { guard: header, k, micro_steps: true, period: None })
-}
-
-/// `k` for an iterable of `k` micro-batches: `range(k)` whose loop body fetches a batch
-/// (`next(...)`), `x.chunk(k)` / `torch.chunk(x, k)`, or `zip` of such chunks with the
-/// same `k` (`zip(x.chunk(k), y.chunk(k))`).
-fn micro_batch_count<'t>(model: &SemanticModel<'t>, iterable: Node<'t>, body: Node<'t>) -> Option<Node<'t>> {
-    if iterable.kind_name() != "call" {
-        return None;
-    }
-    let callee = iterable.field("function")?;
-    let arguments = positional_arguments(iterable);
-    match callee.kind_name() {
-        "identifier" if model.text(callee) == "zip" && !arguments.is_empty() => {
-            let counts = arguments.iter().map(|a| micro_batch_count(model, unparenthesize(*a), body)).collect::<Option<Vec<_>>>()?;
-            let first = counts.first().copied()?;
-            counts.iter().all(|k| normalize(model.text(*k)) == normalize(model.text(first))).then_some(first)
-        }
-        "identifier" if model.text(callee) == "range" && arguments.len() == 1 => {
-            let fetches = !descendants_where(body, |n| {
-                n.kind_name() == "call" && n.field("function").is_some_and(|f| f.kind_name() == "identifier" && model.text(f) == "next")
-            })
-            .is_empty();
-            fetches.then(|| arguments[0])
-        }
-        "attribute" => {
-            let method = callee.field("attribute").map(|a| model.text(a))?;
-            if method != "chunk" {
-                return None;
-            }
-            let is_torch = model.qualified_name(callee).is_some_and(|q| q == "torch.chunk");
-            if is_torch { arguments.get(1).copied() } else { arguments.first().copied() }
-        }
-        _ => None,
-    }
 }
 
 fn normalize(text: &str) -> String {

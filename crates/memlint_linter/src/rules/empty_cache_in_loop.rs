@@ -162,7 +162,8 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
 /// (`if (i + 1) % accum_steps == 0: optimizer.step()`) runs once per update, which is
 /// every step as far as the allocator is concerned.
 fn long_period<'t>(model: &SemanticModel<'t>, condition: Node<'t>, branch: Node<'t>) -> bool {
-    let Some(period) = model.period_of(condition) else { return false };
+    // `do_clean = step % 100 == 0`, then `if do_clean:`: the flag's test.
+    let Some(period) = model.period_of(model.flag_value(condition)) else { return false };
     if let Some(value) = memlint_python::constant_value(model, period).and_then(|c| c.as_f64()) {
         return value >= 50.0;
     }

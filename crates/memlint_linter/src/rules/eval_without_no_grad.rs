@@ -179,7 +179,9 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
     match model.fate(call) {
         Fate::Backward(_) => model.training_flag_off(call).filter(|_| !model.in_training_branch(call)).map(Reason::FlagOff),
         Fate::Consumed => Some(Reason::OnlyRead),
-        Fate::Returned(_) => match callers_only_read(model, call, CALLER_DEPTH) {
+        // The function the output leaves (the return may be in a caller the output was
+        // handed to in a container).
+        Fate::Returned(ret) => match callers_only_read(model, ret, CALLER_DEPTH) {
             Some(Some(caller)) => Some(Reason::ReturnedToReaders(caller)),
             Some(None) => None,
             None => after_eval(model, call, module).map(Reason::AfterEval),
@@ -237,7 +239,7 @@ fn callers_only_read<'t>(model: &SemanticModel<'t>, node: Node<'t>, depth: usize
     for caller in &callers {
         match model.fate(*caller) {
             Fate::Consumed => {}
-            Fate::Returned(_) if depth > 0 => match callers_only_read(model, *caller, depth - 1) {
+            Fate::Returned(ret) if depth > 0 => match callers_only_read(model, ret, depth - 1) {
                 Some(Some(_)) => {}
                 _ => return Some(None),
             },

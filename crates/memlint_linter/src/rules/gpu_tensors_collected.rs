@@ -264,12 +264,9 @@ fn container_kind<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>, is_ap
             if is_tensor_factory(model, value) {
                 return Some(Container::Buffer);
             }
-            let callee = value.field("function")?;
-            let name = model.dotted_name(callee).unwrap_or_default();
-            let last = name.rsplit('.').next().unwrap_or("");
-            match last {
-                "list" | "dict" | "defaultdict" | "OrderedDict" => Some(Container::Collection),
-                "deque" => keyword_argument(model, value, "maxlen").is_none().then_some(Container::Collection),
+            match model.container_built_by(value) {
+                Some("list" | "dict" | "defaultdict" | "OrderedDict") => Some(Container::Collection),
+                Some("deque") => keyword_argument(model, value, "maxlen").is_none().then_some(Container::Collection),
                 _ => is_append.then_some(Container::Collection),
             }
         }

@@ -293,7 +293,8 @@ pub(crate) fn is_lazy_initialization<'t>(model: &SemanticModel<'t>, definition: 
     if if_statement.field("consequence").map(|c| c.id()) != Some(parent.id()) {
         return false;
     }
-    let Some(condition) = if_statement.field("condition").map(unparenthesize) else { return false };
+    // `_gate = buf is None`, then `if _gate:`: the flag's test.
+    let Some(condition) = if_statement.field("condition").map(|c| unparenthesize(model.flag_value(c))) else { return false };
     let text: String = model.text(condition).split_whitespace().collect::<Vec<_>>().join(" ");
     text == format!("{name} is None") || text == format!("not {name}")
 }
