@@ -30,18 +30,18 @@
 //!
 //! let text = r##"{"cells": [
 //!   {"cell_type": "markdown", "source": ["# Training"]},
-//!   {"cell_type": "code", "source": ["import torch\n", "for x, y in train_loader:\n", "    !nvidia-smi\n", "    torch.cuda.empty_cache()"]}
+//!   {"cell_type": "code", "source": ["import torch\n", "train_loader = torch.utils.data.DataLoader(data)\n", "for x, y in train_loader:\n", "    !nvidia-smi\n", "    torch.cuda.empty_cache()"]}
 //! ], "nbformat": 4}"##;
 //! let nb = Notebook::parse(text)?;
 //! let settings = LinterSettings::default();
 //! let found = lint(nb.python_source(), &settings).diagnostics;
 //! let at = nb.cell_position(found[0].range.start).unwrap();
-//! assert_eq!((at.cell, at.row, at.column), (2, 4, 5)); // "cell 2, line 4"
+//! assert_eq!((at.cell, at.row, at.column), (2, 5, 5)); // "cell 2, line 5"
 //!
 //! let fixed = apply_fixes(nb.python_source(), &settings, FixMode::Safe);
 //! let new_text = nb.with_fixed_source(&fixed.source)?;
 //! // The last line of the cell is gone; the magic is now the last line (no "\n").
-//! assert!(new_text.contains(r#"["import torch\n", "for x, y in train_loader:\n", "    !nvidia-smi"]"#));
+//! assert!(new_text.contains(r#""for x, y in train_loader:\n", "    !nvidia-smi"]"#));
 //! # Ok::<(), memlint_notebook::NotebookError>(())
 //! ```
 //!
