@@ -6,7 +6,8 @@
 #       to that rule, whole JSON;
 #   (c) the CLI versus the language server: `memlint server` driven over stdio
 #       (crates/memlint_server/examples/stdio_latency.rs --dump), code, message, severity,
-#       1-based range and fix of each finding.
+#       1-based range, fix and evidence (the facts with a place: the server's
+#       relatedInformation) of each finding.
 # Prints each difference (the first 20 of each part), then a last line `differences: N`.
 #
 #   scripts/compare-engine.sh TREE            (scripts/fetch-engine-tree.sh DIR makes the real tree)
@@ -147,7 +148,9 @@ if server_ok:
         fix = e["fix"] and {"applicability": e["fix"]["applicability"], "message": e["fix"]["message"], "edits": e["fix"]["edits"]}
         return {"path": e["filename"], "code": e["code"], "message": e["message"], "severity": e["severity"],
                 "line": e["location"]["row"], "col": e["location"]["column"],
-                "end_line": e["end_location"]["row"], "end_col": e["end_location"]["column"], "fix": fix}
+                "end_line": e["end_location"]["row"], "end_col": e["end_location"]["column"], "fix": fix,
+                "evidence": [{"message": f["message"], "location": f["location"], "end_location": f["end_location"]}
+                             for f in e.get("evidence", []) if f["location"] is not None]}
     served = []
     with open(os.path.join(work, "server.jsonl")) as f:
         for line in f:
@@ -155,7 +158,12 @@ if server_ok:
             d.pop("name", None)
             d["path"] = rel(d["path"])
             served.append(d)
-    total += compare("(c)", "in memlint check", [from_cli(e) for e in findings], "in memlint server", served)
+    # The stdio client opens `.py` files only (a notebook is synced cell by cell, see
+    # crates/memlint_server/tests/protocol.rs): the CLI's notebook findings are left out.
+    in_files = [e for e in findings if not e["filename"].endswith(".ipynb")]
+    if len(in_files) < len(findings):
+        print(f"part (c) leaves out {len(findings) - len(in_files)} findings in notebooks: the stdio client opens .py files only")
+    total += compare("(c)", "in memlint check", [from_cli(e) for e in in_files], "in memlint server", served)
 print(f"differences: {total}")
 sys.exit(1 if total else 0)
 PY

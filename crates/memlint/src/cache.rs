@@ -168,13 +168,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(dir.path()).unwrap();
         let settings = LinterSettings::default();
-        let source = "import torch\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
+        let source = "import torch\nloader = torch.utils.data.DataLoader(data)\nfor x in loader:\n    model(x)\n    torch.cuda.empty_cache()\n";
         let result = memlint_linter::lint(source, &settings);
+        // Findings with evidence, facts with and without a place would both round-trip.
+        assert!(result.diagnostics.iter().any(|d| d.evidence.iter().any(|f| f.range.is_some())), "{:?}", result.diagnostics);
         let key = cache.key(source, &settings, true);
         assert!(cache.get(&key, |_| None).is_none());
         cache.put(&key, &result.diagnostics, &result.syntax_errors, &[]);
         let (diagnostics, errors) = cache.get(&key, |_| None).unwrap();
-        assert_eq!(diagnostics, result.diagnostics);
+        assert_eq!(diagnostics, result.diagnostics, "findings, fixes and evidence come back as they were");
+        // A fact with no place comes back without one.
+        let mut placeless = result.diagnostics.clone();
+        placeless[0].evidence.push(memlint_python::Fact::plain("a fact with no place"));
+        cache.put(&key, &placeless, &result.syntax_errors, &[]);
+        assert_eq!(cache.get(&key, |_| None).unwrap().0, placeless);
+        cache.put(&key, &result.diagnostics, &result.syntax_errors, &[]);
         assert!(errors.is_empty());
         fs::write(cache.path(&key), b"{ not json").unwrap();
         assert!(cache.get(&key, |_| None).is_none(), "a corrupt entry is a miss");

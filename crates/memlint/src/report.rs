@@ -32,7 +32,7 @@ pub fn render_error(error: &(dyn miette::Diagnostic + Send + Sync + 'static)) ->
 fn handler() -> GraphicalReportHandler {
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let theme = if color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
-    GraphicalReportHandler::new_themed(theme).with_links(false).with_width(100)
+    GraphicalReportHandler::new_themed(theme).with_links(false).with_width(TEXT_WIDTH)
 }
 
 fn render(handler: &GraphicalReportHandler, report: &Report) -> String {
@@ -178,6 +178,39 @@ fn render_problem(handler: &GraphicalReportHandler, file: &FileReport, problem: 
     }
 }
 
+/// Where a fact of a finding's evidence is, as `path:row:col` (`path:cell 2:3:5` in a
+/// notebook); `None` for a fact with no place.
+fn fact_location(path: &str, source: Option<&SourceFile>, fact: &memlint_python::Fact) -> Option<String> {
+    fact.range.as_ref().map(|range| display_location(path, location(source, range.start)))
+}
+
+/// The lines that list a finding's evidence under its graphical report, as rustc and ruff
+/// list notes: `  evidence:`, then one `    - path:row:col: fact` per fact (the place left
+/// out for a fact that has none), wrapped at the report's width. Empty without evidence.
+fn evidence_lines(path: &str, source: Option<&SourceFile>, d: &Diagnostic) -> String {
+    if d.evidence.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("  evidence:\n");
+    for fact in &d.evidence {
+        let line = match fact_location(path, source, fact) {
+            Some(at) => format!("{at}: {}", fact.text),
+            None => fact.text.clone(),
+        };
+        let options = textwrap::Options::new(TEXT_WIDTH).initial_indent("    - ").subsequent_indent("      ")
+            .word_separator(textwrap::WordSeparator::AsciiSpace)
+            .break_words(false);
+        for wrapped in textwrap::wrap(&line, options) {
+            out.push_str(&wrapped);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The width the text report is laid out for (miette's and the evidence lines').
+const TEXT_WIDTH: usize = 100;
+
 pub fn write_text(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<()> {
     let handler = handler();
     for file in files {
@@ -185,8 +218,10 @@ pub fn write_text(out: &mut dyn Write, files: &[FileReport]) -> std::io::Result<
             write!(out, "{}", render_problem(&handler, file, problem))?;
         }
         if let Some(source) = &file.source {
+            let path = file.path.display().to_string();
             for d in &file.diagnostics {
-                writeln!(out, "{}", render_diagnostic(&handler, file, source, d))?;
+                write!(out, "{}", render_diagnostic(&handler, file, source, d))?;
+                writeln!(out, "{}", evidence_lines(&path, Some(source), d))?;
                 if let Some(m) = crate::snapshot::measured(file, Some(source), d) {
                     writeln!(out, "  measured: {}\n", m.describe())?;
                 }
@@ -243,6 +278,32 @@ impl From<Location> for JsonLocation {
     }
 }
 
+/// One fact of a finding's evidence in `--output-format json`: what it says, and where it
+/// was read (`null` for a fact with no place), counted as the finding's own location is.
+#[derive(Serialize)]
+struct JsonFact {
+    message: String,
+    location: Option<JsonLocation>,
+    end_location: Option<JsonLocation>,
+    /// In a notebook, the cell the fact is in (rows then count within it).
+    cell: Option<usize>,
+}
+
+fn json_evidence(source: Option<&SourceFile>, d: &Diagnostic) -> Vec<JsonFact> {
+    d.evidence
+        .iter()
+        .map(|fact| {
+            let start = fact.range.as_ref().map(|r| location(source, r.start));
+            JsonFact {
+                message: fact.text.clone(),
+                location: start.map(Into::into),
+                end_location: fact.range.as_ref().map(|r| location(source, r.end).into()),
+                cell: start.and_then(|l| l.cell),
+            }
+        })
+        .collect()
+}
+
 #[derive(Serialize)]
 struct JsonEdit {
     content: String,
@@ -274,6 +335,8 @@ struct JsonDiagnostic {
     help: Option<String>,
     noqa_row: Option<usize>,
     cell: Option<usize>,
+    /// The facts the finding rests on, in order (empty for a file problem).
+    evidence: Vec<JsonFact>,
     /// With `check --snapshot`: what the user's own run measured on this line.
     #[serde(skip_serializing_if = "Option::is_none")]
     snapshot: Option<crate::snapshot::Measured>,
@@ -299,6 +362,7 @@ fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
                 help: None,
                 noqa_row: None,
                 cell: loc.cell,
+                evidence: Vec::new(),
                 snapshot: None,
             }
         };
@@ -338,6 +402,7 @@ fn json_diagnostics(files: &[FileReport]) -> Vec<JsonDiagnostic> {
                 help: d.help.clone(),
                 noqa_row: Some(start.row),
                 cell: start.cell,
+                evidence: json_evidence(source, d),
                 snapshot: crate::snapshot::measured(file, source, d),
             });
         }
@@ -508,7 +573,17 @@ pub fn junit_suites(files: &[FileReport]) -> Vec<quick_junit::TestSuite> {
                 None => status.set_message(d.message.clone()),
             };
             status.set_type(d.rule.code());
-            status.set_description(format!("{}: {} {}: {}", display_location(&path, loc), d.rule.code(), d.rule.name(), d.message));
+            let mut description = format!("{}: {} {}: {}", display_location(&path, loc), d.rule.code(), d.rule.name(), d.message);
+            if !d.evidence.is_empty() {
+                description.push_str("\nevidence:");
+                for fact in &d.evidence {
+                    match fact_location(&path, source, fact) {
+                        Some(at) => description.push_str(&format!("\n  - {at}: {}", fact.text)),
+                        None => description.push_str(&format!("\n  - {}", fact.text)),
+                    }
+                }
+            }
+            status.set_description(description);
             let mut case = TestCase::new(format!("{}: {} {}", display_location(&path, loc), d.rule.code(), d.rule.name()), status);
             case.set_classname(format!("memlint.{}", d.rule.name()));
             suite.add_test_case(case);
@@ -601,9 +676,37 @@ pub fn sarif_results(files: &[FileReport]) -> Vec<serde_sarif::sarif::Result> {
                 .message(Message::builder().text(d.message.clone()).build())
                 .locations(vec![SarifLocation::builder().physical_location(physical).build()]);
             let mut result = if fixes.is_empty() { result.build() } else { result.fixes(fixes).build() };
+            // The evidence: each fact with a place as a related location (its message the
+            // fact), and every fact's text in `properties.evidence`, in order.
+            let related: Vec<SarifLocation> = d
+                .evidence
+                .iter()
+                .filter_map(|fact| fact.range.as_ref().map(|range| (fact, range)))
+                .enumerate()
+                .map(|(id, (fact, range))| {
+                    SarifLocation::builder()
+                        .id(id as i64)
+                        .physical_location(
+                            PhysicalLocation::builder()
+                                .artifact_location(ArtifactLocation::builder().uri(uri(file)).build())
+                                .region(region(source, range.start, range.end))
+                                .build(),
+                        )
+                        .message(Message::builder().text(fact.text.clone()).build())
+                        .build()
+                })
+                .collect();
+            if !related.is_empty() {
+                result.related_locations = Some(related);
+            }
+            let mut props = std::collections::BTreeMap::new();
+            if !d.evidence.is_empty() {
+                props.insert("evidence".to_string(), serde_json::json!(d.evidence.iter().map(|f| f.text.as_str()).collect::<Vec<_>>()));
+            }
             if let Some(m) = crate::snapshot::measured(file, source, d) {
-                let mut props = std::collections::BTreeMap::new();
                 props.insert("snapshot".to_string(), serde_json::to_value(&m).expect("serializes"));
+            }
+            if !props.is_empty() {
                 result.properties = Some(serde_sarif::sarif::PropertyBag::builder().additional_properties(props).build());
             }
             results.push(result);

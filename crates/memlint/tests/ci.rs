@@ -154,6 +154,36 @@ fn sarif_is_valid_against_the_schema() {
     assert!(!validator.is_valid(&broken));
 }
 
+/// Each SARIF result carries its evidence: a related location (with the fact as its
+/// message) per fact that has a place, every fact's text in `properties.evidence`; the
+/// document still validates against the SARIF 2.1.0 schema.
+#[test]
+fn sarif_results_carry_the_evidence_as_related_locations() {
+    let dir = tree(&[("b.py", EVAL)]);
+    let (out, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "sarif"]));
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let validator = jsonschema::validator_for(&support::sarif_schema()).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&report).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "SARIF schema violations: {errors:#?}");
+    let result = &report["runs"][0]["results"][0];
+    assert_eq!(result["ruleId"], "MEM001");
+    let related = result["relatedLocations"].as_array().unwrap_or_else(|| panic!("no relatedLocations: {result:#}"));
+    let texts: Vec<&str> = result["properties"]["evidence"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert!(!related.is_empty() && related.len() <= texts.len(), "{result:#}");
+    for (i, location) in related.iter().enumerate() {
+        assert_eq!(location["id"], i as u64, "ids number the related locations: {location}");
+        assert_eq!(location["physicalLocation"]["artifactLocation"]["uri"], "b.py");
+        assert!(texts.contains(&location["message"]["text"].as_str().unwrap()), "{location}");
+    }
+    // The network's construction, `torch.nn.Linear(4, 4)` on line 2 (columns 7 to 28).
+    let built = related
+        .iter()
+        .find(|l| l["message"]["text"].as_str().unwrap().starts_with("built by `torch.nn.Linear(4, 4)`"))
+        .unwrap_or_else(|| panic!("no construction among {related:#?}"));
+    assert_eq!(built["physicalLocation"]["region"], serde_json::json!({"startLine": 2, "startColumn": 7, "endLine": 2, "endColumn": 28}));
+}
+
 #[test]
 fn github_workflow_commands() {
     let dir = tree(&[("a.py", BAD)]);
@@ -185,6 +215,9 @@ fn junit_report_is_xml_with_a_failure_per_finding() {
     }
     assert_eq!((suites, failures), (2, 2), "{out}");
     assert!(out.contains("a.py:5:5: MEM004 empty-cache-in-loop"), "{out}");
+    // The failure's text lists the evidence, each fact with its place.
+    assert!(out.contains("\nevidence:\n  - b.py:5:12: `net` is a network"), "{out}");
+    assert!(out.contains("\n  - b.py:2:7: built by `torch.nn.Linear(4, 4)`"), "{out}");
 }
 
 #[test]
@@ -271,6 +304,37 @@ fn notebooks_report_cells_and_lines() {
     assert!(text.contains("╭─[train.ipynb:cell 3:2:"), "{text}");
     let (github, _, _) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "github"]));
     assert!(github.starts_with("::error title=memlint,file=train.ipynb::train.ipynb:cell 3:2:"), "{github}");
+}
+
+/// In a notebook each fact is located as its finding is: the cell it is in (counting every
+/// cell, as Jupyter shows them) and the row within that cell, in JSON and in the text.
+#[test]
+fn notebook_evidence_points_at_the_cell_of_each_fact() {
+    let notebook = serde_json::json!({
+        "cells": [
+            {"cell_type": "code", "execution_count": null, "metadata": {}, "outputs": [], "source": ["import torch\n", "net = torch.nn.Linear(4, 4)"]},
+            {"cell_type": "markdown", "metadata": {}, "source": ["# Evaluation"]},
+            {"cell_type": "code", "execution_count": null, "metadata": {}, "outputs": [], "source": ["def evaluate(x):\n", "    return net(x).argmax(1)"]}
+        ],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5
+    });
+    let dir = tree(&[("eval.ipynb", &notebook.to_string())]);
+    let (json, _, code) = run(memlint(dir.path()).args(["check", "--no-cache", "--output-format", "json"]));
+    assert_eq!(code, 1, "{json}");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let finding = &value[0];
+    assert_eq!((finding["code"].as_str(), finding["cell"].as_u64(), finding["location"]["row"].as_u64()), (Some("MEM001"), Some(3), Some(2)), "{json}");
+    let evidence = finding["evidence"].as_array().unwrap();
+    let built = evidence
+        .iter()
+        .find(|f| f["message"].as_str().unwrap().starts_with("built by `torch.nn.Linear(4, 4)`"))
+        .unwrap_or_else(|| panic!("no construction among {evidence:#?}"));
+    assert_eq!(built["cell"], 1, "{built}");
+    assert_eq!((&built["location"], &built["end_location"]), (&serde_json::json!({"row": 2, "column": 7}), &serde_json::json!({"row": 2, "column": 28})));
+    // Facts at the finding are in its cell.
+    assert!(evidence.iter().any(|f| f["cell"] == 3 && f["location"] == finding["location"]), "{evidence:#?}");
+    let (text, _, _) = run(memlint(dir.path()).args(["check", "--no-cache"]));
+    assert!(text.contains("\n    - eval.ipynb:cell 1:2:7: built by `torch.nn.Linear(4, 4)`"), "{text}");
 }
 
 /// GitHub shows a notebook as its JSON: the annotation is the file's, the cell and line

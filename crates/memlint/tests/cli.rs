@@ -99,6 +99,32 @@ fn json_output_has_ruffs_fields() {
           "column": 39,
           "row": 4
         },
+        "evidence": [
+          {
+            "cell": null,
+            "end_location": {
+              "column": 39,
+              "row": 4
+            },
+            "location": {
+              "column": 1,
+              "row": 3
+            },
+            "message": "the loop on line 3 goes over a `DataLoader`: one iteration per batch"
+          },
+          {
+            "cell": null,
+            "end_location": {
+              "column": 39,
+              "row": 4
+            },
+            "location": {
+              "column": 15,
+              "row": 4
+            },
+            "message": "`torch.cuda.empty_cache()` resolves to `torch.cuda.empty_cache`"
+          }
+        ],
         "filename": "bad.py",
         "fix": null,
         "help": "remove it, or call `torch.cuda.empty_cache()` once after the loop",
@@ -426,4 +452,135 @@ fn verify_rule_table_lists_every_rule() {
     let registry: Vec<(&str, &str)> = memlint_linter::Rule::ALL.iter().map(|r| (r.code(), r.name())).collect();
     let verify: Vec<(&str, &str)> = memlint_verify::rules().iter().map(|(c, n, _)| (*c, *n)).collect();
     assert_eq!(registry, verify);
+}
+
+/// An evaluation function whose network is built by `nn.Linear` on line 4: MEM001 fires on
+/// `net(x)` (line 8), and its evidence goes back to the construction.
+const EVAL_LINEAR: &str = "import torch\nfrom torch import nn\n\nnet = nn.Linear(4, 2)\n\n\ndef evaluate(x):\n    return net(x).argmax(1)\n";
+
+#[test]
+fn json_evidence_names_the_construction_line() {
+    let dir = tree(&[("eval.py", EVAL_LINEAR.as_bytes())]);
+    let (out, code) = stdout(memlint().current_dir(dir.path()).args(["check", "--no-cache", "--output-format", "json", "eval.py"]));
+    assert_eq!(code, 1, "{out}");
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(value.as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(value[0]["code"], "MEM001");
+    let evidence = value[0]["evidence"].as_array().unwrap();
+    // The construction: a fact at `nn.Linear(4, 2)`, line 4, columns 7 to 22, naming it.
+    let built = evidence.iter().find(|f| f["location"]["row"] == 4).unwrap_or_else(|| panic!("no fact on line 4: {evidence:#?}"));
+    assert_eq!(built["location"], serde_json::json!({"row": 4, "column": 7}));
+    assert_eq!(built["end_location"], serde_json::json!({"row": 4, "column": 22}));
+    assert!(built["message"].as_str().unwrap().contains("`nn.Linear(4, 2)`"), "{built}");
+    assert_eq!(built["cell"], serde_json::Value::Null);
+    // Every fact has a message, and a location and end location together (or neither).
+    for fact in evidence {
+        assert!(!fact["message"].as_str().unwrap().is_empty(), "{fact}");
+        assert_eq!(fact["location"].is_null(), fact["end_location"].is_null(), "{fact}");
+    }
+    insta::assert_json_snapshot!(evidence, @r###"
+    [
+      {
+        "cell": null,
+        "end_location": {
+          "column": 15,
+          "row": 8
+        },
+        "location": {
+          "column": 12,
+          "row": 8
+        },
+        "message": "`net` is a network (a `torch.nn.Module` instance)"
+      },
+      {
+        "cell": null,
+        "end_location": {
+          "column": 22,
+          "row": 4
+        },
+        "location": {
+          "column": 7,
+          "row": 4
+        },
+        "message": "assigned `nn.Linear(4, 2)` (line 4)"
+      },
+      {
+        "cell": null,
+        "end_location": {
+          "column": 22,
+          "row": 4
+        },
+        "location": {
+          "column": 7,
+          "row": 4
+        },
+        "message": "built by `nn.Linear(4, 2)` (line 4): `torch.nn.Linear`"
+      },
+      {
+        "cell": null,
+        "end_location": {
+          "column": 18,
+          "row": 8
+        },
+        "location": {
+          "column": 12,
+          "row": 8
+        },
+        "message": "gradients are on in `evaluate()`: no `torch.no_grad()` around the call, on the function, or in every caller"
+      },
+      {
+        "cell": null,
+        "end_location": {
+          "column": 18,
+          "row": 8
+        },
+        "location": {
+          "column": 12,
+          "row": 8
+        },
+        "message": "the output of `net(x)` reaches no backward pass and nothing with its history leaves the function"
+      }
+    ]
+    "###);
+}
+
+/// A file problem (a syntax error, a file that is not UTF-8) has an empty evidence list:
+/// the field is always there.
+#[test]
+fn json_evidence_is_empty_for_file_problems() {
+    let dir = tree(&[("broken.py", b"def f(:\n    pass\nfor x in loader:\n    torch.cuda.empty_cache()\n"), ("latin1.py", b"x = '\xe9'\n")]);
+    let (out, _) = stdout(memlint().current_dir(dir.path()).args(["check", "--no-cache", "--output-format", "json", "broken.py", "latin1.py"]));
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let problems: Vec<&serde_json::Value> = value.as_array().unwrap().iter().filter(|e| e["code"].is_null()).collect();
+    let names: Vec<&str> = problems.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["syntax-error", "io-error"], "{out}");
+    assert!(problems.iter().all(|p| p["evidence"] == serde_json::json!([])), "{out}");
+}
+
+/// The text report lists the facts under the finding, each with `path:row:col`; the
+/// concise report stays one line per finding.
+#[test]
+fn text_output_lists_the_evidence_and_concise_does_not() {
+    let dir = tree(&[("eval.py", EVAL_LINEAR.as_bytes())]);
+    let (out, _) = stdout(memlint().current_dir(dir.path()).args(["check", "--no-cache", "eval.py"]));
+    let start = out.find("\n  evidence:\n").unwrap_or_else(|| panic!("no evidence section: {out}"));
+    let section = &out[start + 1..];
+    let section = &section[..section.find("\n\n").unwrap() + 1];
+    // After the help, before the blank line that ends the finding.
+    assert!(out[..start].contains("  help: run evaluation under"), "{out}");
+    insta::assert_snapshot!(section, @r###"
+      evidence:
+        - eval.py:8:12: `net` is a network (a `torch.nn.Module` instance)
+        - eval.py:4:7: assigned `nn.Linear(4, 2)` (line 4)
+        - eval.py:4:7: built by `nn.Linear(4, 2)` (line 4): `torch.nn.Linear`
+        - eval.py:8:12: gradients are on in `evaluate()`: no `torch.no_grad()` around the call, on the
+          function, or in every caller
+        - eval.py:8:12: the output of `net(x)` reaches no backward pass and nothing with its history
+          leaves the function
+    "###);
+    // Wrapped at the report's width (100 columns).
+    assert!(section.lines().all(|l| l.chars().count() <= 100), "{section}");
+    let (concise, _) = stdout(memlint().current_dir(dir.path()).args(["check", "--no-cache", "-q", "--output-format", "concise", "eval.py"]));
+    assert_eq!(concise.lines().count(), 1, "{concise}");
+    assert!(concise.starts_with("eval.py:8:12: MEM001 ") && !concise.contains("evidence"), "{concise}");
 }

@@ -15,11 +15,13 @@
 //!   file of training and evaluation functions.
 //! - **Dump** (`--dump PATH...`): opens every `.py` file under each PATH one by one and
 //!   prints each diagnostic the server publishes for it as one JSON line
-//!   `{path, code, name, message, severity, line, col, end_line, end_col, fix}`, with LSP's
-//!   0-based UTF-16 positions converted to the 1-based row and character column that
-//!   `memlint check --output-format json` gives (`fix` is shaped like the CLI's:
+//!   `{path, code, name, message, severity, line, col, end_line, end_col, fix, evidence}`,
+//!   with LSP's 0-based UTF-16 positions converted to the 1-based row and character column
+//!   that `memlint check --output-format json` gives (`fix` is shaped like the CLI's:
 //!   `{applicability, message, edits: [{content, location: {row, column},
-//!   end_location}]}`). `scripts/compare-engine.sh` compares it with the CLI.
+//!   end_location}]}`; `evidence` is the diagnostic's `relatedInformation` as the CLI's
+//!   facts with a place: `[{message, location, end_location}]`).
+//!   `scripts/compare-engine.sh` compares it with the CLI.
 //!
 //! ```text
 //! cargo build --release -p memlint
@@ -344,6 +346,20 @@ fn dump_line(path: &str, lines: &[&str], d: &Value) -> Value {
             })).collect::<Vec<_>>()).unwrap_or_default(),
         }),
     };
+    // A `.py` file's facts are all in the file itself.
+    let evidence: Vec<Value> = d["relatedInformation"]
+        .as_array()
+        .map(|related| {
+            related
+                .iter()
+                .map(|r| json!({
+                    "message": r["message"],
+                    "location": cli_location(lines, &r["location"]["range"]["start"]),
+                    "end_location": cli_location(lines, &r["location"]["range"]["end"]),
+                }))
+                .collect()
+        })
+        .unwrap_or_default();
     json!({
         "path": path,
         "code": d["code"],
@@ -353,6 +369,7 @@ fn dump_line(path: &str, lines: &[&str], d: &Value) -> Value {
         "line": start["row"], "col": start["column"],
         "end_line": end["row"], "end_col": end["column"],
         "fix": fix,
+        "evidence": evidence,
     })
 }
 

@@ -95,15 +95,17 @@ pub fn savings(report: &Value, rule: Rule) -> Vec<String> {
         .collect()
 }
 
-/// The hover text for the findings under the cursor.
-pub fn markdown(findings: &[&Diagnostic], report: Option<&(PathBuf, Result<Value, String>)>) -> String {
+/// The hover text for the findings under the cursor, each with the places of its
+/// evidence's facts in words (`line 12`; `None` for a fact with no place).
+pub fn markdown(findings: &[(&Diagnostic, &[Option<String>])], report: Option<&(PathBuf, Result<Value, String>)>) -> String {
     let mut parts = Vec::new();
-    for finding in findings {
+    for (finding, places) in findings {
         let rule = finding.rule;
         let mut text = format!("**memlint {}** `{}`: {}", rule.code(), rule.name(), finding.message);
         if let Some(help) = &finding.help {
             text.push_str(&format!("\n\n*Help:* {help}"));
         }
+        text.push_str(&evidence_markdown(finding, places));
         match report {
             Some((path, Ok(json))) => {
                 let lines = savings(json, rule);
@@ -121,6 +123,22 @@ pub fn markdown(findings: &[&Diagnostic], report: Option<&(PathBuf, Result<Value
         parts.push(text);
     }
     parts.join("\n\n---\n\n")
+}
+
+/// The finding's evidence as a Markdown list (`**Evidence:**`, a fact per item, its place
+/// after it); empty without evidence.
+pub fn evidence_markdown(finding: &Diagnostic, places: &[Option<String>]) -> String {
+    if finding.evidence.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("\n\n**Evidence:**");
+    for (i, fact) in finding.evidence.iter().enumerate() {
+        match places.get(i).and_then(Option::as_deref) {
+            Some(place) => text.push_str(&format!("\n- {} — *{place}*", fact.text)),
+            None => text.push_str(&format!("\n- {}", fact.text)),
+        }
+    }
+    text
 }
 
 /// A link to the rule's page when it has an address; else the command that prints it

@@ -57,7 +57,58 @@ pub struct Server {
 struct Linted {
     version: i32,
     generation: u64,
-    diagnostics: Arc<Vec<memlint_linter::Diagnostic>>,
+    findings: Arc<Findings>,
+}
+
+/// A document's findings, and where the facts of their evidence are.
+#[derive(Default)]
+pub(crate) struct Findings {
+    pub(crate) diagnostics: Vec<memlint_linter::Diagnostic>,
+    /// Per finding, per fact of its evidence: the cell document the fact lies in when it is
+    /// another cell of the notebook (its range counts in that cell's bytes); `None` for a
+    /// fact in this document or with no place. Empty for a file.
+    elsewhere: Vec<Vec<Option<Uri>>>,
+}
+
+impl Findings {
+    fn of_file(diagnostics: Vec<memlint_linter::Diagnostic>) -> Findings {
+        Findings { diagnostics, elsewhere: Vec::new() }
+    }
+
+    /// The document a fact of finding `i` lies in: `doc`, or another cell of its notebook
+    /// (`None` when that cell is no longer open).
+    fn fact_document<'a>(&self, i: usize, fact: usize, doc: &'a Document, docs: &'a HashMap<Uri, Document>) -> Option<&'a Document> {
+        match self.elsewhere.get(i).and_then(|places| places.get(fact)).and_then(Option::as_ref) {
+            Some(uri) => docs.get(uri),
+            None => Some(doc),
+        }
+    }
+
+    /// Each fact's place in words, as the hover shows it: `line 12` in a file, `cell 3,
+    /// line 2` in a notebook (the cell counted among all of the notebook's cells, as
+    /// `memlint check` counts them); `None` for a fact with no place.
+    fn fact_places(&self, i: usize, doc: &Document, state: &State) -> Vec<Option<String>> {
+        let d = &self.diagnostics[i];
+        d.evidence
+            .iter()
+            .enumerate()
+            .map(|(j, fact)| {
+                let range = fact.range.as_ref()?;
+                let target = self.fact_document(i, j, doc, &state.docs)?;
+                let line = target.index.line_of(range.start.min(target.text.len())) + 1;
+                match &target.notebook {
+                    Some(nb) => {
+                        let cell = state.notebooks.get(nb).and_then(|n| n.cells.iter().position(|(u, _)| *u == target.uri));
+                        Some(match cell {
+                            Some(c) => format!("cell {}, line {line}", c + 1),
+                            None => format!("line {line} of its cell"),
+                        })
+                    }
+                    None => Some(format!("line {line}")),
+                }
+            })
+            .collect()
+    }
 }
 
 struct NotebookDoc {
@@ -111,7 +162,7 @@ struct JobOutput {
     /// A notebook's cells as linted: results are stale once cells are added or removed.
     notebook: Option<(Uri, Vec<Uri>)>,
     /// Per document: the version linted and its findings.
-    entries: Vec<(Uri, i32, Vec<memlint_linter::Diagnostic>)>,
+    entries: Vec<(Uri, i32, Findings)>,
     problems: Vec<String>,
     /// The project modules the lint read.
     dependencies: Vec<PathBuf>,
@@ -149,16 +200,34 @@ impl Job {
             JobKind::File { uri, version, text, tree } => {
                 let (mut per_unit, problems) =
                     lint_guarded(linter, 1, &|s| vec![memlint_linter::lint_tree_in_project(&text, &tree, s, index).diagnostics]);
-                (vec![(uri, version, per_unit.pop().unwrap_or_default())], problems)
+                (vec![(uri, version, Findings::of_file(per_unit.pop().unwrap_or_default()))], problems)
             }
             JobKind::Notebook { notebook, cells } => {
                 linted_cells = Some((notebook, cells.iter().map(|(u, _, _)| u.clone()).collect()));
                 let texts: Vec<&str> = cells.iter().map(|(_, _, t)| t.as_str()).collect();
-                let (per_cell, problems) = lint_guarded(linter, texts.len(), &|s| {
-                    notebook::lint_cells(&texts, |source| memlint_linter::lint_in_project(source, s, index))
-                        .unwrap_or_else(|e| panic!("the notebook could not be read: {e}"))
-                });
-                let entries = cells.iter().zip(per_cell).map(|((u, v, _), d)| (u.clone(), *v, d)).collect();
+                // The cells are linted as one program, then its findings are split by cell.
+                let (per_cell, problems) = match notebook::notebook_of(&texts) {
+                    Ok(nb) => {
+                        let (mut program, problems) =
+                            lint_guarded(linter, 1, &|s| vec![memlint_linter::lint_in_project(nb.python_source(), s, index).diagnostics]);
+                        (notebook::split_cells(&nb, &texts, program.pop().unwrap_or_default()), problems)
+                    }
+                    Err(e) => (vec![Vec::new(); texts.len()], vec![format!("memlint: the notebook could not be read: {e}")]),
+                };
+                let entries = cells
+                    .iter()
+                    .enumerate()
+                    .zip(per_cell)
+                    .map(|((own, (u, v, _)), found)| {
+                        let mut findings = Findings::default();
+                        for f in found {
+                            let places = f.fact_cells.iter().map(|c| c.filter(|c| *c != own).and_then(|c| cells.get(c)).map(|(u, _, _)| u.clone())).collect();
+                            findings.elsewhere.push(places);
+                            findings.diagnostics.push(f.diagnostic);
+                        }
+                        (u.clone(), *v, findings)
+                    })
+                    .collect();
                 (entries, problems)
             }
         };
@@ -235,8 +304,24 @@ fn text_edit(doc: &Document, edit: &memlint_linter::Edit, encoding: Encoding) ->
     TextEdit { range: doc.range(edit.range.clone(), encoding), new_text: edit.content.clone() }
 }
 
-/// A finding as an LSP diagnostic; its fix travels in `data` in the client's positions.
-fn to_lsp(doc: &Document, d: &memlint_linter::Diagnostic, encoding: Encoding) -> lsp::Diagnostic {
+/// Finding `i` of `doc` as an LSP diagnostic; its fix travels in `data` in the client's
+/// positions, and each fact of its evidence that has a place is a `relatedInformation`
+/// entry (in `doc`, or in another cell of its notebook).
+fn to_lsp(doc: &Document, findings: &Findings, i: usize, docs: &HashMap<Uri, Document>, encoding: Encoding) -> lsp::Diagnostic {
+    let d = &findings.diagnostics[i];
+    let related: Vec<lsp::DiagnosticRelatedInformation> = d
+        .evidence
+        .iter()
+        .enumerate()
+        .filter_map(|(j, fact)| {
+            let range = fact.range.as_ref()?;
+            let target = findings.fact_document(i, j, doc, docs)?;
+            Some(lsp::DiagnosticRelatedInformation {
+                location: lsp::Location { uri: target.uri.clone(), range: target.range(range.clone(), encoding) },
+                message: fact.text.clone(),
+            })
+        })
+        .collect();
     let fix = d.fix.as_ref().map(|fix| {
         json!({
             "applicability": applicability_str(fix.applicability),
@@ -253,7 +338,7 @@ fn to_lsp(doc: &Document, d: &memlint_linter::Diagnostic, encoding: Encoding) ->
         code_description: Some(d.rule.url()).filter(|u| u.contains("://")).and_then(|u| u.parse().ok()).map(|href| lsp::CodeDescription { href }),
         source: Some("memlint".to_owned()),
         message: d.message.clone(),
-        related_information: None,
+        related_information: (!related.is_empty()).then_some(related),
         tags: None,
         data: Some(json!({ "name": d.rule.name(), "help": d.help, "fix": fix })),
     }
@@ -401,24 +486,24 @@ impl State {
             self.dependencies.insert(unit, output.dependencies);
         }
         for (uri, version, diagnostics) in output.entries {
-            self.lints.insert(uri.clone(), Linted { version, generation: output.generation, diagnostics: Arc::new(diagnostics) });
+            self.lints.insert(uri.clone(), Linted { version, generation: output.generation, findings: Arc::new(diagnostics) });
             updated.push(uri);
         }
         updated
     }
 
-    fn current_lint(&self, uri: &Uri) -> Option<Arc<Vec<memlint_linter::Diagnostic>>> {
+    fn current_lint(&self, uri: &Uri) -> Option<Arc<Findings>> {
         let doc = self.docs.get(uri)?;
         self.lints
             .get(uri)
             .filter(|l| l.version == doc.version && l.generation == self.generation)
-            .map(|l| l.diagnostics.clone())
+            .map(|l| l.findings.clone())
     }
 
     fn lsp_diagnostics(&self, uri: &Uri) -> Option<(i32, Vec<lsp::Diagnostic>)> {
         let doc = self.docs.get(uri)?;
         let lint = self.current_lint(uri)?;
-        Some((doc.version, lint.iter().map(|d| to_lsp(doc, d, self.encoding)).collect()))
+        Some((doc.version, (0..lint.diagnostics.len()).map(|i| to_lsp(doc, &lint, i, &self.docs, self.encoding)).collect()))
     }
 
     /// Re-resolves every open document's settings and invalidates their findings.
@@ -519,7 +604,7 @@ impl Server {
     }
 
     /// For requests: the findings of the document's current version, linting if needed.
-    async fn current(&self, uri: &Uri) -> Result<Arc<Vec<memlint_linter::Diagnostic>>> {
+    async fn current(&self, uri: &Uri) -> Result<Arc<Findings>> {
         if !self.state().docs.contains_key(uri) {
             return Err(unknown_document(uri));
         }
@@ -631,7 +716,7 @@ impl Server {
             catch_unwind(AssertUnwindSafe(|| {
                 if is_cell {
                     // A cell's fixes were computed on the whole notebook: apply them as stored.
-                    actions::apply_stored_fixes(&text, &stored, mode)
+                    actions::apply_stored_fixes(&text, &stored.diagnostics, mode)
                 } else {
                     memlint_linter::apply_fixes(&text, &settings.linter, mode).source
                 }
@@ -917,11 +1002,11 @@ impl LanguageServer for Server {
             let mut fixes = Vec::new();
             let mut disables = Vec::new();
             let mut disabled_lines = HashSet::new();
-            for finding in findings.iter() {
+            for (i, finding) in findings.diagnostics.iter().enumerate() {
                 if finding.range.start > wanted_range.end || wanted_range.start > finding.range.end {
                     continue;
                 }
-                let diagnostic = to_lsp(doc, finding, encoding);
+                let diagnostic = to_lsp(doc, &findings, i, &state.docs, encoding);
                 let code = finding.rule.code();
                 if let Some(fix) = finding.fix.as_ref().filter(|f| !f.edits.is_empty()) {
                     let safe = fix.applicability == Applicability::Safe;
@@ -953,7 +1038,7 @@ impl LanguageServer for Server {
                 }
             }
             let mode = if settings.unsafe_fixes { FixMode::Unsafe } else { FixMode::Safe };
-            let any_fixable = findings.iter().any(|d| d.fix.as_ref().map(|f| mode.allows(f.applicability)).unwrap_or(false));
+            let any_fixable = findings.diagnostics.iter().any(|d| d.fix.as_ref().map(|f| mode.allows(f.applicability)).unwrap_or(false));
             let fix_all_version = (any_fixable && wanted(only, &FIX_ALL)).then_some(doc.version);
             let mut actions: Vec<CodeAction> = Vec::new();
             if wanted(only, &CodeActionKind::QUICKFIX) {
@@ -1000,30 +1085,33 @@ impl LanguageServer for Server {
         let uri = params.text_document_position_params.text_document.uri;
         let position = params.text_document_position_params.position;
         let findings = self.current(&uri).await?;
-        let (range, roots, path, under, rows, snapshot_setting) = {
+        let (range, roots, path, under, places, rows, snapshot_setting) = {
             let state = self.state();
             let doc = state.docs.get(&uri).ok_or_else(|| unknown_document(&uri))?;
             let offset = doc.offset(position, state.encoding);
             let under: Vec<usize> = findings
+                .diagnostics
                 .iter()
                 .enumerate()
                 .filter(|(_, d)| d.range.start <= offset && offset <= d.range.end)
                 .map(|(i, _)| i)
                 .collect();
             let Some(first) = under.first() else { return Ok(None) };
-            let range = doc.range(findings[*first].range.clone(), state.encoding);
+            let range = doc.range(findings.diagnostics[*first].range.clone(), state.encoding);
             let path = file_path(doc.notebook.as_ref().unwrap_or(&uri));
             // 1-based rows of the findings (none in notebooks, whose rows count by cell)
             let rows: Vec<Option<u32>> = under
                 .iter()
-                .map(|i| doc.notebook.is_none().then(|| doc.range(findings[*i].range.clone(), state.encoding).start.line + 1))
+                .map(|i| doc.notebook.is_none().then(|| doc.range(findings.diagnostics[*i].range.clone(), state.encoding).start.line + 1))
                 .collect();
-            (range, state.roots.clone(), path, under, rows, state.store.client().snapshot.clone())
+            let places: Vec<Vec<Option<String>>> = under.iter().map(|i| findings.fact_places(*i, doc, &state)).collect();
+            (range, state.roots.clone(), path, under, places, rows, state.store.client().snapshot.clone())
         };
         let dirs = hover::report_dirs(path.as_deref(), &roots);
         let report = hover::find_report(&dirs);
         let mut value = {
-            let under: Vec<&memlint_linter::Diagnostic> = under.iter().map(|i| &findings[*i]).collect();
+            let under: Vec<(&memlint_linter::Diagnostic, &[Option<String>])> =
+                under.iter().zip(&places).map(|(i, p)| (&findings.diagnostics[*i], p.as_slice())).collect();
             hover::markdown(&under, report.as_ref())
         };
         if let (Some(doc_path), Some(snapshot)) = (path.as_deref(), hover::find_snapshot(snapshot_setting.as_deref(), &dirs, &roots)) {

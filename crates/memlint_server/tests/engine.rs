@@ -1,6 +1,7 @@
 //! The language server reports what `memlint check` reports: for every fixture and
-//! bundled example, the published diagnostics (code, range, message, fix edits) equal
-//! the linter's findings converted to LSP positions (UTF-16, the default encoding).
+//! bundled example, the published diagnostics (code, range, message, fix edits, and the
+//! evidence's facts with a place as `relatedInformation`) equal the linter's findings
+//! converted to LSP positions (UTF-16, the default encoding).
 
 mod common;
 
@@ -44,11 +45,20 @@ fn expected(text: &str) -> Vec<Value> {
                 .flat_map(|f| f.edits.iter())
                 .map(|e| json!({"newText": e.content, "range": {"start": position(&index, text, e.range.start), "end": position(&index, text, e.range.end)}}))
                 .collect();
+            let related: Vec<Value> = d
+                .evidence
+                .iter()
+                .filter_map(|f| {
+                    let r = f.range.as_ref()?;
+                    Some(json!({"message": f.text, "range": {"start": position(&index, text, r.start), "end": position(&index, text, r.end)}}))
+                })
+                .collect();
             json!({
                 "code": d.rule.code(),
                 "message": d.message,
                 "range": {"start": position(&index, text, d.range.start), "end": position(&index, text, d.range.end)},
                 "edits": edits,
+                "related": related,
             })
         })
         .collect()
@@ -60,11 +70,16 @@ fn published(publish: &Value) -> Vec<Value> {
         .unwrap()
         .iter()
         .map(|d| {
+            let related: Vec<Value> = d["relatedInformation"]
+                .as_array()
+                .map(|r| r.iter().map(|r| json!({"message": r["message"], "range": r["location"]["range"]})).collect())
+                .unwrap_or_default();
             json!({
                 "code": d["code"],
                 "message": d["message"],
                 "range": d["range"],
                 "edits": d["data"]["fix"]["edits"].as_array().cloned().unwrap_or_default(),
+                "related": related,
             })
         })
         .collect()
@@ -75,13 +90,16 @@ async fn the_server_publishes_what_the_linter_finds_on_every_fixture() {
     let mut client = TestClient::start();
     client.initialize(push_client(), Value::Null, None).await;
     let mut compared = 0;
+    let mut facts = 0;
     for (i, (name, text)) in corpus().into_iter().enumerate() {
         let uri = format!("file:///engine/{i}.py");
         client.open(&uri, &text).await;
         let publish = client.diagnostics_for(&uri).await;
         let want = expected(&text);
         compared += want.len();
+        facts += want.iter().map(|w| w["related"].as_array().unwrap().len()).sum::<usize>();
         assert_eq!(published(&publish), want, "{name}");
     }
     assert!(compared > 50, "only {compared} findings compared");
+    assert!(facts > 50, "only {facts} facts of evidence compared");
 }

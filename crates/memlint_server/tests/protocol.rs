@@ -567,6 +567,79 @@ async fn notebook_cells_are_linted_as_one_program() {
     assert_eq!(cleared["params"]["diagnostics"], json!([]));
 }
 
+/// An evaluation function whose network is built by `nn.Linear` on line 4 (0-based 3):
+/// MEM001 on `net(x)`, line 8 (0-based 7).
+const EVAL_LINEAR: &str = "import torch\nfrom torch import nn\n\nnet = nn.Linear(4, 2)\n\n\ndef evaluate(x):\n    return net(x).argmax(1)\n";
+
+#[tokio::test]
+async fn diagnostics_relate_their_evidence_and_the_hover_lists_it() {
+    let mut client = push_server().await;
+    let uri = "file:///memlint-test/evaluate.py";
+    client.open(uri, EVAL_LINEAR).await;
+    let publish = client.diagnostics_for(uri).await;
+    assert_eq!(codes(&publish), ["MEM001"]);
+    let diagnostic = &publish["params"]["diagnostics"][0];
+    let related = diagnostic["relatedInformation"].as_array().unwrap_or_else(|| panic!("no relatedInformation: {diagnostic:#}"));
+    // Every fact here has a place in this document; the construction is `nn.Linear(4, 2)`.
+    assert!(related.iter().all(|r| r["location"]["uri"] == uri), "{related:#?}");
+    let built = related
+        .iter()
+        .find(|r| r["message"].as_str().unwrap().starts_with("built by `nn.Linear(4, 2)`"))
+        .unwrap_or_else(|| panic!("no construction among {related:#?}"));
+    assert_eq!(built["location"]["range"], range(3, 6, 3, 21));
+    assert!(related.iter().any(|r| r["location"]["range"] == diagnostic["range"]), "facts at the finding: {related:#?}");
+    // The hover: what it showed before, and the evidence as a list, each fact with its line.
+    let hover = client.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 7, "character": 12}})).await;
+    let value = hover["result"]["contents"]["value"].as_str().unwrap();
+    assert!(value.starts_with("**memlint MEM001** `eval-without-no-grad`: forward pass `net(x)`"), "{value}");
+    assert!(value.contains("\n\n*Help:* run evaluation under"), "{value}");
+    let evidence = value.find("\n\n**Evidence:**\n").unwrap_or_else(|| panic!("no evidence: {value}"));
+    let list: Vec<&str> = value[evidence..].lines().skip(3).take_while(|l| l.starts_with("- ")).collect();
+    assert_eq!(list.len(), related.len(), "{value}");
+    assert_eq!(list[0], "- `net` is a network (a `torch.nn.Module` instance) — *line 8*");
+    assert!(list.contains(&"- built by `nn.Linear(4, 2)` (line 4): `torch.nn.Linear` — *line 4*"), "{list:#?}");
+    assert!(value.contains(memlint_linter::Rule::EvalWithoutNoGrad.doc().markdown.trim()), "{value}");
+}
+
+#[tokio::test]
+async fn notebook_evidence_points_into_the_cell_of_each_fact() {
+    let mut client = push_server().await;
+    let nb = "file:///memlint-test/eval.ipynb";
+    let cell = |i: u32| format!("vscode-notebook-cell:/memlint-test/eval.ipynb#cell{i}");
+    client
+        .notify(
+            "notebookDocument/didOpen",
+            json!({
+                "notebookDocument": {"uri": nb, "notebookType": "jupyter-notebook", "version": 1, "cells": [
+                    {"kind": 2, "document": cell(0)}, {"kind": 1, "document": cell(1)}, {"kind": 2, "document": cell(2)}
+                ]},
+                "cellTextDocuments": [
+                    {"uri": cell(0), "languageId": "python", "version": 1, "text": "import torch\nnet = torch.nn.Linear(4, 4)"},
+                    {"uri": cell(1), "languageId": "markdown", "version": 1, "text": "# Evaluation"},
+                    {"uri": cell(2), "languageId": "python", "version": 1, "text": "def evaluate(x):\n    return net(x).argmax(1)"}
+                ]
+            }),
+        )
+        .await;
+    let third = client.diagnostics_for(&cell(2)).await;
+    assert_eq!(codes(&third), ["MEM001"]);
+    let diagnostic = &third["params"]["diagnostics"][0];
+    assert_eq!(diagnostic["range"], range(1, 11, 1, 17));
+    let related = diagnostic["relatedInformation"].as_array().unwrap_or_else(|| panic!("no relatedInformation: {diagnostic:#}"));
+    // The construction is in the first cell, in that cell's own positions.
+    let built = related
+        .iter()
+        .find(|r| r["message"].as_str().unwrap().starts_with("built by `torch.nn.Linear(4, 4)`"))
+        .unwrap_or_else(|| panic!("no construction among {related:#?}"));
+    assert_eq!(built["location"], json!({"uri": cell(0), "range": range(1, 6, 1, 27)}));
+    assert!(related.iter().any(|r| r["location"] == json!({"uri": cell(2), "range": range(1, 11, 1, 14)})), "{related:#?}");
+    // The hover names the cell of each fact, counted as Jupyter (and `memlint check`) count.
+    let hover = client.request("textDocument/hover", json!({"textDocument": {"uri": cell(2)}, "position": {"line": 1, "character": 12}})).await;
+    let value = hover["result"]["contents"]["value"].as_str().unwrap();
+    assert!(value.contains("\n- built by `torch.nn.Linear(4, 4)`") && value.contains("— *cell 1, line 2*"), "{value}");
+    assert!(value.contains("\n- `net` is a network (a `torch.nn.Module` instance) — *cell 3, line 2*"), "{value}");
+}
+
 /// A document named like a recorded script, with a finding (MEM004) on line 12, the line of
 /// `tests/snapshot/data/eval_no_grad_bad.pickle` whose forward call held memory at the peak.
 const RECORDED_NAME: &str = "eval_no_grad_bad.py";
