@@ -94,6 +94,13 @@ impl<'t> SemanticModel<'t> {
                 Some(if class_name_says_loss(name) { ValueKind::Loss } else { ValueKind::Model })
             }
             crate::Symbol::Class { is_module: false, .. } => Some(ValueKind::Unknown),
+            crate::Symbol::Function { returns: Some(returned), .. } => Some(match returned {
+                crate::Returned::Network => ValueKind::Model,
+                crate::Returned::Loss => ValueKind::Loss,
+                crate::Returned::Optimizer => ValueKind::Optimizer,
+                crate::Returned::Scaler => ValueKind::Scaler,
+                crate::Returned::Loader => ValueKind::DataLoader,
+            }),
             crate::Symbol::Function { returns_module: true, .. } => Some(ValueKind::Model),
             _ => None,
         }

@@ -196,7 +196,7 @@ impl<'t> SemanticModel<'t> {
                     ValueKind::GradTensor | ValueKind::PlainTensor | ValueKind::Foreign => of.via(Basis::From(container)),
                     // An element of a container of networks (`nets["G"]`, `self.blocks[i]`).
                     ValueKind::Model | ValueKind::Loss => Value::new(of.kind, Basis::Element(container)),
-                    _ => Value::unknown(),
+                    _ => self.constant_element_value(expr, d),
                 }
             }
             "identifier" => self.identifier_value(expr, depth),
@@ -690,6 +690,13 @@ impl<'t> SemanticModel<'t> {
                         "attribute" if object.field("object").map(|o| self.text(o) == "self").unwrap_or(false) => {
                             uses.entry((None, self.text(object))).or_insert(*call);
                         }
+                        // `nets["G"].eval()`: one element of a container, in the scope the
+                        // container is bound in.
+                        "subscript" => {
+                            if let Some(key) = self.constant_element_key(object) {
+                                uses.entry(key).or_insert(*call);
+                            }
+                        }
                         _ => {}
                     }
                 }
@@ -697,6 +704,52 @@ impl<'t> SemanticModel<'t> {
             uses
         });
         uses.get(&(scope, name)).copied()
+    }
+
+    /// For `c["k"]` / `c[0]` (a name indexed by a literal): the scope `c` is bound in and the
+    /// element's text, the key under which uses of that one element are found.
+    pub(crate) fn constant_element_key(&self, subscript: Node<'t>) -> Option<(ScopeId, &'t str)> {
+        let container = unparenthesize(subscript.field("value")?);
+        let index = subscript.field("subscript")?;
+        if container.kind_name() != "identifier" || !matches!(index.kind_name(), "string" | "integer") {
+            return None;
+        }
+        let binding = self.binding_at(self.text(container), container)?;
+        Some((self.scope_of(binding.statement), self.text(subscript)))
+    }
+
+    /// The element `c["k"]` / `c[0]` of a name bound once to a dict or list display, or,
+    /// used like a module (`c["k"].eval()`), a network by use.
+    fn constant_element_value(&self, subscript: Node<'t>, depth: usize) -> Value<'t> {
+        let Some(container) = subscript.field("value").map(unparenthesize) else { return Value::unknown() };
+        let Some(index) = subscript.field("subscript") else { return Value::unknown() };
+        if container.kind_name() == "identifier" {
+            if let [binding] = self.bindings_in_scope(self.text(container), container) {
+                if let (BindingKind::Assign, Some(value)) = (binding.kind, binding.value.map(unparenthesize)) {
+                    let element = match (value.kind_name(), index.kind_name()) {
+                        ("dictionary", "string") => named_children(value)
+                            .into_iter()
+                            .filter(|p| p.kind_name() == "pair")
+                            .find(|p| p.field("key").is_some_and(|k| self.text(k) == self.text(index)))
+                            .and_then(|p| p.field("value")),
+                        ("list" | "tuple", "integer") => self.text(index).parse::<usize>().ok().and_then(|i| named_children(value).get(i).copied()),
+                        _ => None,
+                    };
+                    if let Some(element) = element {
+                        let v = self.value_at_depth(element, depth + 1);
+                        if v.kind != ValueKind::Unknown {
+                            return v.via(Basis::Element(element));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((scope, text)) = self.constant_element_key(subscript) {
+            if let Some(use_) = self.module_use(scope, text) {
+                return Value::new(ValueKind::Model, Basis::Used(use_));
+            }
+        }
+        Value::unknown()
     }
 
     fn attribute_value(&self, expr: Node<'t>, depth: usize) -> Value<'t> {

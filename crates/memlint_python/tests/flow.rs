@@ -255,3 +255,43 @@ def forward_like(x):
     );
     assert_eq!(fate(&source, "net(x)"), "returned");
 }
+
+#[test]
+fn a_container_parameter_is_followed_into_the_callers_container() {
+    // `def body(x, preds): preds.append(net(x))`, called with a list the caller builds:
+    // the output goes where the caller's list goes.
+    let source = with_header(
+        "
+def body(x, preds):
+    preds.append(net(x))
+
+def body2(x, grads):
+    grads.append(net(x + 1))
+
+def evaluate(xs):
+    preds = []
+    for x in xs:
+        body(x, preds)
+    print(len(preds))
+
+def train(xs):
+    grads = []
+    for x in xs:
+        body2(x, grads)
+    torch.stack(grads).sum().backward()
+",
+    );
+    assert_eq!(fate(&source, "net(x)"), "consumed");
+    assert_eq!(fate(&source, "net(x + 1)"), "backward");
+}
+
+#[test]
+fn a_container_parameter_of_a_function_no_one_here_calls_is_out_of_sight() {
+    let source = with_header(
+        "
+def body(x, preds):
+    preds.append(net(x))
+",
+    );
+    assert_eq!(fate(&source, "net(x)"), "stored");
+}

@@ -220,3 +220,21 @@ fn import_scan_finds_names_and_modules_without_parsing() {
     assert_eq!(imports[2].locals, [(".models.Generator".to_owned(), "G"), (".models.Critic".to_owned(), "Critic")]);
     assert!(imports[3].star);
 }
+
+#[test]
+fn a_factory_says_what_it_returns() {
+    let project = Memory::new(&[
+        ("factory.py", "import torch\nimport torch.nn as nn\ndef criterion():\n    return nn.CrossEntropyLoss()\ndef opt(m):\n    return torch.optim.Adam(m.parameters())\ndef net():\n    return nn.Linear(2, 2)\ndef either(flag):\n    if flag:\n        return nn.Linear(2, 2)\n    return nn.MSELoss()\n"),
+        ("train.py", "from factory import criterion\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "train.py");
+    let returns = |q: &str| match r.symbol(q) {
+        Some(Symbol::Function { returns, .. }) => returns,
+        other => panic!("{q}: {other:?}"),
+    };
+    use memlint_python::Returned;
+    assert_eq!(returns("factory.criterion"), Some(Returned::Loss));
+    assert_eq!(returns("factory.opt"), Some(Returned::Optimizer));
+    assert_eq!(returns("factory.net"), Some(Returned::Network));
+    assert_eq!(returns("factory.either"), None, "two kinds: unknown");
+}

@@ -155,8 +155,11 @@ fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, te
     {
         // In a helper the loop calls, accumulating into its parameter: the caller's loop
         // and the caller's name decide.
-        let is_append = statement.kind_name() == "call";
-        let (anchor, base) = match crate::rules::accumulator_through_helper(model, statement, base, !is_append) {
+        // A name rebound by `+=` must come back from the helper; a container mutated in
+        // place (`stats["loss"] += loss`, `losses.append(loss)`) need not.
+        let rebinds = statement.kind_name() != "call"
+            && statement.field("left").is_some_and(|l| l.kind_name() == "identifier");
+        let (anchor, base) = match crate::rules::accumulator_through_helper(model, statement, base, rebinds) {
             Some((site, caller_base)) => (site, caller_base),
             None => (statement, base.to_owned()),
         };

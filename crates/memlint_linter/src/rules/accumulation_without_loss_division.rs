@@ -163,7 +163,27 @@ fn gradients_rescaled_before_step<'t>(model: &SemanticModel<'t>, period: Node<'t
     let range = period.byte_range();
     let in_period = model.calls_in(range.clone()).iter();
     let Some(step) = in_period.clone().find(|c| model.is_optimizer_step(**c)).map(|c| c.start_byte()) else { return false };
-    let grads_divided = model.attributes_named_in("grad", range.start..step).iter().any(|grad| {
+    // Divided in the branch, or in a local function it calls before the step.
+    let helpers_divide = in_period
+        .clone()
+        .take_while(|c| c.start_byte() < step)
+        .filter_map(|c| model.local_callee(*c))
+        .filter_map(|def| def.field("body"))
+        .any(|body| grads_divided_in(model, body.byte_range()));
+    grads_divided_in(model, range.start..step) || helpers_divide
+        || in_period.take_while(|c| c.start_byte() < step).any(|call| {
+            let arguments = positional_arguments(*call);
+            let quotient = arguments.iter().any(|a| {
+                let a = unparenthesize(*a);
+                a.kind_name() == "binary_operator" && a.field("operator").map(|o| model.text(o)) == Some("/")
+            });
+            quotient && arguments.iter().any(|a| holds_network_or_parameters(model, *a))
+        })
+}
+
+/// `p.grad /= n`, `p.grad.div_(n)` / `.mul_(1 / n)` (also through `.data`) in `range`.
+fn grads_divided_in(model: &SemanticModel<'_>, range: std::ops::Range<usize>) -> bool {
+    model.attributes_named_in("grad", range).iter().any(|grad| {
         let mut target = *grad;
         if let Some(data) = model.parent(target).filter(|p| p.kind_name() == "attribute" && p.field("object") == Some(target)) {
             if data.field("attribute").map(|a| model.text(a)) == Some("data") {
@@ -181,16 +201,7 @@ fn gradients_rescaled_before_step<'t>(model: &SemanticModel<'t>, period: Node<'t
             }
             _ => false,
         }
-    });
-    grads_divided
-        || in_period.take_while(|c| c.start_byte() < step).any(|call| {
-            let arguments = positional_arguments(*call);
-            let quotient = arguments.iter().any(|a| {
-                let a = unparenthesize(*a);
-                a.kind_name() == "binary_operator" && a.field("operator").map(|o| model.text(o)) == Some("/")
-            });
-            quotient && arguments.iter().any(|a| holds_network_or_parameters(model, *a))
-        })
+    })
 }
 
 /// A network (`model`, `self._model`) or its parameters (`model.parameters()`, also
@@ -320,7 +331,10 @@ fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>, region
     // fetching with `next(...)`, chunks, `enumerate`/`zip` of them, `while True` over
     // `iter(...)`).
     let (k, from_range) = model.iteration_count(inner)?;
-    if from_range && model.calls_named_in("next", inner_body.byte_range()).is_empty() {
+    // A `range(k)` loop counts micro-batches when it fetches one each time (in its body,
+    // or in the helper it runs).
+    let fetches = |body: Node<'t>| !model.calls_named_in("next", body.byte_range()).is_empty();
+    if from_range && !fetches(inner_body) && !(region.site.is_some() && fetches(region.body)) {
         return None;
     }
     if !descendants_where(inner_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n)).is_empty() {

@@ -120,6 +120,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 .iter()
                 .filter(|b| matches!(b.kind, BindingKind::Assign | BindingKind::LoopTarget | BindingKind::WithTarget))
                 .filter(|b| !contains(b.statement, anchor))
+                // `buf = step(buf, x)`: the helper gives back the buffer it was given.
+                .filter(|b| b.statement.id() != anchor.id())
                 // `if buf is None: buf = torch.zeros(...)` creates the buffer once.
                 .filter(|b| !is_lazy_initialization(model, b.statement, &base))
                 .map(|b| b.statement)

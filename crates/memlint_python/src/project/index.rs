@@ -20,8 +20,10 @@ pub enum Symbol {
     /// pretrained network its `__init__` loads and the class never freezes.
     Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, submodules: Vec<String> },
     /// A function; `returns_module` when calling it returns a module instance (a factory);
-    /// `returned_elements`: what each element of the tuple it returns is, when known.
-    Function { returns_module: bool, summary: FunctionSummary, returned_elements: Vec<Option<Returned>> },
+    /// `returned_elements`: what each element of the tuple it returns is, when known;
+    /// `returns`: what it returns, when every `return` builds the same kind of value
+    /// (a loss module, an optimizer, a network, ...).
+    Function { returns_module: bool, summary: FunctionSummary, returned_elements: Vec<Option<Returned>>, returns: Option<Returned> },
     /// A module of the project.
     Module,
 }
@@ -126,8 +128,8 @@ pub trait ModuleLoader: Sync {
 pub fn symbol_matters(symbol: &Symbol) -> bool {
     match symbol {
         Symbol::Class { is_module, methods, .. } => *is_module || methods.iter().any(|m| !m.stores.is_empty()),
-        Symbol::Function { returns_module, summary, returned_elements } => {
-            *returns_module || !summary.stores.is_empty() || returned_elements.iter().any(Option::is_some)
+        Symbol::Function { returns_module, summary, returned_elements, returns } => {
+            *returns_module || returns.is_some() || !summary.stores.is_empty() || returned_elements.iter().any(Option::is_some)
         }
         Symbol::Module => false,
     }
@@ -180,7 +182,7 @@ mod tests {
             ..FunctionSummary::default()
         };
         let class = |is_module, methods| Symbol::Class { is_module, methods, pretrained: None, submodules: Vec::new() };
-        let function = |returns_module, summary, returned_elements| Symbol::Function { returns_module, summary, returned_elements };
+        let function = |returns_module, summary, returned_elements| Symbol::Function { returns_module, summary, returned_elements, returns: None };
         assert!(symbol_matters(&class(true, Vec::new())), "a network class");
         assert!(symbol_matters(&class(false, vec![storing.clone()])), "a class whose method stores its argument");
         assert!(!symbol_matters(&class(false, vec![FunctionSummary::default()])));

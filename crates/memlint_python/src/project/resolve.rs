@@ -208,29 +208,36 @@ impl<'a> ProjectResolver<'a> {
             Target::Function(m, n) => {
                 let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);
                 let summary = self.summary(&m)?.function(&n)?.clone();
-                let returned_elements = summary
-                    .returns_elements
-                    .iter()
-                    .map(|callee| {
-                        let callee = callee.as_ref()?;
-                        if self.callee_returns_module(&m, callee, &mut HashSet::new(), 1) {
-                            let last = callee.rsplit('.').next().unwrap_or(callee);
-                            return Some(if crate::lexicon::class_name_says_loss(last) { Returned::Loss } else { Returned::Network });
+                let classify = |callee: &str| -> Option<Returned> {
+                    if self.callee_returns_module(&m, callee, &mut HashSet::new(), 1) {
+                        if let Some(Target::External(q)) = self.resolve_spelled(&m, callee, &mut HashSet::new()) {
+                            if crate::library::call_model(&q) == Some(crate::library::Call::BuildsLoss) {
+                                return Some(Returned::Loss);
+                            }
                         }
-                        match self.resolve_spelled(&m, callee, &mut HashSet::new()) {
-                            Some(Target::External(q)) => match crate::library::call_model(&q)? {
-                                crate::library::Call::BuildsOptimizer => Some(Returned::Optimizer),
-                                crate::library::Call::BuildsScaler => Some(Returned::Scaler),
-                                crate::library::Call::BuildsLoader => Some(Returned::Loader),
-                                crate::library::Call::BuildsLoss => Some(Returned::Loss),
-                                crate::library::Call::BuildsNetwork => Some(Returned::Network),
-                                _ => None,
-                            },
+                        let last = callee.rsplit('.').next().unwrap_or(callee);
+                        return Some(if crate::lexicon::class_name_says_loss(last) { Returned::Loss } else { Returned::Network });
+                    }
+                    match self.resolve_spelled(&m, callee, &mut HashSet::new()) {
+                        Some(Target::External(q)) => match crate::library::call_model(&q)? {
+                            crate::library::Call::BuildsOptimizer => Some(Returned::Optimizer),
+                            crate::library::Call::BuildsScaler => Some(Returned::Scaler),
+                            crate::library::Call::BuildsLoader => Some(Returned::Loader),
+                            crate::library::Call::BuildsLoss => Some(Returned::Loss),
+                            crate::library::Call::BuildsNetwork => Some(Returned::Network),
                             _ => None,
-                        }
-                    })
-                    .collect();
-                Some(Symbol::Function { returns_module, summary, returned_elements })
+                        },
+                        _ => None,
+                    }
+                };
+                let returned_elements = summary.returns_elements.iter().map(|callee| classify(callee.as_ref()?)).collect();
+                // One kind for every returned call (`return nn.CrossEntropyLoss()`).
+                let kinds: Vec<Option<Returned>> = summary.returns_calls.iter().map(|c| classify(c)).collect();
+                let returns = match kinds.first() {
+                    Some(Some(first)) if kinds.iter().all(|k| *k == Some(*first)) => Some(*first),
+                    _ => None,
+                };
+                Some(Symbol::Function { returns_module, summary, returned_elements, returns })
             }
             Target::Module(_) => Some(Symbol::Module),
             Target::External(_) => None,
@@ -395,7 +402,7 @@ mod tests {
             other => panic!("Encoder is a class: {other:?}"),
         }
         let function = |name: &str| match train.symbol(name) {
-            Some(Symbol::Function { returns_module, summary, returned_elements }) => (returns_module, summary, returned_elements),
+            Some(Symbol::Function { returns_module, summary, returned_elements, .. }) => (returns_module, summary, returned_elements),
             other => panic!("{name} is a function: {other:?}"),
         };
         assert!(function("nets.build").0, "a factory: returns an Encoder");

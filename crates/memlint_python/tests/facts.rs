@@ -1,0 +1,135 @@
+//! Control and value facts asked for any spelling of the same program (issue 32): a
+//! loop's count in every loop form, a flag through chains of names, the element a loop
+//! target or `next()` receives, one element of a container display.
+
+use memlint_python::{parse, NodeExt, SemanticModel, ValueKind};
+
+/// The `k` of the loop that starts at the line containing `marker` (its text), or "-".
+fn count(source: &str, marker: &str) -> String {
+    let parsed = parse(source);
+    let model = SemanticModel::new(&parsed.tree, source);
+    let line = source.lines().position(|l| l.contains(marker)).expect("marker");
+    let l = model.loops().iter().copied().find(|l| l.start_position().row == line).expect("a loop on that line");
+    match model.iteration_count(l) {
+        Some((k, from_range)) => format!("{}{}", model.text(k), if from_range { " (range)" } else { "" }),
+        None => "-".to_owned(),
+    }
+}
+
+/// The kind of the last identifier `name` in the source.
+fn kind_of(source: &str, name: &str) -> ValueKind {
+    let parsed = parse(source);
+    let model = SemanticModel::new(&parsed.tree, source);
+    let mut found = None;
+    let mut stack = vec![parsed.tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind_name() == "identifier" && model.text(n) == name && found.is_none_or(|f: memlint_python::tree_sitter::Node| f.start_byte() < n.start_byte()) {
+            found = Some(n);
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    model.value_kind(found.expect("the name"))
+}
+
+#[test]
+fn the_count_of_a_loop_in_every_form() {
+    let source = "\
+import itertools
+import torch
+def f(x, k, it):
+    for part in x.chunk(k):  # chunk
+        pass
+    for part in torch.chunk(x, k):  # torch-chunk
+        pass
+    for i, part in enumerate(x.chunk(k)):  # enumerate
+        pass
+    for part, _c in zip(x.chunk(k), itertools.count()):  # zip-count
+        pass
+    for a, b in zip(x.chunk(k), x.chunk(k)):  # zip-same
+        pass
+    for a, b in zip(x.chunk(k), x.chunk(2)):  # zip-differs
+        pass
+    for _ in range(k):  # range
+        pass
+    _it = iter(x.chunk(k))
+    while True:  # while-iter
+        try:
+            part = next(_it)
+        except StopIteration:
+            break
+    while True:  # while-forever
+        part = next(it)
+    for y in x:  # plain
+        pass
+";
+    let cases = ["chunk", "torch-chunk", "enumerate", "zip-count", "zip-same", "zip-differs", "range", "while-iter", "while-forever", "plain"];
+    let found: Vec<String> = cases.iter().map(|c| format!("{c}: {}", count(source, &format!("# {c}")))).collect();
+    assert_eq!(
+        found,
+        [
+            "chunk: k",
+            "torch-chunk: k",
+            "enumerate: k",
+            "zip-count: k",
+            "zip-same: k",
+            "zip-differs: -",
+            "range: k (range)",
+            "while-iter: k",
+            "while-forever: -",
+            "plain: -"
+        ]
+    );
+}
+
+#[test]
+fn a_flag_is_followed_through_chains_of_names() {
+    let source = "\
+def f(i, k):
+    do_step = (i + 1) % k == 0
+    _gate = do_step
+    if _gate:
+        pass
+";
+    let parsed = parse(source);
+    let model = SemanticModel::new(&parsed.tree, source);
+    let gate = model.identifiers_named_in("_gate", 0..source.len()).last().copied().unwrap();
+    let value = model.flag_value(gate);
+    assert_eq!(model.text(value), "(i + 1) % k == 0");
+    assert_eq!(model.period_of(value).map(|k| model.text(k)), Some("k"));
+}
+
+#[test]
+fn elements_of_containers_of_networks_in_every_loop_form() {
+    let prelude = "import itertools\nimport torch.nn as nn\nnets = [nn.Linear(2, 2), nn.Linear(2, 2)]\n";
+    for body in [
+        "for net in nets:\n    net\n",
+        "for i, net in enumerate(nets):\n    net\n",
+        "for net, _c in zip(nets, itertools.count()):\n    net\n",
+        "_it = iter(nets)\nnet = next(_it)\nnet\n",
+        "net = nets[0]\nnet\n",
+    ] {
+        assert_eq!(kind_of(&format!("{prelude}{body}"), "net"), ValueKind::Model, "{body}");
+    }
+    // The counter of `enumerate` and `zip`'s other element are not networks.
+    assert_eq!(kind_of(&format!("{prelude}for i, net in enumerate(nets):\n    i\n"), "i"), ValueKind::Unknown);
+    assert_eq!(kind_of(&format!("{prelude}for net, c in zip(nets, itertools.count()):\n    c\n"), "c"), ValueKind::Unknown);
+}
+
+#[test]
+fn one_element_of_a_display_and_an_element_used_as_a_module() {
+    let source = "\
+import torch.nn as nn
+import hub
+nets = {\"g\": nn.Linear(2, 2), \"h\": hub.build()}
+g = nets[\"g\"]
+h = nets[\"h\"]
+nets[\"h\"].eval()
+g, h
+";
+    assert_eq!(kind_of(source, "g"), ValueKind::Model);
+    // `hub.build()` is unknown; `nets["h"].eval()` says it is a module.
+    assert_eq!(kind_of(source, "h"), ValueKind::Model);
+    let unused = "import hub\nnets = {\"h\": hub.build()}\nh = nets[\"h\"]\nh\n";
+    assert_eq!(kind_of(unused, "h"), ValueKind::Unknown);
+}
