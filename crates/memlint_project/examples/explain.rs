@@ -42,8 +42,12 @@ fn main() {
         println!("  gradient context: {:?}", model.grad_context(*call));
         println!("  class forward without grad: {:?}", model.class_forward_disables_grad(*call));
         println!("  fate: {:?}", model.fate(*call));
+        if let Some(module) = model.forward_callee(*call) {
+            println!("  network frozen: {}, call gives history: {}", model.is_frozen_network(module), model.gives_history(*call));
+        }
+        println!("  callers elsewhere disable grad: {:?}", model.grad_disabled_by_callers_elsewhere(*call).is_some());
         if let Some(f) = model.enclosing_function(*call) {
-            println!("  in `{}()`, local callers: {}", f.name, model.calls_of_function(f).len());
+            println!("  in `{}()`, local callers: {}, results kept by callers elsewhere: {:?}", f.name, model.calls_of_function(f).len(), model.external_results_kept(f.node));
         }
     }
 }

@@ -131,6 +131,15 @@ impl Project {
 
     /// The module key of a file (what [`memlint_python::ProjectResolver`] takes).
     pub fn key(path: &Path) -> String {
+        // One spelling per module: a path found under an absolute import root (the current
+        // folder) is keyed as the run's files are, relative to the current folder, so a
+        // module resolved through an import is the same module as the file linted.
+        static CWD: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+        let cwd = CWD.get_or_init(|| std::env::current_dir().and_then(|d| d.canonicalize()).ok().filter(|d| d.parent().is_some()));
+        let path = path.strip_prefix("./").unwrap_or(path);
+        if let Some(rest) = cwd.as_ref().and_then(|cwd| path.strip_prefix(cwd).ok()) {
+            return rest.to_string_lossy().into_owned();
+        }
         path.to_string_lossy().into_owned()
     }
 

@@ -31,9 +31,24 @@ impl<'t> SemanticModel<'t> {
         if unfreezes {
             return false;
         }
+        // `net, names = build(...)`: the element a project function returns, built by a
+        // class that may freeze it.
+        if let Some(index) = self.target_index(binding.statement, name) {
+            let call = unparenthesize(value);
+            if call.kind_name() == "call" {
+                if let Some(crate::Symbol::Function { returned_elements, .. }) = self.project_callee(call) {
+                    return returned_elements.get(index).copied().flatten() == Some(crate::Returned::FrozenNetwork);
+                }
+            }
+        }
         for _ in 0..8 {
             value = unparenthesize(value);
             let Some(callee) = value.field("function").filter(|_| value.kind_name() == "call") else { return false };
+            // Built by a class whose `__init__` may freeze its parameters
+            // (`Vgg16(requires_grad=False)`), of this module or of the project.
+            if self.constructor_may_freeze(value) {
+                return true;
+            }
             let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
             if method == "from_pretrained" {
                 let class = self.qualified_name(callee).or_else(|| self.dotted_name(callee)).unwrap_or_default();
@@ -53,6 +68,23 @@ impl<'t> SemanticModel<'t> {
             value = object;
         }
         false
+    }
+
+    /// Does `call` build an instance of a class (of this module, or of the project) whose
+    /// `__init__` may freeze its parameters, or call a project function that returns one?
+    fn constructor_may_freeze(&self, call: Node<'t>) -> bool {
+        let Some(callee) = call.field("function") else { return false };
+        if callee.kind_name() == "identifier" && self.classes.contains_key(self.text(callee)) {
+            return self
+                .method_of(self.text(callee), "__init__")
+                .and_then(|def| def.field("body"))
+                .is_some_and(|body| crate::library::body_may_freeze_parameters(self.text(body)));
+        }
+        match self.project_callee(call) {
+            Some(crate::Symbol::Class { may_freeze, .. }) => may_freeze,
+            Some(crate::Symbol::Function { returns, .. }) => returns == Some(crate::Returned::FrozenNetwork),
+            _ => false,
+        }
     }
 
     /// Is `class` a `torch.nn.Module` subclass? A class defined in this module (by its

@@ -35,7 +35,7 @@ pub fn describe_kind(kind: ValueKind) -> &'static str {
     match kind {
         ValueKind::GradTensor => "a tensor with autograd history",
         ValueKind::PlainTensor => "a tensor without autograd history",
-        ValueKind::Number => "a Python number",
+        ValueKind::Number => "a Python number or string",
         ValueKind::Model => "a network (a `torch.nn.Module` instance)",
         ValueKind::Loss => "a loss module",
         ValueKind::ModuleClass => "a class that builds a network",

@@ -736,3 +736,104 @@ impl<'t> SemanticModel<'t> {
         None
     }
 }
+
+impl<'t> SemanticModel<'t> {
+    /// May the module that `construction` builds run a forward pass? It does unless it is
+    /// bound to a name (or `self.<attr>`) whose every use only unwraps it (`net.module`) or
+    /// calls a method of the module API on it (`net.load_state_dict(...)`, `net.eval()`,
+    /// `net = net.cuda()`): a `DataParallel` built only to load a `module.`-prefixed
+    /// checkpoint never drives a GPU. A use memlint cannot place (passed on, returned,
+    /// stored, called) may run it.
+    pub fn module_may_run_forward(&self, construction: Node<'t>) -> bool {
+        // The expression that holds the module: through `.cuda()`, `.to(...)`, `.eval()`.
+        let mut holder = construction;
+        while let Some(parent) = self.parent(holder) {
+            let chained = parent.kind_name() == "attribute"
+                && self.parent(parent).is_some_and(|c| c.kind_name() == "call")
+                && parent.field("attribute").is_some_and(|a| crate::library::MODULE_METHODS_RETURNING_SELF.contains(&self.text(a)));
+            match parent.kind_name() {
+                "attribute" if chained => holder = self.parent(parent).unwrap_or(parent),
+                "parenthesized_expression" => holder = parent,
+                _ => break,
+            }
+        }
+        let Some(assignment) = self.parent(holder).filter(|a| a.kind_name() == "assignment" && a.field("right").is_some_and(|r| r.id() == holder.id())) else {
+            return true;
+        };
+        // The bindings that hold the module (`net = DataParallel(m)`, then `net =
+        // net.cuda()`), and the uses that see them.
+        let mut pending = vec![assignment];
+        let mut uses: Vec<Node<'t>> = Vec::new();
+        let mut seen = 0;
+        while let Some(assignment) = pending.pop() {
+            seen += 1;
+            if seen > 16 {
+                return true;
+            }
+            let Some(target) = assignment.field("left") else { return true };
+            match target.kind_name() {
+                "identifier" => {
+                    let name = self.text(target);
+                    let scope = self.enclosing_function(assignment).map(|f| f.node.byte_range()).unwrap_or(0..self.source().len());
+                    // A global read in functions is out of this question's reach.
+                    let global_read = |f: &crate::FunctionInfo<'t>| {
+                        self.identifiers_named_in(name, f.node.byte_range())
+                            .iter()
+                            .any(|u| self.binding_at(name, *u).is_some_and(|b| self.enclosing_function(b.statement).is_none()))
+                    };
+                    if self.enclosing_function(assignment).is_none() && self.functions().any(global_read) {
+                        return true;
+                    }
+                    for u in self.identifiers_named_in(name, assignment.end_byte()..scope.end) {
+                        // `args.model`, `f(model=...)`: a member or a keyword, not the name.
+                        let not_a_reference = self.parent(*u).is_some_and(|p| {
+                            (p.kind_name() == "attribute" && p.field("attribute").is_some_and(|a| a.id() == u.id()))
+                                || (p.kind_name() == "keyword_argument" && p.field("name").is_some_and(|n| n.id() == u.id()))
+                        });
+                        if not_a_reference || !self.binding_at(name, *u).is_some_and(|b| b.statement.id() == assignment.id() || contains(b.statement, assignment)) {
+                            continue;
+                        }
+                        // `net = net.cuda()`: the module again, under a new binding.
+                        let rebound = self.parent(*u).filter(|a| a.kind_name() == "attribute").and_then(|a| {
+                            let method = a.field("attribute").map(|m| self.text(m))?;
+                            let call = self.parent(a).filter(|c| c.kind_name() == "call")?;
+                            let next = self.parent(call).filter(|n| n.kind_name() == "assignment" && n.field("right").is_some_and(|r| r.id() == call.id()))?;
+                            crate::library::MODULE_METHODS_RETURNING_SELF.contains(&method).then_some(next)
+                        });
+                        match rebound {
+                            Some(next) => pending.push(next),
+                            None => uses.push(*u),
+                        }
+                    }
+                }
+                "attribute" if target.field("object").is_some_and(|o| self.text(o) == "self") => {
+                    let Some(attr) = target.field("attribute").map(|a| self.text(a)) else { return true };
+                    let Some(class) = self.enclosing_function(assignment).and_then(|f| f.class.clone()) else { return true };
+                    let Some(class_node) = self.functions().find(|f| f.class.as_deref() == Some(class.as_str())).and_then(|f| self.parent(f.node)) else { return true };
+                    uses.extend(
+                        self.attributes_named_in(attr, class_node.byte_range())
+                            .iter()
+                            .copied()
+                            .filter(|a| a.id() != target.id() && a.field("object").is_some_and(|o| self.text(o) == "self")),
+                    );
+                }
+                _ => return true,
+            }
+        }
+        uses.into_iter().any(|u| {
+            if self.is_binding_target(u) {
+                return false;
+            }
+            let Some(parent) = self.parent(u) else { return true };
+            if parent.kind_name() != "attribute" || parent.field("object").is_none_or(|o| o.id() != u.id()) {
+                return true;
+            }
+            let attr = parent.field("attribute").map(|a| self.text(a)).unwrap_or("");
+            if attr == "module" {
+                return false;
+            }
+            let called = self.parent(parent).is_some_and(|c| c.kind_name() == "call" && c.field("function").is_some_and(|f| f.id() == parent.id()));
+            !(called && crate::library::MODULE_API_METHODS.contains(&attr) && attr != "forward")
+        })
+    }
+}

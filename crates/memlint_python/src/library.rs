@@ -299,6 +299,13 @@ pub fn loads_pretrained_network(callee: &str, keyword: &dyn Fn(&str) -> Option<S
 /// May a class whose source is `text` freeze the pretrained network it loads, or run it
 /// without autograd? It mentions `requires_grad` (`p.requires_grad = False`,
 /// `requires_grad_(False)`), `no_grad` or `inference_mode`.
+/// Does a constructor's body (its text) freeze parameters: `requires_grad = False` or
+/// `requires_grad_(False)` (perhaps under a condition on an argument)?
+pub fn body_may_freeze_parameters(text: &str) -> bool {
+    let squeezed: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    squeezed.contains("requires_grad=False") || squeezed.contains("requires_grad_(False)")
+}
+
 pub(crate) fn class_may_freeze(text: &str) -> bool {
     ["requires_grad", "no_grad", "inference_mode"].iter().any(|w| text.contains(w))
 }

@@ -77,10 +77,9 @@ impl<'t> SemanticModel<'t> {
                         "attribute" => l.field("attribute"),
                         _ => None,
                     });
-                    break match target {
-                        Some(t) => !self.calls_named(self.text(t)).is_empty(),
-                        None => true,
-                    };
+                    // Called later (`g(z)`), or used otherwise (`g.forward(z)`,
+                    // `g.eval()`): what the project builds decides.
+                    break target.is_some() || p.field("left").is_some_and(|l| matches!(l.kind_name(), "pattern_list" | "tuple_pattern"));
                 }
                 Some((_, "return_statement" | "expression_list" | "list" | "tuple" | "pattern_list")) => break true,
                 _ => break false,
@@ -95,7 +94,7 @@ impl<'t> SemanticModel<'t> {
             }
             crate::Symbol::Class { is_module: false, .. } => Some(ValueKind::Unknown),
             crate::Symbol::Function { returns: Some(returned), .. } => Some(match returned {
-                crate::Returned::Network => ValueKind::Model,
+                crate::Returned::Network | crate::Returned::FrozenNetwork => ValueKind::Model,
                 crate::Returned::Loss => ValueKind::Loss,
                 crate::Returned::Optimizer => ValueKind::Optimizer,
                 crate::Returned::Scaler => ValueKind::Scaler,

@@ -28,7 +28,8 @@ pub enum ValueKind {
     GradTensor,
     /// A tensor without autograd history (detached, created under no-grad, data).
     PlainTensor,
-    /// A Python number (`.item()`, `float()`, a literal).
+    /// A Python scalar: a number (`.item()`, `float()`, a literal) or a string (a literal,
+    /// an f-string, `"%.3f" % x`). Autograd never records it.
     Number,
     /// A `torch.nn.Module` that computes a forward pass (a model).
     Model,

@@ -170,9 +170,9 @@ impl<'t> SemanticModel<'t> {
             "unary_operator" | "not_operator" => expr.field("argument").map(|e| self.value_at_depth(e, d)).unwrap_or(Value::unknown()),
             "binary_operator" => {
                 let (Some(left), Some(right)) = (expr.field("left"), expr.field("right")) else { return Value::unknown() };
-                // `"%d" % x` formats a string.
-                if left.kind_name() == "string" {
-                    return Value::unknown();
+                // `"%d" % x` formats a string: a Python scalar, whatever it formats.
+                if matches!(left.kind_name(), "string" | "concatenated_string") {
+                    return Value::new(ValueKind::Number, Basis::Operand(left));
                 }
                 combine_arithmetic((self.value_at_depth(left, d), left), (self.value_at_depth(right, d), right))
             }
@@ -303,11 +303,17 @@ impl<'t> SemanticModel<'t> {
         if bound_locally() {
             return Value::unknown();
         }
-        if let Some(use_) = self.module_use(self.scope_of(expr), name) {
-            return Value::new(ValueKind::Model, Basis::Used(use_));
-        }
-        if let Some(use_) = self.optimizer_use(self.scope_of(expr), name) {
-            return Value::new(ValueKind::Optimizer, Basis::Used(use_));
+        // Uses where the name is read, and, for a global read in a function, uses where it
+        // is bound (`net.eval()` at module level, `net(x)` in `main()`).
+        let here = self.scope_of(expr);
+        let bound_in = self.binding_at(name, expr).map(|b| self.scope_of(b.statement)).filter(|s| *s != here);
+        for scope in std::iter::once(here).chain(bound_in) {
+            if let Some(use_) = self.module_use(scope, name) {
+                return Value::new(ValueKind::Model, Basis::Used(use_));
+            }
+            if let Some(use_) = self.optimizer_use(scope, name) {
+                return Value::new(ValueKind::Optimizer, Basis::Used(use_));
+            }
         }
         Value::unknown()
     }
@@ -411,7 +417,7 @@ impl<'t> SemanticModel<'t> {
         match self.project_callee(call)? {
             crate::Symbol::Function { returned_elements, .. } => {
                 let kind = match (*returned_elements.get(index)?)? {
-                    crate::Returned::Network => ValueKind::Model,
+                    crate::Returned::Network | crate::Returned::FrozenNetwork => ValueKind::Model,
                     crate::Returned::Loss => ValueKind::Loss,
                     crate::Returned::Optimizer => ValueKind::Optimizer,
                     crate::Returned::Scaler => ValueKind::Scaler,

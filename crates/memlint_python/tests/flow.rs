@@ -295,3 +295,41 @@ def body(x, preds):
     );
     assert_eq!(fate(&source, "net(x)"), "stored");
 }
+
+#[test]
+fn a_wrapper_only_unwrapped_runs_no_forward() {
+    let source = "\
+import torch
+from torch import nn
+
+def demo(args):
+    model = torch.nn.DataParallel(nn.Linear(2, 2))
+    model.load_state_dict(torch.load(args.model))
+    model = model.module
+    model.to(\"cuda\")
+    model(torch.zeros(2))
+
+def train(x):
+    net = torch.nn.DataParallel(nn.Linear(2, 2))
+    if x:
+        net = net.cuda()
+    net.eval()
+    net(x)
+
+class Loss:
+    def __init__(self):
+        self.losses = torch.nn.DataParallel(nn.ModuleList())
+
+    def get(self):
+        return self.losses.module
+";
+    let parsed = parse(source);
+    let model = SemanticModel::new(&parsed.tree, source);
+    let wrappers: Vec<bool> = model
+        .calls()
+        .iter()
+        .filter(|c| model.text(**c).starts_with("torch.nn.DataParallel("))
+        .map(|c| model.module_may_run_forward(*c))
+        .collect();
+    assert_eq!(wrappers, [false, true, false]);
+}

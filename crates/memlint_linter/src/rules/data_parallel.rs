@@ -108,6 +108,11 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if single_device(model, call, functional) || model.runs_only_without_cuda(call) {
             continue;
         }
+        // A wrapper that never runs a forward pass (built to load a `module.`-prefixed
+        // checkpoint, then unwrapped with `.module`) drives no GPU.
+        if !functional && !model.module_may_run_forward(call) {
+            continue;
+        }
         let what = if functional { "`data_parallel()`" } else { "`DataParallel`" };
         checker.report(
             Diagnostic::new(

@@ -31,8 +31,12 @@ pub(super) struct CallCollector {
 impl CallCollector {
     pub(super) fn finish(mut self) -> Vec<ImportedCall> {
         for (receiver, method, grad_disabled, result_kept) in std::mem::take(&mut self.receiver_calls) {
-            if let Some(Some(class)) = self.instances.get(&receiver) {
-                self.calls.push(ImportedCall { callee: format!("{class}.{method}"), grad_disabled, result_kept });
+            match self.instances.get(&receiver) {
+                Some(Some(class)) => self.calls.push(ImportedCall { callee: format!("{class}.{method}"), grad_disabled, result_kept }),
+                // A receiver of unknown class (`self.model = model`, a parameter): the call
+                // may be of any class's method of that name, recorded as `?.method`.
+                _ if result_kept => self.calls.push(ImportedCall { callee: format!("?.{method}"), grad_disabled, result_kept }),
+                _ => {}
             }
         }
         self.calls

@@ -27,6 +27,7 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
     let mut methods = Vec::new();
     let mut pretrained_calls = Vec::new();
     let mut attributes = Vec::new();
+    let mut freezes = false;
     if let Some(body) = class.field("body") {
         let may_freeze = crate::library::class_may_freeze(text(source, body));
         for item in named_children(body) {
@@ -44,6 +45,9 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
             let is_static = decorators.iter().any(|d| text(source, *d) == "staticmethod");
             let mut f = function_summary(source, def, !is_static);
             f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
+            if f.name == "__init__" {
+                freezes = def.field("body").is_some_and(|b| crate::library::body_may_freeze_parameters(text(source, b)));
+            }
             if f.name == "__init__" && !may_freeze {
                 if let Some(init_body) = def.field("body") {
                     pretrained_calls_in(source, init_body, &mut pretrained_calls);
@@ -55,7 +59,7 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
             methods.push(f);
         }
     }
-    ClassSummary { name, bases, methods, pretrained_calls, attributes }
+    ClassSummary { name, bases, methods, pretrained_calls, attributes, may_freeze: freezes }
 }
 
 /// `self.X = Callee(...)` (through methods that return the module) under `body`.

@@ -18,7 +18,7 @@ pub enum Symbol {
     /// A class; `is_module` when it derives `torch.nn.Module` (through any chain of local,
     /// project and library bases); `pretrained`: the callee (as its module spells it) of a
     /// pretrained network its `__init__` loads and the class never freezes.
-    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, submodules: Vec<String> },
+    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, submodules: Vec<String>, may_freeze: bool },
     /// A function; `returns_module` when calling it returns a module instance (a factory);
     /// `returned_elements`: what each element of the tuple it returns is, when known;
     /// `returns`: what it returns, when every `return` builds the same kind of value
@@ -32,6 +32,8 @@ pub enum Symbol {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Returned {
     Network,
+    /// A network whose class may freeze its parameters when built.
+    FrozenNetwork,
     Loss,
     Optimizer,
     Scaler,
@@ -181,7 +183,7 @@ mod tests {
             stores: vec![super::super::StoredArgument { position: 0, name: "val".to_owned(), kind: super::super::StoreKind::Appends, into: "self.v".to_owned() }],
             ..FunctionSummary::default()
         };
-        let class = |is_module, methods| Symbol::Class { is_module, methods, pretrained: None, submodules: Vec::new() };
+        let class = |is_module, methods| Symbol::Class { is_module, methods, pretrained: None, submodules: Vec::new(), may_freeze: false };
         let function = |returns_module, summary, returned_elements| Symbol::Function { returns_module, summary, returned_elements, returns: None };
         assert!(symbol_matters(&class(true, Vec::new())), "a network class");
         assert!(symbol_matters(&class(false, vec![storing.clone()])), "a class whose method stores its argument");

@@ -203,13 +203,18 @@ impl<'a> ProjectResolver<'a> {
                     .filter(|(_, callee)| self.callee_returns_module(&m, callee, &mut HashSet::new(), 1))
                     .map(|(attr, _)| attr.clone())
                     .collect();
-                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained, submodules })
+                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained, submodules, may_freeze: class.may_freeze })
             }
             Target::Function(m, n) => {
                 let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);
                 let summary = self.summary(&m)?.function(&n)?.clone();
                 let classify = |callee: &str| -> Option<Returned> {
                     if self.callee_returns_module(&m, callee, &mut HashSet::new(), 1) {
+                        if let Some(Target::Class(cm, cn)) = self.resolve_spelled(&m, callee, &mut HashSet::new()) {
+                            if self.summary(&cm).and_then(|s| s.class(&cn).map(|c| c.may_freeze)).unwrap_or(false) {
+                                return Some(Returned::FrozenNetwork);
+                            }
+                        }
                         if let Some(Target::External(q)) = self.resolve_spelled(&m, callee, &mut HashSet::new()) {
                             if crate::library::call_model(&q) == Some(crate::library::Call::BuildsLoss) {
                                 return Some(Returned::Loss);
@@ -325,6 +330,21 @@ impl ProjectIndex for ProjectResolver<'_> {
                 };
                 if hit {
                     found.push((call.grad_disabled, call.result_kept));
+                }
+            }
+        }
+        // A method may also be called on a receiver of unknown class in a module that
+        // imports its module: such a call counts as one whose result may be kept (and never
+        // as one with gradients enabled: it is not known to be this method's).
+        if class.is_some() {
+            for caller in self.loader.candidate_callers(&self.from, name) {
+                if caller == self.from {
+                    continue;
+                }
+                let Some(summary) = self.loader.summary(&caller) else { continue };
+                let unknown = format!("?.{name}");
+                for call in summary.calls.iter().filter(|c| c.callee == unknown) {
+                    found.push((true, call.result_kept));
                 }
             }
         }

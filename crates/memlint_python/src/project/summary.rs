@@ -77,6 +77,10 @@ pub struct ClassSummary {
     /// `self.X = Callee(...)` in its methods: (X, the callee as this module spells it),
     /// resolved later (a submodule when the callee builds a network).
     pub attributes: Vec<(String, String)>,
+    /// Its `__init__` may freeze its parameters (`p.requires_grad = False`,
+    /// `self.requires_grad_(False)`, perhaps under a condition): an instance may record
+    /// no graph.
+    pub may_freeze: bool,
 }
 
 /// A call that may load a pretrained network: the callee as the module spells it, and
