@@ -1333,3 +1333,27 @@ fn empty_cache_in_a_helper_called_once_after_the_loop_is_fine() {
         expect![""],
     );
 }
+
+#[test]
+fn an_alias_made_by_assignment_is_the_name_it_holds() {
+    // `autocast = torch.cuda.amp.autocast`, with a dummy class for old versions in the
+    // `except` branch: the alias is what runs on today's PyTorch.
+    check(
+        r#"
+        import torch
+        try:
+            autocast = torch.cuda.amp.autocast
+        except AttributeError:
+            class autocast:
+                def __init__(self, enabled):
+                    pass
+
+        def step(net, x):
+            with autocast(enabled=True):
+                return net(x)
+        "#,
+        expect![[r#"
+            10:10 MEM010 `autocast(enabled=True)` uses `torch.cuda.amp.autocast`, dep
+        "#]],
+    );
+}

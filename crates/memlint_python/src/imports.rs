@@ -40,9 +40,46 @@ impl<'t> SemanticModel<'t> {
             Some((f, r)) => (f, Some(r)),
             None => (dotted.as_str(), None),
         };
-        let import = self.lookup_import(first, node)?;
+        let import = match self.lookup_import(first, node) {
+            Some(import) => import.to_owned(),
+            None => self.alias_by_assignment(first, node)?,
+        };
         Some(match rest {
             Some(rest) => format!("{}.{}", import, rest),
+            None => import,
+        })
+    }
+
+    /// A module-level alias made by assignment (`autocast = torch.cuda.amp.autocast`,
+    /// `F = torch.nn.functional`): what it qualifies to, when the name is bound once at
+    /// module level outside an `except` clause (the fallback of a `try:` import for old
+    /// versions does not count) and not in the function that reads it.
+    fn alias_by_assignment(&self, name: &str, at: Node<'t>) -> Option<String> {
+        if self.enclosing_function(at).is_some_and(|f| self.bindings_of(Some(f.node.id()), name).is_some()) {
+            return None;
+        }
+        let bindings = self.bindings_of(None, name)?;
+        let in_except = |n: Node<'t>| {
+            let mut current = self.parent(n);
+            while let Some(p) = current {
+                if matches!(p.kind_name(), "except_clause" | "except_group_clause") {
+                    return true;
+                }
+                current = self.parent(p);
+            }
+            false
+        };
+        let primary: Vec<&Binding<'t>> = bindings.iter().filter(|b| !in_except(b.statement)).collect();
+        let [binding] = primary[..] else { return None };
+        let value = unparenthesize(binding.value.filter(|_| binding.kind == BindingKind::Assign)?);
+        if !matches!(value.kind_name(), "attribute" | "identifier") || self.text(value) == name {
+            return None;
+        }
+        let dotted = self.dotted_name(value)?;
+        let (first, rest) = dotted.split_once('.').map_or((dotted.as_str(), None), |(f, r)| (f, Some(r)));
+        let import = self.lookup_import(first, value)?;
+        Some(match rest {
+            Some(rest) => format!("{import}.{rest}"),
             None => import.to_owned(),
         })
     }
