@@ -604,11 +604,33 @@ fn data_parallel_through_aliases() {
         from torch.nn import DataParallel as DP
         a = th.nn.DataParallel(net)
         b = DP(net)
+        a(x), b(x)
         "#,
         expect![[r#"
             3:5 MEM007 `th.nn.DataParallel(net)`: `DataParallel` drives every GPU f
             4:5 MEM007 `DP(net)`: `DataParallel` drives every GPU from one process:
+            5:1 MEM001 forward pass `a(x)` runs with gradient tracking but its outp
+            5:7 MEM001 forward pass `b(x)` runs with gradient tracking but its outp
         "#]],
+    );
+}
+
+#[test]
+fn data_parallel_only_to_load_a_checkpoint_is_fine() {
+    // The wrapper loads a `module.`-prefixed state dict and is unwrapped: it never runs.
+    check(
+        r#"
+        import torch
+        def main(args):
+            model = torch.nn.DataParallel(Net(args))
+            model.load_state_dict(torch.load(args.ckpt, map_location="cpu"))
+            model = model.module
+            model.cuda()
+            model.eval()
+            with torch.no_grad():
+                print(model(args.x))
+        "#,
+        expect![""],
     );
 }
 

@@ -6,7 +6,6 @@ use tree_sitter::Node;
 
 use crate::NodeExt;
 use crate::semantic::*;
-use crate::lexicon::*;
 
 impl<'t> SemanticModel<'t> {
     /// Every `backward()` / `torch.autograd.grad` call of the module.

@@ -5,7 +5,6 @@ use tree_sitter::Node;
 
 use crate::NodeExt;
 use crate::semantic::*;
-use crate::lexicon::*;
 use crate::library::*;
 
 impl<'t> SemanticModel<'t> {

@@ -107,17 +107,6 @@ impl<'t> SemanticModel<'t> {
         info
     }
 
-    /// The names in a loop's iterable (or condition), and its target's text.
-    pub(crate) fn loop_header(&self, node: Node<'t>) -> (Vec<String>, &'t str) {
-        if node.kind_name() == "for_statement" {
-            (
-                node.field("right").map(|r| self.identifiers_in(r)).unwrap_or_default(),
-                node.field("left").map(|l| self.text(l)).unwrap_or(""),
-            )
-        } else {
-            (node.field("condition").map(|c| self.identifiers_in(c)).unwrap_or_default(), "")
-        }
-    }
 
     pub(crate) fn compute_loop_info(&self, node: Node<'t>) -> LoopInfo<'t> {
         let over_data = self.iterates_data(node);

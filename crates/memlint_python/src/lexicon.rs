@@ -68,12 +68,6 @@ pub(crate) const NOT_EVAL_FUNCTION_OBJECTS: &[&str] = &[
     "dataset", "file", "files", "signature", "spec", "schema", "settings", "start", "end",
 ];
 
-/// Is `name` spelled like a class (`Generator`, `ResBlock`, `VGG16`): an upper-case first
-/// letter and not all upper case (`LR`, `MAX_ITERS` are constants)?
-pub(crate) fn is_class_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_uppercase()) && name.chars().any(|c| c.is_lowercase())
-}
 
 /// Splits an identifier into lower-case words: `valLoader2` -> [val, loader2], `train_dl` -> [train, dl].
 pub fn name_words(name: &str) -> Vec<String> {

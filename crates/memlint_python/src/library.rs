@@ -250,14 +250,6 @@ pub(crate) fn module_factory(qualified: &str) -> bool {
     matches!(call_model(qualified), Some(Call::BuildsNetwork | Call::BuildsLoss))
 }
 
-/// Library classes known *not* to be modules (`torch.utils.data.DataLoader`,
-/// `transformers.AutoTokenizer`): any class of a library memlint models that
-/// [`library_module_class`] does not accept.
-pub(crate) fn known_library(qualified: &str) -> bool {
-    ["torch.", "torchvision.", "transformers.", "diffusers.", "timm.", "peft.", "numpy.", "jax.", "flax.", "tensorflow."]
-        .iter()
-        .any(|p| qualified.starts_with(p))
-}
 
 /// `from_pretrained` of these loads something other than a network: a tokenizer, a
 /// feature extractor or processor, a configuration, a noise scheduler, or a pipeline (which
@@ -378,14 +370,6 @@ pub(crate) fn foreign_method(method: &str) -> Call {
     }
 }
 
-/// Builtins by what they return.
-pub(crate) fn builtin_model(name: &str) -> Option<Call> {
-    Some(match name {
-        "float" | "int" | "len" | "bool" | "round" | "abs_int" => Call::Number,
-        "print" | "repr" | "str" | "format" | "isinstance" | "type" | "hasattr" | "id" | "open" => Call::ReadsOnly,
-        _ => return None,
-    })
-}
 
 /// Builtins and methods that only read their arguments (print, log, save, convert).
 pub(crate) const READING_CALLS: &[&str] = &[

@@ -311,6 +311,9 @@ mod tests {
                 call("compute", false, true),
                 // Stored on `self`: kept.
                 call(".models.Net", false, true),
+                // Receivers of unknown class whose results are kept: any class's method.
+                call("?.run", false, true),
+                call("?.backward", false, true),
                 // `self.model` holds a `Net`; `m` holds instances of two classes: not followed.
                 call(".models.Net.sample", false, false),
             ]

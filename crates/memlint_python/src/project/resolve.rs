@@ -412,7 +412,7 @@ mod tests {
         let project = project();
         let train = ProjectResolver::new(&project, "train.py");
         match train.symbol("nets.Encoder") {
-            Some(Symbol::Class { is_module, methods, pretrained, mut submodules }) => {
+            Some(Symbol::Class { is_module, methods, pretrained, mut submodules, .. }) => {
                 assert!(is_module, "derives nn.Module through the import of torch.nn");
                 assert_eq!(methods.len(), 2);
                 assert_eq!(pretrained, None);

@@ -1,0 +1,485 @@
+//! Values of attributes and calls: `self.X` and class attributes, library calls through
+//! the declarative table (`library.rs`), local and project functions (what they return),
+//! methods of tensors, modules and instances of local classes, forward passes.
+
+use tree_sitter::Node;
+
+use super::*;
+use crate::library::{self, Call};
+use crate::NodeExt;
+
+impl<'t> SemanticModel<'t> {
+    pub(super) fn attribute_value(&self, expr: Node<'t>, depth: usize) -> Value<'t> {
+        let d = depth + 1;
+        let (Some(object), Some(attr)) = (expr.field("object"), expr.field("attribute")) else {
+            return Value::unknown();
+        };
+        let attr = self.text(attr);
+        if self.text(object) == "self" {
+            let class = self.enclosing_function(expr).and_then(|f| f.class.as_deref());
+            // `self.restore_model`: a method of the class, not a network.
+            if let Some(def) = class.and_then(|c| self.method_of(c, attr)) {
+                return Value::new(ValueKind::Callable, Basis::Definition(def));
+            }
+            // `self.model`: what the class assigned (in `__init__` or another method).
+            let mut known = Value::unknown();
+            if let Some(values) = self.self_attributes.get(attr) {
+                for v in values {
+                    let value = self.value_at_depth(*v, d);
+                    if value.kind.is_module() {
+                        return value.via(Basis::From(*v));
+                    }
+                    if known.kind == ValueKind::Unknown
+                        && matches!(
+                            value.kind,
+                            ValueKind::ModuleClass | ValueKind::Callable | ValueKind::Optimizer | ValueKind::Scaler | ValueKind::DataLoader | ValueKind::Number | ValueKind::Foreign
+                        )
+                    {
+                        known = value.via(Basis::From(*v));
+                    }
+                }
+            }
+            if known.kind != ValueKind::Unknown {
+                return known;
+            }
+            if let Some(use_) = self.module_use(None, self.text(expr)) {
+                return Value::new(ValueKind::Model, Basis::Used(use_));
+            }
+            if let Some(use_) = self.optimizer_use(None, self.text(expr)) {
+                return Value::new(ValueKind::Optimizer, Basis::Used(use_));
+            }
+            return Value::unknown();
+        }
+        // `super().configure_model()`: `super()` reaches the parent class's methods, never
+        // a submodule (those are attributes of `self`).
+        if object.kind_name() == "call" && object.field("function").is_some_and(|f| self.text(f) == "super") {
+            return Value::new(ValueKind::Callable, Basis::None);
+        }
+        match attr {
+            "data" | "grad" => return Value::new(ValueKind::PlainTensor, Basis::From(object)),
+            "shape" | "dtype" | "device" | "requires_grad" | "ndim" | "is_cuda" => return Value::unknown(),
+            _ => {}
+        }
+        if let Some(qualified) = self.qualified_name(expr) {
+            // `networks.ResnetEncoder`, `nn.Linear`, `torch.cuda.amp.autocast`: a name in an
+            // imported module is a class or a function, never a module instance.
+            return Value::new(self.imported_value(&qualified), Basis::Definition(expr));
+        }
+        let of = self.value_at_depth(object, d);
+        match of.kind {
+            // `outputs.loss`, `out.logits`: fields of a model's output keep its history.
+            ValueKind::GradTensor | ValueKind::PlainTensor | ValueKind::Foreign => of.via(Basis::From(object)),
+            ValueKind::Model | ValueKind::Loss => {
+                // `model.module`: the network a `DataParallel` / DDP wrapper holds.
+                if attr == "module" {
+                    return Value::new(ValueKind::Model, Basis::From(object));
+                }
+                if self.methods_by_name.contains_key(attr) {
+                    return Value::new(ValueKind::Callable, Basis::None);
+                }
+                // A submodule the instance's class assigns (`self.encoder = Encoder()`).
+                if let Some(class) = self.instance_class(object) {
+                    if self.method_of(class, attr).is_some() {
+                        return Value::new(ValueKind::Callable, Basis::None);
+                    }
+                    if let Some(v) = self.class_attribute_value(class, attr, d) {
+                        return v;
+                    }
+                    return Value::unknown();
+                }
+                // ... or a class of the project does.
+                if let Some(construction) = self.constructor_through_methods(object, 0) {
+                    if let Some(crate::Symbol::Class { submodules, methods, .. }) = self.project_class_built_by(construction) {
+                        if methods.iter().any(|m| m.name == attr) {
+                            return Value::new(ValueKind::Callable, Basis::None);
+                        }
+                        if submodules.iter().any(|s| s == attr) {
+                            return Value::new(ValueKind::Model, Basis::Project(construction));
+                        }
+                    }
+                }
+                Value::unknown()
+            }
+            // `q1.train_net`, `self.probe.adapter_model`: on an object of unknown value, a
+            // name that a class of this module defines as a method is that method.
+            ValueKind::Unknown if self.methods_by_name.contains_key(attr) => Value::new(ValueKind::Callable, Basis::None),
+            _ => Value::unknown(),
+        }
+    }
+
+    /// What the local class `class` (or a local base) assigns to `self.<attr>`: a network
+    /// when one of the assigned values is. (`self_attributes` is keyed by attribute name
+    /// across classes; the assignment must be in a method of that class.)
+    pub(super) fn class_attribute_value(&self, class: &str, attr: &str, depth: usize) -> Option<Value<'t>> {
+        let values = self.self_attributes.get(attr)?;
+        values.iter().find_map(|v| {
+            let owner = self.enclosing_function(*v).and_then(|f| f.class.clone())?;
+            if owner != class && !self.class_derives_locally(class, &owner) {
+                return None;
+            }
+            let value = self.value_at_depth(*v, depth);
+            value.kind.is_module().then(|| value.via(Basis::From(*v)))
+        })
+    }
+
+    /// Does the local class `class` derive (through local bases) from the local `base`?
+    pub(super) fn class_derives_locally(&self, class: &str, base: &str) -> bool {
+        let mut pending = vec![class.to_owned()];
+        let mut seen = 0;
+        while let Some(c) = pending.pop() {
+            seen += 1;
+            if seen > 16 {
+                return false;
+            }
+            if c == base {
+                return true;
+            }
+            if let Some(info) = self.classes.get(c.as_str()) {
+                pending.extend(info.bases.iter().cloned());
+            }
+        }
+        false
+    }
+
+    /// Is some argument of `call` (by position, keyword or splat; also an element of a
+    /// literal list or tuple) a tensor with history?
+    pub fn gives_history(&self, call: Node<'t>) -> bool {
+        self.argument_with_history(call, 0).is_some()
+    }
+
+    pub(super) fn argument_with_history(&self, call: Node<'t>, depth: usize) -> Option<Node<'t>> {
+        let args = call.field("arguments")?;
+        named_children(args).into_iter().find_map(|a| {
+            let value = match a.kind_name() {
+                "keyword_argument" => a.field("value"),
+                "list_splat" | "dictionary_splat" => a.named_child(0),
+                _ => Some(a),
+            };
+            value.and_then(|v| self.holds_history(v, depth + 1))
+        })
+    }
+
+    pub(super) fn any_tensor_argument(&self, call: Node<'t>, depth: usize) -> bool {
+        let Some(args) = call.field("arguments") else { return false };
+        named_children(args).into_iter().any(|a| {
+            let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(a) };
+            value.is_some_and(|v| self.value_at_depth(v, depth + 1).is_tensor())
+        })
+    }
+
+    /// The expression holding a tensor with history in `expr`, itself or an element of a
+    /// literal list or tuple (`torch.cat([x, out])`, `torch.stack((a, b))`).
+    pub(super) fn holds_history(&self, expr: Node<'t>, depth: usize) -> Option<Node<'t>> {
+        let expr = unparenthesize(expr);
+        match expr.kind_name() {
+            "list" | "tuple" => named_children(expr).into_iter().find_map(|e| {
+                let e = if e.kind_name() == "list_splat" { e.named_child(0).unwrap_or(e) } else { e };
+                self.holds_history(e, depth + 1)
+            }),
+            _ => (self.value_kind_at_depth(expr, depth) == ValueKind::GradTensor).then_some(expr),
+        }
+    }
+
+    /// A tensor operation's result: history when an argument has it (and gradients are on
+    /// here), a tensor without when an argument is a tensor, else unknown.
+    pub(super) fn tensor_op_result(&self, call: Node<'t>, depth: usize) -> Value<'t> {
+        if let Some(arg) = self.argument_with_history(call, depth) {
+            let kind = self.grad_or_plain(call);
+            return Value::new(kind, if kind == ValueKind::GradTensor { Basis::Operand(arg) } else { Basis::Library(call) });
+        }
+        if self.any_tensor_argument(call, depth) {
+            return Value::new(ValueKind::PlainTensor, Basis::Library(call));
+        }
+        Value::unknown()
+    }
+
+    /// What the library call `call` of `qualified` returns, by the library's model.
+    pub(super) fn library_value(&self, call: Node<'t>, qualified: &str, depth: usize) -> Value<'t> {
+        let Some(model) = library::call_model(qualified) else { return Value::unknown() };
+        let basis = Basis::Library(call);
+        match model {
+            Call::BuildsNetwork => Value::new(ValueKind::Model, Basis::Built(call)),
+            Call::BuildsLoss => Value::new(ValueKind::Loss, Basis::Built(call)),
+            Call::BuildsOptimizer => Value::new(ValueKind::Optimizer, Basis::Built(call)),
+            Call::BuildsScaler => Value::new(ValueKind::Scaler, Basis::Built(call)),
+            Call::BuildsLoader => Value::new(ValueKind::DataLoader, Basis::Built(call)),
+            Call::ReturnsFirstArgument => {
+                let first = call.field("arguments").and_then(|a| named_children(a).into_iter().find(|x| x.kind_name() != "comment"));
+                let first = first.map(|f| if f.kind_name() == "keyword_argument" { f.field("value").unwrap_or(f) } else { f });
+                first.map(|f| self.value_at_depth(f, depth + 1).via(Basis::From(f))).unwrap_or(Value::unknown())
+            }
+            Call::NewTensor | Call::TensorNoHistory => Value::new(ValueKind::PlainTensor, basis),
+            Call::TensorOp => self.tensor_op_result(call, depth),
+            Call::Number => Value::new(ValueKind::Number, basis),
+            Call::Foreign => Value::new(ValueKind::Foreign, basis),
+            Call::ReturnsArguments | Call::Backward | Call::DisablesGrad | Call::EnablesGrad | Call::SetsGrad | Call::ReadsOnly | Call::Other => {
+                Value::unknown()
+            }
+        }
+    }
+
+    /// What calling the function `def` (defined in this module) returns: the value of its
+    /// `return` values when they agree (a local factory `build_model()` returning a module;
+    /// `train_step()` returning its loss, with history). `None` returns are no value.
+    pub fn function_return_value(&self, def: Node<'t>, depth: usize) -> Value<'t> {
+        if let Some(value) = self.return_values.borrow().get(&def.id()) {
+            return *value;
+        }
+        self.return_values.borrow_mut().insert(def.id(), Value::unknown());
+        let mut result: Option<Value<'t>> = None;
+        if let Some(returns) = self.returns.get(&def.id()) {
+            for value in returns.iter().filter_map(|r| r.named_child(0)).filter(|v| v.kind_name() != "none") {
+                let v = Value::new(self.value_kind_at_depth(value, depth + 1), Basis::Returned(value));
+                result = Some(match result {
+                    None => v,
+                    Some(seen) => join(seen, v, false),
+                });
+            }
+        }
+        let result = result.filter(|v| {
+            matches!(
+                v.kind,
+                ValueKind::Model | ValueKind::Loss | ValueKind::Optimizer | ValueKind::Scaler | ValueKind::DataLoader | ValueKind::Number | ValueKind::GradTensor | ValueKind::PlainTensor | ValueKind::Foreign
+            )
+        });
+        let result = result.unwrap_or(Value::unknown());
+        self.return_values.borrow_mut().insert(def.id(), result);
+        result
+    }
+
+    /// [`Self::function_return_value`]'s kind.
+    pub fn function_return_kind(&self, def: Node<'t>) -> ValueKind {
+        self.function_return_value(def, 0).kind
+    }
+
+    /// What calling an imported function or class returns, by its qualified name (a
+    /// project index answers for the project's own functions).
+    pub fn imported_call_result(&self, qualified: &str) -> ValueKind {
+        match library::call_model(qualified) {
+            Some(Call::BuildsOptimizer) => return ValueKind::Optimizer,
+            Some(Call::BuildsScaler) => return ValueKind::Scaler,
+            Some(Call::BuildsLoader) => return ValueKind::DataLoader,
+            Some(Call::BuildsLoss) => return ValueKind::Loss,
+            Some(Call::BuildsNetwork) => return ValueKind::Model,
+            _ => {}
+        }
+        if self.is_module_class(qualified) {
+            let last = qualified.rsplit('.').next().unwrap_or(qualified);
+            return if crate::lexicon::class_name_says_loss(last) { ValueKind::Loss } else { ValueKind::Model };
+        }
+        ValueKind::Unknown
+    }
+
+    /// A module instance built by calling the class `class` (a module class): a loss module
+    /// when its class's name says so, else a network. (The value is known to be a module by
+    /// its class; the name only tells a loss from a network.)
+    pub(super) fn instance_of_module_class(&self, class: &str, call: Node<'t>) -> Value<'t> {
+        let last = class.rsplit('.').next().unwrap_or(class);
+        let kind = if crate::lexicon::class_name_says_loss(last) { ValueKind::Loss } else { ValueKind::Model };
+        Value::new(kind, Basis::Built(call))
+    }
+
+    pub(super) fn call_value(&self, call: Node<'t>, depth: usize) -> Value<'t> {
+        let d = depth + 1;
+        let Some(callee) = call.field("function") else { return Value::unknown() };
+        // A forward pass (of a network, or a method of a module class that runs one): its
+        // output.
+        if self.forward_callee(call).is_some() {
+            return if self.forward_runs_without_grad(call) { Value::new(ValueKind::PlainTensor, Basis::Forward(call)) } else { self.forward_output(call) };
+        }
+        match callee.kind_name() {
+            "attribute" => self.method_call_value(call, callee, depth),
+            "identifier" => {
+                let name = self.text(callee);
+                if let Some(value) = self.project_call_value(call, name) {
+                    return value;
+                }
+                if let Some(qualified) = self.qualified_name(callee) {
+                    return self.library_value(call, &qualified, depth);
+                }
+                match name {
+                    "float" | "int" | "len" | "bool" | "round" => return Value::new(ValueKind::Number, Basis::Library(call)),
+                    "sum" | "max" | "min" | "abs" => {
+                        return match self.argument_with_history(call, depth) {
+                            Some(arg) => Value::new(ValueKind::GradTensor, Basis::Operand(arg)),
+                            None => Value::unknown(),
+                        };
+                    }
+                    // An iterator over (or a copy of) a container of networks, optimizers or
+                    // batches holds the same elements; `next()` of one gives an element.
+                    "iter" | "reversed" | "list" | "tuple" | "sorted" | "next" => {
+                        let Some(argument) = call.field("arguments").and_then(|a| a.named_child(0)) else { return Value::unknown() };
+                        let of = self.value_at_depth(argument, d);
+                        return match (name, of.kind) {
+                            ("next", ValueKind::DataLoader) => Value::new(ValueKind::PlainTensor, Basis::Element(argument)),
+                            ("next", kind) if kind.is_module() || kind == ValueKind::Optimizer => Value::new(kind, Basis::Element(argument)),
+                            (_, kind) if kind.is_module() || matches!(kind, ValueKind::Optimizer | ValueKind::DataLoader) => of.via(Basis::From(argument)),
+                            _ => Value::unknown(),
+                        };
+                    }
+                    "self" => {
+                        let is_module = self.enclosing_function(call).and_then(|f| f.class.clone()).is_some_and(|c| self.is_module_class(&c));
+                        return if is_module { self.forward_output(call) } else { Value::unknown() };
+                    }
+                    _ => {}
+                }
+                if self.classes.contains_key(name) {
+                    return if self.is_module_class(name) { self.instance_of_module_class(name, call) } else { Value::unknown() };
+                }
+                // A local function: what it returns (`build_model()` returning a network; the
+                // argument itself when it gives a parameter back: `cuda(net, flag)`).
+                if let Some(binding) = self.binding_at(name, callee) {
+                    if binding.kind == BindingKind::Definition && binding.statement.kind_name() == "function_definition" {
+                        if let Some(argument) = self.argument_returned(binding.statement, call) {
+                            return self.value_at_depth(argument, d).via(Basis::From(argument));
+                        }
+                        return self.function_return_value(binding.statement, d);
+                    }
+                }
+                let of = self.value_at_depth(callee, d);
+                self.result_of_calling(call, of, depth)
+            }
+            _ => {
+                let of = self.value_at_depth(callee, d);
+                self.result_of_calling(call, of, depth)
+            }
+        }
+    }
+
+    /// Calling a value: constructing a module (a module class), a forward pass (a
+    /// network), a loss (a loss module given a tensor with history).
+    pub(super) fn result_of_calling(&self, call: Node<'t>, callee: Value<'t>, depth: usize) -> Value<'t> {
+        match callee.kind {
+            ValueKind::ModuleClass => {
+                let name = call.field("function").map(|c| self.text(c)).unwrap_or("");
+                self.instance_of_module_class(name, call)
+            }
+            ValueKind::Model => {
+                if self.forward_runs_without_grad(call) {
+                    Value::new(ValueKind::PlainTensor, Basis::Forward(call))
+                } else {
+                    self.forward_output(call)
+                }
+            }
+            ValueKind::Loss => match self.argument_with_history(call, depth) {
+                Some(arg) => Value::new(self.grad_or_plain(call), Basis::Operand(arg)),
+                None => Value::unknown(),
+            },
+            ValueKind::Foreign => Value::new(ValueKind::Foreign, Basis::From(call.field("function").unwrap_or(call))),
+            _ => Value::unknown(),
+        }
+    }
+
+    pub(super) fn method_call_value(&self, call: Node<'t>, callee: Node<'t>, depth: usize) -> Value<'t> {
+        let d = depth + 1;
+        let Some(object) = callee.field("object") else { return Value::unknown() };
+        let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
+        if let Some(qualified) = self.qualified_name(callee) {
+            if let Some(value) = self.project_call_value(call, method) {
+                return value;
+            }
+            return self.library_value(call, &qualified, depth);
+        }
+        // `self.load_networks()`, `self.decode(z)`: a method of the class (a method of a
+        // module class that runs the forward pass gives its output).
+        if self.text(object) == "self" {
+            if let Some(class) = self.enclosing_function(call).and_then(|f| f.class.clone()) {
+                // Lightning's `self.optimizers()` gives the module's optimizers.
+                if method == "optimizers" && self.is_lightning_class(&class) && self.method_of(&class, method).is_none() {
+                    return Value::new(ValueKind::Optimizer, Basis::Library(call));
+                }
+                if let Some(def) = self.method_of(&class, method) {
+                    if self.is_module_class(&class) && self.method_runs_forward(def) {
+                        return self.forward_output(call);
+                    }
+                    return self.function_return_value(def, d);
+                }
+            }
+        }
+        // `policy.pi(x)` on an instance of a local module class: a method that runs the
+        // forward pass gives its output, another one what it returns.
+        if let Some(class) = self.instance_class_at(object, d) {
+            if let Some(def) = self.method_of(class, method) {
+                if method != "forward" {
+                    return if self.method_runs_forward(def) { self.forward_output(call) } else { self.function_return_value(def, d) };
+                }
+            }
+        }
+        let of = self.value_at_depth(object, d);
+        match of.kind {
+            ValueKind::GradTensor | ValueKind::PlainTensor => match library::tensor_method(method) {
+                Call::Number => Value::new(ValueKind::Number, Basis::Library(call)),
+                Call::Foreign => Value::new(ValueKind::Foreign, Basis::Library(call)),
+                Call::TensorNoHistory => Value::new(ValueKind::PlainTensor, Basis::Library(call)),
+                Call::Backward => Value::unknown(),
+                _ if method == "requires_grad_" => Value::new(ValueKind::GradTensor, Basis::From(object)),
+                _ => of.via(Basis::From(object)),
+            },
+            ValueKind::Foreign => match library::foreign_method(method) {
+                Call::Number => Value::new(ValueKind::Number, Basis::Library(call)),
+                _ => Value::new(ValueKind::Foreign, Basis::From(object)),
+            },
+            ValueKind::Model | ValueKind::Loss => {
+                if library::MODULE_METHODS_RETURNING_SELF.contains(&method) {
+                    return of.via(Basis::From(object));
+                }
+                if method == "forward" {
+                    return self.forward_output(call);
+                }
+                // `self.backbone.layer4(x)`, `model.encoder(x)`: a submodule.
+                let callee_value = self.value_at_depth(callee, d);
+                if callee_value.kind == ValueKind::Model {
+                    return self.forward_output(call);
+                }
+                Value::unknown()
+            }
+            // `scaler.scale(loss)`: the scaled loss keeps its history.
+            ValueKind::Scaler if method == "scale" => call
+                .field("arguments")
+                .and_then(|a| a.named_child(0))
+                .map(|a| self.value_at_depth(a, d).via(Basis::From(a)))
+                .unwrap_or(Value::unknown()),
+            ValueKind::Unknown => {
+                let callee_value = self.value_at_depth(callee, d);
+                self.result_of_calling(call, callee_value, depth)
+            }
+            _ => Value::unknown(),
+        }
+    }
+
+    /// The argument of `call` that the function `def` (local) gives back, when every
+    /// `return` of it returns one parameter.
+    pub(crate) fn argument_returned(&self, def: Node<'t>, call: Node<'t>) -> Option<Node<'t>> {
+        let mut statements = Vec::new();
+        collect_returns(def.field("body")?, &mut statements);
+        let name = crate::project::returned_parameter(self.source, def, &statements)?;
+        let params = named_children(def.field("parameters")?);
+        let position = params.iter().filter_map(|p| parameter_name(*p)).position(|n| self.text(n) == name)?;
+        let method = self.functions.get(&def.id()).is_some_and(|f| f.class.is_some());
+        let position = if method { position.checked_sub(1)? } else { position };
+        self.argument_for(call, &name, Some(position))
+    }
+
+    /// What calling a project name returns, when the project knows (see
+    /// [`Self::project_call_kind`]); a project function that gives a parameter back
+    /// returns that argument.
+    pub(super) fn project_call_value(&self, call: Node<'t>, name: &str) -> Option<Value<'t>> {
+        if let Some(crate::Symbol::Function { summary, .. }) = self.project_callee(call) {
+            if let Some(position) = summary.returns_parameter {
+                let argument = self.argument_for(call, "", Some(position))?;
+                return Some(self.value_at_depth(argument, 1).via(Basis::From(argument)));
+            }
+        }
+        let kind = self.project_call_kind(call, name)?;
+        Some(match kind {
+            ValueKind::Unknown => Value::unknown(),
+            kind => Value::new(kind, Basis::Project(call)),
+        })
+    }
+
+    /// Does the forward pass `call` run without autograd because its module's class runs
+    /// its `forward` under `@torch.no_grad()` (a local class, or one of the project)?
+    pub(crate) fn forward_runs_without_grad(&self, call: Node<'t>) -> bool {
+        self.class_forward_disables_grad(call).is_some()
+    }
+}
