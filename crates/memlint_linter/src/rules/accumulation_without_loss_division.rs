@@ -129,6 +129,18 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         };
         let loss_text = snippet(model, root);
         let k_shown = snippet(model, k);
+        let mut evidence = vec![memlint_python::Fact::at(
+            if schedule.micro_steps {
+                format!("the optimizer steps after the loop of `{k_shown}` micro-batches, not inside it")
+            } else {
+                format!("every optimizer step of the loop runs only when `{guard_text}` holds")
+            },
+            guard,
+        )];
+        if let Some(site) = region.site {
+            evidence.push(memlint_python::Fact::at(format!("`{}` runs the backward pass once per iteration", model.short_text(site)), site));
+        }
+        evidence.push(memlint_python::Fact::at(format!("`{}` runs every iteration, on `{loss_text}`", model.short_text(backward)), backward));
         if divisors.is_empty() {
             let message = format!(
                 "{every} but `{loss_text}` is backpropagated undivided: gradients of `{k_shown}` micro-batches are summed, so each update is `{k_shown}` times the mean gradient (as if the learning rate were `{k_shown}` times larger)"
@@ -137,7 +149,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 Diagnostic::new(checker.rule, backward.byte_range(), message)
                     .with_help(format!("divide the loss by `{k_shown}` before `backward()`"))
                     .with_severity(Severity::Warning)
-                    .with_fix(Some(division_fix(model, root, receiver, k))),
+                    .with_fix(Some(division_fix(model, root, receiver, k)))
+                    .with_evidence(evidence),
             );
         } else if let Some(counter) = divisors.iter().find(|d| {
             model.identifiers_in(**d).iter().any(|i| counters.contains(i))
@@ -149,7 +162,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             checker.report(
                 Diagnostic::new(checker.rule, backward.byte_range(), message)
                     .with_help(format!("divide the loss by the fixed number of accumulation steps, `{k_shown}`"))
-                    .with_severity(Severity::Warning),
+                    .with_severity(Severity::Warning)
+                    .with_evidence(evidence),
             );
         }
     }

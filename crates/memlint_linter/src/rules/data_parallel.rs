@@ -124,7 +124,18 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 ),
             )
             .with_help("use `torch.nn.parallel.DistributedDataParallel` with one process per GPU (`torchrun`) and `gradient_as_bucket_view=True` (without it every GPU keeps a second copy of the gradients): steps are faster and every GPU does its share, but each GPU then holds the whole model, its gradients and optimizer state, about what the first GPU holds now; `memlint verify --rule MEM007` measures both on your GPUs")
-            .with_severity(Severity::Warning),
+            .with_severity(Severity::Warning)
+            .with_evidence(vec![
+                memlint_python::Fact::at(
+                    format!(
+                        "`{}` resolves to {}",
+                        model.short_text(call.field("function").unwrap_or(call)),
+                        if functional { "`torch.nn.parallel.data_parallel`".to_owned() } else if is_subclass() { "a subclass of `torch.nn.DataParallel`".to_owned() } else { "`torch.nn.DataParallel`".to_owned() }
+                    ),
+                    call,
+                ),
+                memlint_python::Fact::plain("no single-device `device_ids`, not only in code that runs without CUDA, and the wrapper may run a forward pass"),
+            ]),
         );
     }
 }

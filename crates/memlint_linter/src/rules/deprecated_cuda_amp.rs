@@ -89,6 +89,11 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         };
         let fix = if is_autocast { autocast_fix(model, call) } else { grad_scaler_fix(model, call) };
+        let callee = call.field("function").unwrap_or(call);
+        let evidence = vec![memlint_python::Fact::at(
+            format!("`{}` resolves to `torch.cuda.amp.{class}` (through the imports and aliases in scope)", model.short_text(callee)),
+            callee,
+        )];
         checker.report(
             Diagnostic::new(
                 checker.rule,
@@ -100,7 +105,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             )
             .with_help(format!("write `torch.amp.{class}(\"cuda\", ...)`"))
             .with_severity(Severity::Warning)
-            .with_fix(fix),
+            .with_fix(fix)
+            .with_evidence(evidence),
         );
     }
 }

@@ -137,7 +137,12 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             )
             .with_help(format!("freeze it with `{name}.requires_grad_(False)` (and run it under `torch.no_grad()` when no gradient has to flow through it)"))
             .with_severity(Severity::Warning)
-            .with_fix(freeze_fix(model, statement, &name)),
+            .with_fix(freeze_fix(model, statement, &name))
+            .with_evidence(vec![
+                memlint_python::Fact::at(format!("`{name}` is a pretrained network: {what}"), value),
+                memlint_python::Fact::at(format!("no optimizer is given `{name}`'s parameters and nothing freezes them"), statement),
+                memlint_python::Fact::at(format!("`{shown_forward}` runs with gradients enabled, in a module that backpropagates"), *tracked),
+            ]),
         );
     }
 }

@@ -209,11 +209,20 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 format!("store `{}` (or `.item()` / `.tolist()` for numbers)", with_suffix(model, term, to_cpu_suffix(model, term)))
             }
         };
+        let mut evidence: Vec<memlint_python::Fact> = model.explain_value(term).into_iter().take(3).collect();
+        if anchor.id() != statement.id() {
+            evidence.push(memlint_python::Fact::at(format!("`{}` runs it once per iteration with the caller's `{base}`", model.short_text(anchor)), anchor));
+        }
+        evidence.push(memlint_python::Fact::at(
+            format!("`{base}` outlives the iterations of the loop over batches on line {} (not created, cleared or backpropagated in it)", model.line_of(outermost.node)),
+            outermost.node,
+        ));
         checker.report(
             Diagnostic::new(checker.rule, statement.byte_range(), message)
                 .with_help(help)
                 .with_severity(severity)
-                .with_fix(fix),
+                .with_fix(fix)
+                .with_evidence(evidence),
         );
     }
 }

@@ -107,10 +107,16 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 Severity::Warning,
             ),
         };
+        let evidence = vec![
+            memlint_python::Fact::at(format!("`{}` is always true", model.short_text(value)), value),
+            memlint_python::Fact::at(format!("the graph of `{root_text}` is built in each iteration of the loop on line {}", model.line_of(innermost.node)), root),
+            memlint_python::Fact::at("no later backward pass in the iteration goes through it again", innermost.node),
+        ];
         checker.report(
             Diagnostic::new(checker.rule, call.byte_range(), message)
                 .with_help("drop `retain_graph=True`; it is only needed when a second backward goes through the same graph")
-                .with_severity(severity),
+                .with_severity(severity)
+                .with_evidence(evidence),
         );
     }
 }
@@ -139,6 +145,10 @@ impl<'t> HelperCalledPerStep<'t> {
         )
         .with_help("drop `retain_graph=True`; it is only needed when a second backward goes through the same graph")
         .with_severity(Severity::Warning)
+        .with_evidence(vec![
+            memlint_python::Fact::at(format!("`{}()` is called by the loop over batches on line {line}, once per step", self.helper), self.loop_header),
+            memlint_python::Fact::at("nothing backpropagates again later in the helper or in the calling iteration", call),
+        ])
     }
 }
 

@@ -92,6 +92,12 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 Fix::unsafe_(message, vec![edit])
             }
         });
+        let callee = call.field("function").unwrap_or(call);
+        let evidence = vec![
+            memlint_python::Fact::at(format!("`{}` resolves to `torch.load`", model.short_text(callee)), callee),
+            memlint_python::Fact::at("no `map_location` is given (no keyword, no second argument, no `**kwargs`)", call),
+            memlint_python::Fact::plain("the program may run with CUDA (the call is not only in code that runs without it), and this module saves nothing it loads here from the CPU"),
+        ];
         checker.report(
             Diagnostic::new(
                 checker.rule,
@@ -103,7 +109,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             )
             .with_help("load onto the CPU with `map_location=\"cpu\"` (or onto this process's device) and let `load_state_dict` place the values")
             .with_severity(Severity::Warning)
-            .with_fix(fix),
+            .with_fix(fix)
+            .with_evidence(evidence),
         );
     }
 }

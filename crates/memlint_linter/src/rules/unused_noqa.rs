@@ -150,7 +150,9 @@ pub fn check_after_suppression(checker: &mut Checker<'_, '_>, suppressions: &Sup
             }
             let used = &suppressions.used[index];
             if let Some(diagnostic) = check_directive(checker.model.source(), this, directive, used, suppressions) {
-                reports.push(diagnostic);
+                // The fact it rests on: no finding was suppressed by it on its line.
+                let fact = memlint_python::Fact { text: format!("no finding of the rules it names was reported on line {} (after every rule ran)", directive.line), range: Some(directive.comment.clone()) };
+                reports.push(diagnostic.with_evidence(vec![fact]));
             }
         }
     }

@@ -78,6 +78,13 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             .unwrap_or_default();
         // A command-line option is the user's to change: no fix rewrites it.
         let fix = literal.then(|| Fix::unsafe_("Use `set_to_none=True`", vec![Edit::replace(value.byte_range(), "True")]));
+        let mut evidence = vec![memlint_python::Fact::at(
+            if literal { format!("`set_to_none` is `{}`: always false", model.short_text(value)) } else { format!("`set_to_none` is `{}`, false by default", model.short_text(value)) },
+            value,
+        )];
+        if let Some(object) = call.field("function").and_then(|f| f.field("object")) {
+            evidence.extend(model.explain_value(object).into_iter().take(2));
+        }
         checker.report(
             Diagnostic::new(
                 checker.rule,
@@ -89,7 +96,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             )
             .with_help("call `zero_grad()` (`set_to_none=True` is the default since PyTorch 2.0)")
             .with_severity(Severity::Warning)
-            .with_fix(fix),
+            .with_fix(fix)
+            .with_evidence(evidence),
         );
     }
 }
