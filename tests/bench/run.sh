@@ -40,7 +40,8 @@ status=0; "$CLIENT" --memlint "$MEMLINT" --rounds x > /dev/null 2> "$TMP/err" ||
 step "stdio_latency --dump: 1-based positions and fixes as the CLI gives them"
 mkdir -p "$TMP/unicode"
 # A non-ASCII line before the finding on the same line: UTF-16 units differ from characters.
-printf 'import torch\n\ndef f(loader):\n    for x in loader:\n        s = "été😀"; torch.cuda.empty_cache()\n' > "$TMP/unicode/u.py"
+# The loop goes over a DataLoader it builds: a parameter's name is no evidence of one.
+printf 'import torch\nfrom torch.utils.data import DataLoader\ndef f(data):\n    for x in DataLoader(data):\n        s = "été😀"; torch.cuda.empty_cache()\n' > "$TMP/unicode/u.py"
 "$CLIENT" --memlint "$MEMLINT" --dump "$TMP/unicode" > "$TMP/u.jsonl"
 "$MEMLINT" check --no-cache --output-format json "$TMP/unicode" > "$TMP/u.json" || true
 python3 - "$TMP/u.jsonl" "$TMP/u.json" <<'PY'
@@ -113,7 +114,7 @@ step "fetch-engine-tree.sh from local git snapshots"
 for repo in huggingface+diffusers Lightning-AI+pytorch-lightning deepspeedai+DeepSpeed pytorch+torchtune huggingface+peft; do
     work="$TMP/src/$repo"
     mkdir -p "$work/tests" "$work/docs"
-    printf 'import torch\n\n\ndef f(loader):\n    for x in loader:\n        torch.cuda.empty_cache()\n' > "$work/tests/test_gpu_examples.py"
+    printf 'import torch\nfrom torch.utils.data import DataLoader\n\ndef f(data):\n    for x in DataLoader(data):\n        torch.cuda.empty_cache()\n' > "$work/tests/test_gpu_examples.py"
     echo "not python" > "$work/docs/notes.md"
     git -C "$work" init --quiet
     git -C "$work" add -A

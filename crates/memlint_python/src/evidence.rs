@@ -95,6 +95,13 @@ impl<'t> SemanticModel<'t> {
                     ));
                     break;
                 }
+                Basis::Backpropagated(call) => {
+                    facts.push(Fact::at(
+                        format!("`{}` (line {}) backpropagates it: only a tensor with autograd history can be", self.short_text(call), self.line_of(call)),
+                        call,
+                    ));
+                    break;
+                }
                 Basis::Definition(node) => {
                     facts.push(Fact::at(format!("defined at line {}", self.line_of(node)), node));
                     break;

@@ -133,3 +133,20 @@ g, h
     let unused = "import hub\nnets = {\"h\": hub.build()}\nh = nets[\"h\"]\nh\n";
     assert_eq!(kind_of(unused, "h"), ValueKind::Unknown);
 }
+
+#[test]
+fn a_backpropagated_name_carries_history_whatever_built_it() {
+    // `model` is a parameter no one here passes: unknown. Backpropagating `loss` is the fact.
+    let trained = "import torch\ndef f(model, x, y):\n    loss = torch.nn.functional.mse_loss(model(x), y)\n    loss.backward()\n    total = loss\n";
+    assert_eq!(kind_of(trained, "loss"), ValueKind::GradTensor);
+    for spelled in ["(loss / 4).backward()", "scaler.scale(loss).backward()", "torch.autograd.backward(loss)"] {
+        let source = format!("import torch\ndef f(model, x, y, scaler):\n    loss = model(x)\n    {spelled}\n    total = loss\n");
+        assert_eq!(kind_of(&source, "loss"), ValueKind::GradTensor, "{spelled}");
+    }
+    // Not the same binding, not a tensor's backward (a framework's takes the loss), no backward.
+    let rebound = "def f(model, x):\n    loss = model(x)\n    loss.backward()\n    loss = model(x)\n    total = loss\n";
+    assert_eq!(kind_of(rebound, "loss"), ValueKind::Unknown);
+    let framework = "def f(accelerator, model, x):\n    out = model(x)\n    accelerator.backward(out)\n    total = accelerator\n";
+    assert_eq!(kind_of(framework, "accelerator"), ValueKind::Unknown);
+    assert_eq!(kind_of("def f(model, x):\n    loss = model(x)\n    total = loss\n", "loss"), ValueKind::Unknown);
+}

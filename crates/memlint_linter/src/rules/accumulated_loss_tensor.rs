@@ -238,7 +238,12 @@ fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, te
             None => message,
         };
         let mut evidence = Vec::new();
-        evidence.push(memlint_python::Fact::at(format!("`{term_text}` carries autograd history"), term));
+        // Why the term carries history: the chain of facts its value rests on.
+        let chain = model.explain_value(term);
+        if chain.is_empty() {
+            evidence.push(memlint_python::Fact::at(format!("`{term_text}` carries autograd history"), term));
+        }
+        evidence.extend(chain);
         if anchor.id() != statement.id() {
             evidence.push(memlint_python::Fact::at(
                 format!("`{}` runs it once per iteration and keeps `{base}` across iterations", model.short_text(anchor)),

@@ -42,6 +42,8 @@ pub enum Basis<'t> {
     Passed(Node<'t>),
     /// A method only modules have is called on it: this call (`x.eval()`).
     Used(Node<'t>),
+    /// Backpropagated by this call (`loss.backward()`): only a tensor with history can be.
+    Backpropagated(Node<'t>),
     /// An element of this container.
     Element(Node<'t>),
     /// What a function returns: this value.

@@ -67,6 +67,10 @@ impl<'t> SemanticModel<'t> {
         if from_binding.kind != ValueKind::Unknown {
             return from_binding;
         }
+        // Backpropagated through this binding (`loss.backward()`): a tensor with history.
+        if let Some(use_) = self.backward_use(expr) {
+            return Value::new(ValueKind::GradTensor, Basis::Backpropagated(use_));
+        }
         // What is done with the name: `x.eval()`, `x.parameters()` only exist on modules (in
         // the function; a lambda's parameter or a comprehension's target of the same name is
         // another value).

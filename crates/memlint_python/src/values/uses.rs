@@ -79,6 +79,46 @@ impl<'t> SemanticModel<'t> {
         uses.get(&(scope, name)).copied()
     }
 
+    /// The backward pass run on what `ident` holds through its binding there:
+    /// `loss.backward()`, `(loss / k).backward()`, `scaler.scale(loss).backward()`,
+    /// `torch.autograd.backward(loss)`. Backpropagating a tensor without history raises,
+    /// so the value carries autograd history whatever built it. A `.backward(x)` with a
+    /// positional argument is left out: `accelerator.backward(loss)` is a framework's.
+    pub(crate) fn backward_use(&self, ident: Node<'t>) -> Option<Node<'t>> {
+        let name = self.text(ident);
+        let binding = self.binding_at(name, ident)?.statement.id();
+        let same = |n: Node<'t>| {
+            let n = unparenthesize(n);
+            n.kind_name() == "identifier" && self.text(n) == name && self.binding_at(name, n).map(|b| b.statement.id()) == Some(binding)
+        };
+        let positional = |call: Node<'t>| {
+            call.field("arguments")
+                .map(|a| named_children(a).into_iter().filter(|x| !matches!(x.kind_name(), "keyword_argument" | "comment")).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        self.backward_calls_in_scope_of(ident).iter().copied().find(|call| {
+            let Some(callee) = call.field("function") else { return false };
+            if self.qualified_name(callee).as_deref() == Some("torch.autograd.backward") {
+                return positional(*call).first().is_some_and(|a| same(*a));
+            }
+            if callee.kind_name() != "attribute" || callee.field("attribute").is_none_or(|a| self.text(a) != "backward") {
+                return false;
+            }
+            if !positional(*call).is_empty() {
+                return false;
+            }
+            let Some(receiver) = callee.field("object").map(unparenthesize) else { return false };
+            match receiver.kind_name() {
+                "identifier" => same(receiver),
+                "binary_operator" => receiver.field("left").is_some_and(same),
+                // scaler.scale(loss).backward()
+                "call" => receiver.field("function").is_some_and(|f| f.kind_name() == "attribute")
+                    && matches!(positional(receiver).as_slice(), [only] if same(*only)),
+                _ => false,
+            }
+        })
+    }
+
     /// For `c["k"]` / `c[0]` (a name indexed by a literal): the scope `c` is bound in and the
     /// element's text, the key under which uses of that one element are found.
     pub(crate) fn constant_element_key(&self, subscript: Node<'t>) -> Option<(ScopeId, &'t str)> {
