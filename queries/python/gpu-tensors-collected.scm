@@ -3,13 +3,19 @@
 ; (autograd history, or a tensor on the GPU), the container (a list/dict, or a
 ; preallocated tensor buffer) and that it survives the per-step loop.
 
-; outputs.append(pred)   /   history["preds"].append(pred)
+; outputs.append(pred)   /   history["preds"].append(pred)   /   preds.extend(pred)
 (call
   function: (attribute
     object: (_) @container
     attribute: (identifier) @_method)
   arguments: (argument_list . (_) @term .)
-  (#eq? @_method "append")) @collection
+  (#any-of? @_method "append" "extend")) @collection
+
+; bank += [feats]
+(augmented_assignment
+  left: (identifier) @container
+  operator: "+="
+  right: (list . (_) @term .)) @collection
 
 ; store[key] = pred   /   buf[idx] = out
 (assignment

@@ -273,6 +273,23 @@ impl<'t> SemanticModel<'t> {
         })
     }
 
+    /// Does `call` build an instance of a class deriving from one of the library classes
+    /// `qualified`: a local class ([`Self::class_derives_from`]), or a class of the project
+    /// (`from parallel import UserScatteredDataParallel`)?
+    pub fn call_builds_subclass_of(&self, call: Node<'t>, qualified: &[&str]) -> bool {
+        let Some(callee) = call.field("function") else { return false };
+        if callee.kind_name() == "identifier" && self.classes.contains_key(self.text(callee)) {
+            return self.class_derives_from(self.text(callee), qualified);
+        }
+        if self.project.is_empty() {
+            return false;
+        }
+        match self.qualified_name(callee) {
+            Some(q) if !q.starts_with("torch.") => self.project.class_derives_from(&q, qualified),
+            _ => false,
+        }
+    }
+
     /// The local classes that derive from one of `qualified` ([`Self::class_derives_from`]).
     pub fn classes_deriving_from(&self, qualified: &[&str]) -> Vec<&str> {
         let mut names: Vec<&str> = self.classes.keys().copied().filter(|c| self.class_derives_from(c, qualified)).collect();

@@ -474,6 +474,13 @@ impl<'m, 't> Follower<'m, 't> {
         if READING_CALLS.contains(&last) || reads_by_name(last) {
             return Handing::Stop;
         }
+        // `self.assertEqual(out, ...)` in a `unittest.TestCase`: an assertion reads.
+        if last.starts_with("assert") && callee.kind_name() == "attribute" && callee.field("object").is_some_and(|o| model.text(o) == "self") {
+            let class = model.enclosing_function(call).and_then(|f| f.class.clone());
+            if class.is_some_and(|c| model.class_derives_from(&c, crate::library::TEST_CASE_CLASSES)) {
+                return Handing::Stop;
+            }
+        }
         self.escape(carries, Fate::Handed(call));
         Handing::Stop
     }

@@ -402,6 +402,9 @@ pub fn container_builder(qualified: &str) -> Option<&'static str> {
     })
 }
 
+/// Test-case classes whose `assert*` methods only read what they are given.
+pub(crate) const TEST_CASE_CLASSES: &[&str] = &["unittest.TestCase", "unittest.case.TestCase"];
+
 /// Methods that store their argument in the object they are called on.
 pub(crate) const STORING_METHODS: &[&str] = &[
     "append", "extend", "insert", "put", "put_data", "push", "add", "update", "store", "record", "setdefault",

@@ -333,3 +333,16 @@ class Loss:
         .collect();
     assert_eq!(wrappers, [false, true, false]);
 }
+
+#[test]
+fn a_test_cases_assertions_only_read() {
+    let in_test_case = with_header(
+        "import unittest\nclass T(unittest.TestCase):\n    def test_shape(self):\n        y = net(torch.randn(1, 4))\n        self.assertEqual(y.shape, (1, 4))\n",
+    );
+    assert_eq!(fate(&in_test_case, "net(torch.randn(1, 4))"), "consumed");
+    // The same method name on a class that is no TestCase is unknown code.
+    let elsewhere = with_header(
+        "class Checker:\n    def run(self):\n        y = net(torch.randn(1, 4))\n        self.assertEqual(y, 1)\n",
+    );
+    assert_ne!(fate(&elsewhere, "net(torch.randn(1, 4))"), "consumed");
+}

@@ -253,3 +253,37 @@ fn calls_of_a_method_on_instances_in_other_modules() {
     // (gradients disabled, result kept) for each call elsewhere.
     assert_eq!(sites, [(false, false), (false, false)]);
 }
+
+#[test]
+fn a_package_attribute_is_the_class_its_init_binds_and_subclasses_are_followed() {
+    let project = Memory::new(&[
+        // `parallel.DataParallelModel` is bound by the package's __init__, though a submodule
+        // of the same name exists.
+        ("lib/parallel/__init__.py", "from .DataParallelModel import DataParallelModel\n"),
+        ("lib/parallel/DataParallelModel.py", "import torch\nclass DataParallelModel(torch.nn.DataParallel):\n    pass\nclass Plain:\n    pass\n"),
+        ("train.py", "from lib import parallel\nnet = parallel.DataParallelModel(model)\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "train.py");
+    assert!(matches!(r.symbol("lib.parallel.DataParallelModel"), Some(Symbol::Class { .. })));
+    assert!(r.class_derives_from("lib.parallel.DataParallelModel", &["torch.nn.DataParallel"]));
+    assert!(!r.class_derives_from("lib.parallel.DataParallelModel", &["torch.nn.parallel.DistributedDataParallel"]));
+    assert!(!r.class_derives_from("lib.parallel.DataParallelModel.Plain", &["torch.nn.DataParallel"]), "no such subclass");
+}
+
+#[test]
+fn what_a_function_returns_by_its_last_method_and_stores_through_getattr() {
+    let project = Memory::new(&[
+        ("utils.py", "def to_np(t):\n    return t.cpu().detach().numpy()\ndef mixed(t, f):\n    if f:\n        return t.item()\n    return t.numpy()\nclass Storage:\n    def feed(self, data):\n        for k, v in data.items():\n            getattr(self, k).append(v)\n"),
+        ("train.py", "from utils import to_np\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "train.py");
+    let summary = |q: &str| match r.symbol(q) {
+        Some(Symbol::Function { summary, .. }) => summary,
+        other => panic!("{q}: {other:?}"),
+    };
+    assert_eq!(summary("utils.to_np").returns_method.as_deref(), Some("numpy"));
+    assert_eq!(summary("utils.mixed").returns_method, None, "two methods: unknown");
+    let Some(Symbol::Class { methods, .. }) = r.symbol("utils.Storage") else { panic!() };
+    let feed = methods.iter().find(|m| m.name == "feed").unwrap();
+    assert_eq!(feed.stores.iter().map(|s| (s.name.as_str(), s.kind)).collect::<Vec<_>>(), [("data", StoreKind::Appends)]);
+}

@@ -90,13 +90,15 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     for name in &subclasses {
         candidates.extend(model.calls_named(name).iter().copied());
     }
+    // Subclasses the project defines in other modules.
+    candidates.extend(model.calls().iter().copied().filter(|c| {
+        c.field("function").is_some_and(|f| matches!(f.kind_name(), "identifier" | "attribute")) && model.call_builds_subclass_of(*c, DATA_PARALLEL)
+    }));
     candidates.sort_by_key(|c| (c.start_byte(), c.id()));
     candidates.dedup_by_key(|c| c.id());
     for m in checker.matches_at(&candidates) {
         let Some(call) = m.get("call") else { continue };
-        let is_subclass = || {
-            call.field("function").is_some_and(|f| f.kind_name() == "identifier" && subclasses.contains(&model.text(f)))
-        };
+        let is_subclass = || model.call_builds_subclass_of(call, DATA_PARALLEL);
         let functional = if model.call_resolves_to(call, DATA_PARALLEL).is_some() || is_subclass() {
             false
         } else if model.call_resolves_to(call, FUNCTIONAL).is_some() {

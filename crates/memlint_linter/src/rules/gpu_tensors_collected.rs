@@ -1,6 +1,6 @@
 //! ## What it does
 //! Checks for per-batch GPU results kept across the per-step loop: appended to a list
-//! (`outputs.append(pred)`), stored in a dict or list (`store[key] = pred`), or written in
+//! (`outputs.append(pred)`, `outputs.extend(pred)`, `outputs += [pred]`), stored in a dict or list (`store[key] = pred`), or written in
 //! place into a preallocated tensor buffer (`buf[idx] = out`, also one created lazily on
 //! the first batch: `if buf is None: buf = torch.zeros(...)`), without `.detach()` /
 //! `.cpu()`. The loop must go over batches: its iterable names data (`loader`,
@@ -99,7 +99,8 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         let (Some(statement), Some(container), Some(term)) = (m.get("collection"), m.get("container"), m.get("term")) else {
             continue;
         };
-        let is_append = statement.kind_name() == "call";
+        // `xs.append(v)`, `xs.extend(v)`, `xs += [v]`: added to a collection.
+        let is_append = matches!(statement.kind_name(), "call" | "augmented_assignment");
         let Some(base) = base_name(model, container) else { continue };
         // In a helper the loop calls, storing into its parameter: the caller's container
         // and the caller's loop decide (`def body(x, preds): preds.append(model(x))`).

@@ -165,6 +165,43 @@ fn uses_bare(source: &str, expr: Node<'_>, name: &str) -> bool {
     }
 }
 
+/// The names the loops around `statement` (within its function) bind to elements of the
+/// parameter `name`: `for v in name`, `for k, v in name.items()`, `for v in name.values()`.
+fn loop_elements_of(source: &str, statement: Node<'_>, name: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut current = statement.parent();
+    while let Some(n) = current {
+        if matches!(n.kind_name(), "function_definition" | "lambda" | "class_definition") {
+            break;
+        }
+        if n.kind_name() == "for_statement" {
+            let iterable = n.field("right").map(unparenthesize);
+            let over = iterable.is_some_and(|i| {
+                let i = match i.field("function").filter(|_| i.kind_name() == "call") {
+                    Some(callee) if callee.kind_name() == "attribute" && callee.field("attribute").is_some_and(|a| matches!(text(source, a), "items" | "values")) => {
+                        callee.field("object").map(unparenthesize).unwrap_or(i)
+                    }
+                    _ => i,
+                };
+                i.kind_name() == "identifier" && text(source, i) == name
+            });
+            if over {
+                if let Some(left) = n.field("left") {
+                    let mut stack = vec![left];
+                    while let Some(t) = stack.pop() {
+                        if t.kind_name() == "identifier" {
+                            found.push(text(source, t).to_owned());
+                        }
+                        stack.extend(named_children(t));
+                    }
+                }
+            }
+        }
+        current = n.parent();
+    }
+    found
+}
+
 /// Is `target` state that outlives a call: `self.x`, `self.x[k]`, or a module-level name
 /// (a `global`, or any name the function does not bind)?
 fn outliving_target(source: &str, target: Node<'_>, locals: &HashSet<String>) -> Option<String> {
@@ -175,6 +212,12 @@ fn outliving_target(source: &str, target: Node<'_>, locals: &HashSet<String>) ->
             (d.starts_with("self.") || d.starts_with("cls.")).then_some(d)
         }
         "subscript" => outliving_target(source, t.field("value")?, locals),
+        // `getattr(self, k).append(v)`: an attribute of the instance chosen at run time.
+        "call" => {
+            let callee = t.field("function")?;
+            let first = t.field("arguments").and_then(|a| a.named_child(0))?;
+            (text(source, callee) == "getattr" && matches!(text(source, first), "self" | "cls")).then(|| "self.<attribute>".to_owned())
+        }
         "identifier" => {
             let n = text(source, t);
             (!locals.contains(n)).then(|| n.to_owned())
@@ -259,12 +302,30 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> Fun
             if rebound.contains(p) {
                 continue;
             }
-            if uses_bare(source, value, p) && !stores.iter().any(|s: &StoredArgument| s.position == position) {
+            // The parameter itself, or an element of it taken by a loop around the store
+            // (`for k, v in data.items(): getattr(self, k).append(v)`).
+            let elements = loop_elements_of(source, *s, p);
+            let stores_it = uses_bare(source, value, p) || elements.iter().any(|e| uses_bare(source, value, e));
+            if stores_it && !stores.iter().any(|s: &StoredArgument| s.position == position) {
                 stores.push(StoredArgument { position, name: p.clone(), kind, into: into.clone() });
             }
         }
     }
     let backprops = def.field("body").is_some_and(|b| runs_backward(source, b));
+    // The method each `return` ends with (`return t.cpu().detach().numpy()`).
+    let returned_methods: Vec<Option<String>> = statements
+        .iter()
+        .filter(|s| s.kind_name() == "return_statement")
+        .map(|s| {
+            let value = unparenthesize(s.named_child(0)?);
+            let callee = value.field("function").filter(|c| value.kind_name() == "call" && c.kind_name() == "attribute")?;
+            callee.field("attribute").map(|a| text(source, a).to_owned())
+        })
+        .collect();
+    let returns_method = match returned_methods.first() {
+        Some(Some(first)) if returned_methods.iter().all(|m| m.as_deref() == Some(first.as_str())) => Some(first.clone()),
+        _ => None,
+    };
     let returns_parameter = returned_parameter(source, def, &statements).and_then(|p| params.iter().position(|n| *n == p));
     let returns_elements = statements
         .iter()
@@ -285,7 +346,7 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> Fun
                 .collect()
         })
         .unwrap_or_default();
-    FunctionSummary { name, no_grad: false, returns_calls, stores, backprops, returns_parameter, returns_elements }
+    FunctionSummary { name, no_grad: false, returns_calls, stores, backprops, returns_parameter, returns_elements, returns_method }
 }
 
 /// The parameter every `return` of a function gives back (through methods that return

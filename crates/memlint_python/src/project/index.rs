@@ -66,6 +66,13 @@ pub trait ProjectIndex: Sync {
     /// `.models`, `..`) one of the project's modules?
     fn is_project_module(&self, module: &str) -> bool;
 
+    /// Does the project class `qualified` (as the linted module spells it through its
+    /// imports) derive, through the project's bases, from one of the library classes
+    /// `bases` (`torch.nn.DataParallel`)? `false` when it is no project class.
+    fn class_derives_from(&self, _qualified: &str, _bases: &[&str]) -> bool {
+        false
+    }
+
     /// The linter parsed the linted module: a chance to summarize it from that tree.
     fn seed(&self, _tree: &Tree, _source: &str) {}
 

@@ -81,6 +81,20 @@ impl<'a> ProjectResolver<'a> {
         for k in (min..=parts.len()).rev() {
             let module = format!("{}{}", &qualified[..dots], parts[..k].join("."));
             let Some(key) = self.loader.resolve_module(from, &module) else { continue };
+            // `pkg.Name` where `pkg/__init__.py` does `from .Name import Name`: the package's
+            // attribute is the class it bound, not the submodule of the same name.
+            if k == parts.len() && k >= 1 && (k >= 2 || dots > 0) {
+                let parent = format!("{}{}", &qualified[..dots], parts[..k - 1].join("."));
+                if let Some(parent_key) = self.loader.resolve_module(from, &parent) {
+                    if parent_key != key {
+                        if let Some(bound) = self.lookup_in_module(&parent_key, parts[k - 1], &mut seen.clone()) {
+                            if !matches!(bound, Target::Module(_)) {
+                                return Some(bound);
+                            }
+                        }
+                    }
+                }
+            }
             let mut target = Target::Module(key);
             for name in &parts[k..] {
                 target = match target {
@@ -143,6 +157,21 @@ impl<'a> ProjectResolver<'a> {
         }
         // A submodule of a package (`from pkg import models` where pkg/models.py exists).
         self.loader.resolve_module(m, &format!(".{name}")).filter(|k| k != m).map(Target::Module)
+    }
+
+    /// Does class `name` of module `m` derive, through the project's classes, from one of
+    /// the library classes `bases`?
+    fn class_derives_from_library(&self, m: &str, name: &str, bases: &[&str], depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        let Some(summary) = self.summary(m) else { return false };
+        let Some(class) = summary.class(name) else { return false };
+        class.bases.iter().any(|base| match self.resolve_spelled(m, base, &mut HashSet::new()) {
+            Some(Target::External(q)) => bases.contains(&q.as_str()),
+            Some(Target::Class(bm, bn)) if (bm.as_str(), bn.as_str()) != (m, name) => self.class_derives_from_library(&bm, &bn, bases, depth + 1),
+            _ => false,
+        })
     }
 
     /// Does class `name` of module `m` derive `torch.nn.Module`?
@@ -251,6 +280,13 @@ impl<'a> ProjectResolver<'a> {
 }
 
 impl ProjectIndex for ProjectResolver<'_> {
+    fn class_derives_from(&self, qualified: &str, bases: &[&str]) -> bool {
+        match self.resolve_qualified(&self.from, qualified, &mut HashSet::new()) {
+            Some(Target::Class(m, n)) => self.class_derives_from_library(&m, &n, bases, 0),
+            _ => false,
+        }
+    }
+
     fn symbol(&self, qualified: &str) -> Option<Symbol> {
         let mut seen = HashSet::new();
         // A plain name (no dots) is one the module does not bind: look in its star imports.

@@ -61,6 +61,10 @@ pub struct FunctionSummary {
     /// every `return` gives that parameter back (itself, through methods that return the
     /// module, or a conditional of those: `return x.cuda() if flag else x`).
     pub returns_parameter: Option<usize>,
+    /// The method every `return` ends with, when each returns a method call
+    /// (`return t.cpu().detach().numpy()`: `numpy`): what a tensor method gives decides the
+    /// value (`library::tensor_method`).
+    pub returns_method: Option<String>,
 }
 
 /// A class, as other modules see it.

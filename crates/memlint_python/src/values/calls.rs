@@ -469,6 +469,17 @@ impl<'t> SemanticModel<'t> {
                 let argument = self.argument_for(call, "", Some(position))?;
                 return Some(self.value_at_depth(argument, 1).via(Basis::From(argument)));
             }
+            // `to_np(t)` returning `t.cpu().detach().numpy()`: what that method gives.
+            if let Some(method) = &summary.returns_method {
+                let kind = match library::tensor_method(method) {
+                    Call::Number => Some(ValueKind::Number),
+                    Call::Foreign => Some(ValueKind::Foreign),
+                    _ => None,
+                };
+                if let Some(kind) = kind {
+                    return Some(Value::new(kind, Basis::Project(call)));
+                }
+            }
         }
         let kind = self.project_call_kind(call, name)?;
         Some(match kind {
