@@ -113,6 +113,20 @@ fn a_class_from_another_module_that_loads_a_pretrained_network() {
 }
 
 #[test]
+fn a_data_parallel_subclass_from_another_module() {
+    // exp/train.py never says `DataParallel`: the class from pkg/parallel.py derives it.
+    assert_eq!(findings("parallel_subclass", &[]), ["exp/train.py:8 MEM007"]);
+    assert!(findings("parallel_subclass", &["--no-project"]).is_empty(), "alone, nothing says it is one");
+}
+
+#[test]
+fn a_library_module_brought_by_a_star_import() {
+    // `nn` in main.py is model_3d's `import torch.nn as nn`, through `from model_3d import *`.
+    assert_eq!(findings("star_library", &[]), ["main.py:6 MEM007"]);
+    assert!(findings("star_library", &["--no-project"]).is_empty(), "alone, `nn` is unknown");
+}
+
+#[test]
 fn a_changed_sibling_module_relints_the_importing_file() {
     let dir = tempfile::tempdir().unwrap();
     // Nothing in preview.py says `g` is a network (no `.eval()`, a name that says nothing):

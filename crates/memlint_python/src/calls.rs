@@ -237,11 +237,10 @@ impl<'t> SemanticModel<'t> {
         if callee.kind_name() == "attribute" {
             let attr = callee.field("attribute").map(|a| self.text(a));
             if attr == Some("forward") {
+                // `self.forward(x)` only in a module class: a trainer's own `forward` method
+                // is no network's.
                 let object = callee.field("object")?;
-                if self.text(object) == "self" || self.value_kind(object) == ValueKind::Model {
-                    return Some(object);
-                }
-                return None;
+                return (self.value_kind(object) == ValueKind::Model).then_some(object);
             }
         }
         if callee.kind_name() == "identifier" && self.text(callee) == "self" {

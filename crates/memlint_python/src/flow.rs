@@ -839,8 +839,12 @@ impl<'t> SemanticModel<'t> {
             if attr == "module" {
                 return false;
             }
-            let called = self.parent(parent).is_some_and(|c| c.kind_name() == "call" && c.field("function").is_some_and(|f| f.id() == parent.id()));
-            !(called && crate::library::MODULE_API_METHODS.contains(&attr) && attr != "forward")
+            let call = self.parent(parent).filter(|c| c.kind_name() == "call" && c.field("function").is_some_and(|f| f.id() == parent.id()));
+            // `test(model.eval(), ...)`: the module goes on where the call's result goes.
+            if call.is_some_and(|c| crate::library::MODULE_METHODS_RETURNING_SELF.contains(&attr) && self.parent(c).is_some_and(|p| p.kind_name() != "expression_statement")) {
+                return true;
+            }
+            !(call.is_some() && crate::library::MODULE_API_METHODS.contains(&attr) && attr != "forward")
         })
     }
 }

@@ -42,12 +42,30 @@ impl<'t> SemanticModel<'t> {
         };
         let import = match self.lookup_import(first, node) {
             Some(import) => import.to_owned(),
-            None => self.alias_by_assignment(first, node)?,
+            None => match self.alias_by_assignment(first, node) {
+                Some(alias) => alias,
+                None => self.star_imported_library_name(first, node)?,
+            },
         };
         Some(match rest {
             Some(rest) => format!("{}.{}", import, rest),
             None => import,
         })
+    }
+
+    /// A name bound nowhere in this module, brought by a star import of a project module
+    /// that imports it from a library (`from model_3d import *` giving `nn`): what the
+    /// project says it is (`torch.nn`).
+    fn star_imported_library_name(&self, name: &str, at: Node<'t>) -> Option<String> {
+        if self.star_imports.is_empty() || self.project.is_empty() || self.binding_at(name, at).is_some() || self.bindings_of(None, name).is_some() {
+            return None;
+        }
+        if let Some(answer) = self.star_imported.borrow().get(name) {
+            return answer.clone();
+        }
+        let answer = self.project.star_imported_external(name);
+        self.star_imported.borrow_mut().insert(name.to_owned(), answer.clone());
+        answer
     }
 
     /// A module-level alias made by assignment (`autocast = torch.cuda.amp.autocast`,

@@ -266,6 +266,8 @@ pub struct SemanticModel<'t> {
     pub(crate) star_imports: Vec<String>,
     /// Answers of the project, by the name asked (the model asks each name once).
     pub(crate) project_symbols: RefCell<HashMap<String, Option<crate::Symbol>>>,
+    /// Library names brought by star imports of project modules, by name (asked once).
+    pub(crate) star_imported: RefCell<HashMap<String, Option<String>>>,
     /// Top-level functions only called from other modules, all with gradients disabled.
     pub(crate) external_no_grad: RefCell<HashMap<usize, Option<String>>>,
 }
@@ -380,6 +382,7 @@ impl<'t> SemanticModel<'t> {
             project,
             star_imports: Vec::new(),
             project_symbols: RefCell::new(HashMap::default()),
+            star_imported: RefCell::new(HashMap::default()),
             external_no_grad: RefCell::new(HashMap::default()),
         };
         model.parents.reserve(root.descendant_count() / 2);

@@ -322,16 +322,22 @@ class Loss:
 
     def get(self):
         return self.losses.module
+
+def demo_passes_it_on(args, test):
+    model = torch.nn.DataParallel(nn.Linear(2, 2)).cuda()
+    model.load_state_dict(torch.load(args.model))
+    test(model.eval(), args)
 ";
     let parsed = parse(source);
     let model = SemanticModel::new(&parsed.tree, source);
     let wrappers: Vec<bool> = model
         .calls()
         .iter()
-        .filter(|c| model.text(**c).starts_with("torch.nn.DataParallel("))
+        .filter(|c| c.field("function").is_some_and(|f| model.text(f) == "torch.nn.DataParallel"))
         .map(|c| model.module_may_run_forward(*c))
         .collect();
-    assert_eq!(wrappers, [false, true, false]);
+    // The last goes on, through `model.eval()`, to a function that may call it.
+    assert_eq!(wrappers, [false, true, false, true]);
 }
 
 #[test]

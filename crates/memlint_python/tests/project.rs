@@ -287,3 +287,17 @@ fn what_a_function_returns_by_its_last_method_and_stores_through_getattr() {
     let feed = methods.iter().find(|m| m.name == "feed").unwrap();
     assert_eq!(feed.stores.iter().map(|s| (s.name.as_str(), s.kind)).collect::<Vec<_>>(), [("data", StoreKind::Appends)]);
 }
+
+#[test]
+fn a_library_name_brought_by_a_star_import_of_a_project_module() {
+    let project = Memory::new(&[
+        ("model_3d.py", "import torch.nn as nn\nfrom torch.nn import DataParallel as DP\n_hidden = nn\nclass Net(nn.Module):\n    pass\n"),
+        ("main.py", "from model_3d import *\nmodel = nn.DataParallel(Net())\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "main.py");
+    assert_eq!(r.star_imported_external("nn").as_deref(), Some("torch.nn"));
+    assert_eq!(r.star_imported_external("DP").as_deref(), Some("torch.nn.DataParallel"));
+    assert_eq!(r.star_imported_external("Net"), None, "a project class, not a library name");
+    assert_eq!(r.star_imported_external("_hidden"), None, "a star import skips private names");
+    assert_eq!(r.star_imported_external("absent"), None);
+}

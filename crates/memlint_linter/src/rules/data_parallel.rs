@@ -69,9 +69,10 @@ pub const FIXABLE: bool = false;
 
 /// The trigger: what a file must contain for this rule to report anything in it.
 /// `DataParallel` or `data_parallel` (also in an import that renames it, or the base of a
-/// subclass defined here).
+/// subclass defined here), or names taken from the project (a subclass defined in another
+/// module: `from encoding.parallel import DataParallelModel`).
 pub fn trigger(words: &Words<'_>) -> bool {
-    words.has("DataParallel") || words.has("data_parallel")
+    words.has("DataParallel") || words.has("data_parallel") || words.project_values()
 }
 
 const DATA_PARALLEL: &[&str] = &[

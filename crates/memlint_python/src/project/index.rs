@@ -66,6 +66,13 @@ pub trait ProjectIndex: Sync {
     /// `.models`, `..`) one of the project's modules?
     fn is_project_module(&self, module: &str) -> bool;
 
+    /// What a name the linted module does not bind but gets from a star import of a project
+    /// module (`from model_3d import *`, where `model_3d` does `import torch.nn as nn`) is
+    /// outside the project: `torch.nn`. `None` when it is no library name.
+    fn star_imported_external(&self, _name: &str) -> Option<String> {
+        None
+    }
+
     /// Does the project class `qualified` (as the linted module spells it through its
     /// imports) derive, through the project's bases, from one of the library classes
     /// `bases` (`torch.nn.DataParallel`)? `false` when it is no project class.

@@ -311,6 +311,23 @@ impl ProjectIndex for ProjectResolver<'_> {
         self.loader.resolve_module(&self.from, module).is_some()
     }
 
+    fn star_imported_external(&self, name: &str) -> Option<String> {
+        let summary = self.loader.summary(&self.from)?;
+        let mut seen = HashSet::new();
+        for star in &summary.star_imports {
+            let Some(key) = self.loader.resolve_module(&self.from, star) else { continue };
+            let Some(s) = self.summary(&key) else { continue };
+            if s.exports_by_star(name) {
+                match self.lookup_in_module(&key, name, &mut seen) {
+                    Some(Target::External(q)) => return Some(q),
+                    Some(_) => return None,
+                    None => {}
+                }
+            }
+        }
+        None
+    }
+
     fn seed(&self, tree: &Tree, source: &str) {
         if self.seeds && self.from.ends_with(".py") {
             self.loader.seed(&self.from, source, &|| ModuleSummary::new(tree, source));

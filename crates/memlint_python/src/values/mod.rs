@@ -105,6 +105,9 @@ pub(super) fn combine_arithmetic<'t>(left: (Value<'t>, Node<'t>), right: (Value<
     match (l.kind, r.kind) {
         (GradTensor, _) => Value::new(GradTensor, Basis::Operand(ln)),
         (_, GradTensor) => Value::new(GradTensor, Basis::Operand(rn)),
+        // An operand that may carry history leaves the result unknown: a tensor without
+        // history times an unknown value may be one with history.
+        (Unknown, _) | (_, Unknown) => Value::unknown(),
         (Foreign, _) => Value::new(Foreign, Basis::Operand(ln)),
         (_, Foreign) => Value::new(Foreign, Basis::Operand(rn)),
         (PlainTensor, _) => Value::new(PlainTensor, Basis::Operand(ln)),
