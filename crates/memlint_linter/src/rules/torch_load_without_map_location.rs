@@ -12,7 +12,10 @@
 //! `add_argument` declaration). A module of functions is always checked: a CUDA program
 //! may call them. Nor a load of a file this module saved from CPU values
 //! (`torch.save({"x": t.detach().cpu()}, path)` then `torch.load(path)`, the same literal
-//! path or the same expression in one function).
+//! path or the same expression in one function): `.cpu()`, `.numpy()`, `.tolist()` results,
+//! tensors built with no `device` (`torch.zeros(3)`, also when later changed in place:
+//! `mean += x` keeps the tensor where it is), numbers and strings, through the names that
+//! hold them.
 //!
 //! ## Why is this bad?
 //! `torch.load` restores every tensor onto the device it was saved from. A checkpoint
@@ -46,7 +49,7 @@
 
 use memlint_python::NodeExt;
 use memlint_python::tree_sitter::Node;
-use memlint_python::SemanticModel;
+use memlint_python::{BindingKind, SemanticModel};
 
 use crate::prefilter::Words;
 use crate::checker::Checker;
@@ -215,7 +218,8 @@ fn loads_what_this_module_saved_from_the_cpu<'t>(model: &SemanticModel<'t>, call
 }
 
 /// Is `expr` made only of values on the CPU: `.cpu()` / `.numpy()` / `.tolist()` results,
-/// `torch.from_numpy(...)`, numbers and strings, or dicts, lists and tuples of those?
+/// `torch.from_numpy(...)`, tensor factories given no device, numbers and strings (also from
+/// `len()`, `float()`), names bound to those, or dicts, lists and tuples of those?
 fn holds_only_cpu_values<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
     if depth > 8 {
         return false;
@@ -232,17 +236,60 @@ fn holds_only_cpu_values<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: u
             let items: Vec<Node<'t>> = expr.named_children(&mut cursor).collect();
             items.iter().all(|item| holds_only_cpu_values(model, *item, depth + 1))
         }
+        "parenthesized_expression" => expr.named_child(0).is_some_and(|e| holds_only_cpu_values(model, e, depth + 1)),
         "call" => {
             let Some(callee) = expr.field("function") else { return false };
             let method = match callee.kind_name() {
                 "attribute" => callee.field("attribute").map(|a| model.text(a)),
                 _ => None,
             };
-            matches!(method, Some("cpu" | "numpy" | "tolist" | "item"))
-                || model.qualified_name(callee).is_some_and(|q| q == "torch.from_numpy")
+            // `len(xs)`, `float(x)`: a builtin (not rebound here) giving a number or a string.
+            let builtin = callee.kind_name() == "identifier"
+                && matches!(model.text(callee), "len" | "int" | "float" | "str" | "bool" | "round")
+                && model.binding_at(model.text(callee), callee).is_none();
+            builtin || matches!(method, Some("cpu" | "numpy" | "tolist" | "item")) || builds_a_cpu_tensor(model, expr)
+        }
+        // A name: what its binding there holds. `mean = torch.zeros(3)`, then `mean += ...`
+        // and `mean /= n`: an in-place operation keeps the tensor on its device (a tensor
+        // of another device would make it raise).
+        "identifier" => {
+            let name = model.text(expr);
+            let Some(binding) = model.binding_at(name, expr) else { return false };
+            match (binding.kind, binding.value) {
+                (BindingKind::Assign, Some(value)) => holds_only_cpu_values(model, value, depth + 1),
+                (BindingKind::AugAssign, _) => model
+                    .bindings_in_scope(name, expr)
+                    .iter()
+                    .rev()
+                    .find(|b| b.position < binding.position && b.kind != BindingKind::AugAssign)
+                    .is_some_and(|b| b.kind == BindingKind::Assign && b.value.is_some_and(|v| builds_a_cpu_tensor(model, v))),
+                _ => false,
+            }
         }
         _ => false,
     }
+}
+
+/// `torch.from_numpy(a)`, or a tensor factory (`torch.zeros(3)`, `torch.tensor(xs)`) given
+/// no `device`: a tensor on the CPU.
+fn builds_a_cpu_tensor<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
+    const FACTORIES: &[&str] = &[
+        "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn", "torch.randint",
+        "torch.arange", "torch.linspace", "torch.eye", "torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
+    ];
+    if expr.kind_name() != "call" {
+        return false;
+    }
+    let Some(qualified) = expr.field("function").and_then(|f| model.qualified_name(f)) else { return false };
+    if qualified == "torch.from_numpy" {
+        return true;
+    }
+    let device_given = expr.field("arguments").is_some_and(|a| {
+        memlint_python::named_children(a)
+            .iter()
+            .any(|k| k.kind_name() == "keyword_argument" && k.field("name").is_some_and(|n| model.text(n) == "device"))
+    });
+    FACTORIES.contains(&qualified.as_str()) && !device_given
 }
 
 /// `x.load_state_dict(torch.load(...))`: the only argument of a `load_state_dict` call.
