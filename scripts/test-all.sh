@@ -30,6 +30,8 @@ built=0
 run_step "build the memlint binary" cargo build --locked -p memlint && built=1
 export MEMLINT_BIN="$ROOT/target/debug/memlint"
 
+run_step "tests/readme/quickstart.sh" run_script tests/readme/quickstart.sh
+
 for script in \
     tests/editors/nvim/run.sh \
     tests/editors/emacs/run.sh \
