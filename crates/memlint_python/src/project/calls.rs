@@ -26,6 +26,16 @@ pub(super) struct CallCollector {
     /// What each name holds: the imported class it is built from (as this module spells
     /// it through its imports), `None` when it holds instances of different classes.
     instances: HashMap<String, Option<String>>,
+    /// What [`result_kept`] asks of each function (or the module), by node id: read once per
+    /// scope, not once per call in it (a module-level script has thousands of calls).
+    scopes: HashMap<usize, ScopeFacts>,
+}
+
+/// Of one function body (or the module): does it run a backward pass, and which words
+/// appear in what it returns or yields and in what it stores on attributes or items.
+struct ScopeFacts {
+    backward: bool,
+    kept_words: std::collections::HashSet<String>,
 }
 
 impl CallCollector {
@@ -136,7 +146,7 @@ impl ModuleSummary {
             None => None,
         };
         match qualified {
-            Some(q) if !q.starts_with("torch.") => out.calls.push(ImportedCall { callee: q, grad_disabled: disabled, result_kept: result_kept(source, call) }),
+            Some(q) if !q.starts_with("torch.") => out.calls.push(ImportedCall { callee: q, grad_disabled: disabled, result_kept: result_kept(source, call, &mut out.scopes) }),
             Some(_) => {}
             // `ddpm.sample(...)` on a name this module binds, `self.model.sample(...)` on an
             // attribute of `self`: a method of what it holds.
@@ -147,7 +157,8 @@ impl ModuleSummary {
                 };
                 if let Some((receiver, method)) = receiver {
                     if self.function(first).is_none() && self.class(first).is_none() {
-                        out.receiver_calls.push((receiver, method.to_owned(), disabled, result_kept(source, call)));
+                        let kept = result_kept(source, call, &mut out.scopes);
+                        out.receiver_calls.push((receiver, method.to_owned(), disabled, kept));
                     }
                 }
             }
@@ -195,7 +206,7 @@ impl ModuleSummary {
 /// May the result of `call` reach a backward pass or leave its caller? Its function (or the
 /// module) runs a backward pass, or the call is returned or yielded, stored on an
 /// attribute or item, or assigned to a name the function returns, yields or stores.
-fn result_kept(source: &str, call: Node<'_>) -> bool {
+fn result_kept(source: &str, call: Node<'_>, scopes: &mut HashMap<usize, ScopeFacts>) -> bool {
     let mut scope = call.parent();
     while let Some(n) = scope {
         if matches!(n.kind_name(), "function_definition" | "module") {
@@ -204,8 +215,8 @@ fn result_kept(source: &str, call: Node<'_>) -> bool {
         scope = n.parent();
     }
     let Some(scope) = scope else { return true };
-    let body = scope.field("body").unwrap_or(scope);
-    if runs_backward(source, body) {
+    let facts = scopes.entry(scope.id()).or_insert_with(|| scope_facts(source, scope));
+    if facts.backward {
         return true;
     }
     // Walk up to the statement: returned, yielded, or assigned.
@@ -231,22 +242,27 @@ fn result_kept(source: &str, call: Node<'_>) -> bool {
         }
     }
     // A name the result is assigned to, returned, yielded or stored later.
+    names.iter().any(|name| facts.kept_words.contains(name))
+}
+
+/// [`ScopeFacts`] of `scope`, from one walk of its body (nested definitions left out).
+fn scope_facts(source: &str, scope: Node<'_>) -> ScopeFacts {
+    let body = scope.field("body").unwrap_or(scope);
+    let mut kept_words = std::collections::HashSet::new();
+    let mut add_words = |t: &str| {
+        for w in t.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()) {
+            kept_words.insert(w.to_owned());
+        }
+    };
     let mut cursor = body.walk();
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
         match n.kind_name() {
-            "return_statement" | "yield" => {
-                let t = text(source, n);
-                if names.iter().any(|name| t.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == name)) {
-                    return true;
-                }
-            }
+            "return_statement" | "yield" => add_words(text(source, n)),
             "assignment" => {
                 if let (Some(left), Some(right)) = (n.field("left"), n.field("right")) {
-                    let stored = matches!(left.kind_name(), "attribute" | "subscript");
-                    let r = text(source, right);
-                    if stored && names.iter().any(|name| r.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == name)) {
-                        return true;
+                    if matches!(left.kind_name(), "attribute" | "subscript") {
+                        add_words(text(source, right));
                     }
                 }
             }
@@ -255,7 +271,7 @@ fn result_kept(source: &str, call: Node<'_>) -> bool {
         }
         stack.extend(n.named_children(&mut cursor));
     }
-    false
+    ScopeFacts { backward: runs_backward(source, body), kept_words }
 }
 
 #[cfg(test)]
