@@ -475,10 +475,12 @@ impl<'t> SemanticModel<'t> {
             return None;
         }
         let function = self.enclosing_function(node)?;
-        if self.called_from_other_modules(function.node) {
+        // Local callers first: a function this module never calls has no step loop around
+        // it here, and the project (which reads other files) need not be asked.
+        let calls = self.calls_of_function(function);
+        if calls.is_empty() || self.called_from_other_modules(function.node) {
             return None;
         }
-        let calls = self.calls_of_function(function);
         // Every call runs it per step (one that does not would make it no per-step code).
         let mut found = None;
         for call in &calls {

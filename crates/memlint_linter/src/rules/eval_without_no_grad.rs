@@ -227,15 +227,9 @@ fn callers_only_read<'t>(model: &SemanticModel<'t>, node: Node<'t>, depth: usize
     if matches!(function.name.as_str(), "forward" | "__call__") {
         return None;
     }
-    let elsewhere = model.external_results_kept(function.node);
-    if elsewhere.iter().any(|kept| *kept) {
-        return Some(None);
-    }
+    // This module's callers first: one that keeps the result decides without asking the
+    // project, which reads other files.
     let callers = model.calls_of_function(function);
-    if callers.is_empty() && elsewhere.is_empty() {
-        return None;
-    }
-    let first = callers.first().copied().unwrap_or(function.node);
     for caller in &callers {
         match model.fate(*caller) {
             Fate::Consumed => {}
@@ -246,7 +240,14 @@ fn callers_only_read<'t>(model: &SemanticModel<'t>, node: Node<'t>, depth: usize
             _ => return Some(None),
         }
     }
-    Some(Some(first))
+    let elsewhere = model.external_results_kept(function.node);
+    if elsewhere.iter().any(|kept| *kept) {
+        return Some(None);
+    }
+    if callers.is_empty() && elsewhere.is_empty() {
+        return None;
+    }
+    Some(Some(callers.first().copied().unwrap_or(function.node)))
 }
 
 /// Is `call` a call of a method of a local module class (`enc.predict(x)`,
