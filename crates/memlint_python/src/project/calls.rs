@@ -26,9 +26,10 @@ pub(super) struct CallCollector {
     /// What each name holds: the imported class it is built from (as this module spells
     /// it through its imports), `None` when it holds instances of different classes.
     instances: HashMap<String, Option<String>>,
-    /// What [`result_kept`] asks of each function (or the module), by node id: read once per
-    /// scope, not once per call in it (a module-level script has thousands of calls).
-    scopes: HashMap<usize, ScopeFacts>,
+    /// What [`result_kept`] asks of the functions (and the module) around the walk's place,
+    /// innermost last: read once per scope when the walk enters it, not once per call in it
+    /// (a module-level script has thousands of calls).
+    scopes: Vec<ScopeFacts>,
 }
 
 /// Of one function body (or the module): does it run a backward pass, and which words
@@ -39,6 +40,11 @@ struct ScopeFacts {
 }
 
 impl CallCollector {
+    /// The walk enters `scope` (a function definition, or the module).
+    pub(super) fn enter_scope(&mut self, source: &str, scope: Node<'_>) {
+        self.scopes.push(scope_facts(source, scope));
+    }
+
     pub(super) fn finish(mut self) -> Vec<ImportedCall> {
         for (receiver, method, grad_disabled, result_kept) in std::mem::take(&mut self.receiver_calls) {
             match self.instances.get(&receiver) {
@@ -71,7 +77,7 @@ impl ModuleSummary {
             let child = cursor.node();
             if child.is_named() && !self.collect_calls_of_definition(source, child, disabled, out) {
                 match child.kind_name() {
-                    "call" => self.record_call(source, child, disabled, out),
+                    "call" => self.record_call(source, cursor, disabled, out),
                     "assignment" => self.record_instance(source, child, out),
                     _ => {}
                 }
@@ -95,7 +101,15 @@ impl ModuleSummary {
                 let inner = decorators.into_iter().any(|d| decorator_disables_grad(source, d));
                 if let Some(def) = child.field("definition") {
                     if let Some(body) = def.field("body") {
+                        // A decorated class's body runs in the enclosing scope.
+                        let function = def.kind_name() == "function_definition";
+                        if function {
+                            out.enter_scope(source, def);
+                        }
                         self.collect_calls(source, body, inner, out);
+                        if function {
+                            out.scopes.pop();
+                        }
                     }
                 }
                 true
@@ -103,7 +117,9 @@ impl ModuleSummary {
             "function_definition" => {
                 // A function runs where it is called: not under the `with` around its def.
                 if let Some(body) = child.field("body") {
+                    out.enter_scope(source, child);
                     self.collect_calls(source, body, false, out);
+                    out.scopes.pop();
                 }
                 true
             }
@@ -132,7 +148,8 @@ impl ModuleSummary {
     }
 
     /// A call of an imported name (not torch's), with its gradient context.
-    fn record_call(&self, source: &str, call: Node<'_>, disabled: bool, out: &mut CallCollector) {
+    fn record_call(&self, source: &str, at: &tree_sitter::TreeCursor<'_>, disabled: bool, out: &mut CallCollector) {
+        let call = at.node();
         let Some(callee) = call.field("function").and_then(|f| dotted(source, f)) else { return };
         let (first, rest) = match callee.split_once('.') {
             Some((f, r)) => (f, Some(r)),
@@ -146,7 +163,7 @@ impl ModuleSummary {
             None => None,
         };
         match qualified {
-            Some(q) if !q.starts_with("torch.") => out.calls.push(ImportedCall { callee: q, grad_disabled: disabled, result_kept: result_kept(source, call, &mut out.scopes) }),
+            Some(q) if !q.starts_with("torch.") => out.calls.push(ImportedCall { callee: q, grad_disabled: disabled, result_kept: result_kept(source, at, out.scopes.last()) }),
             Some(_) => {}
             // `ddpm.sample(...)` on a name this module binds, `self.model.sample(...)` on an
             // attribute of `self`: a method of what it holds.
@@ -157,7 +174,7 @@ impl ModuleSummary {
                 };
                 if let Some((receiver, method)) = receiver {
                     if self.function(first).is_none() && self.class(first).is_none() {
-                        let kept = result_kept(source, call, &mut out.scopes);
+                        let kept = result_kept(source, at, out.scopes.last());
                         out.receiver_calls.push((receiver, method.to_owned(), disabled, kept));
                     }
                 }
@@ -206,23 +223,18 @@ impl ModuleSummary {
 /// May the result of `call` reach a backward pass or leave its caller? Its function (or the
 /// module) runs a backward pass, or the call is returned or yielded, stored on an
 /// attribute or item, or assigned to a name the function returns, yields or stores.
-fn result_kept(source: &str, call: Node<'_>, scopes: &mut HashMap<usize, ScopeFacts>) -> bool {
-    let mut scope = call.parent();
-    while let Some(n) = scope {
-        if matches!(n.kind_name(), "function_definition" | "module") {
-            break;
-        }
-        scope = n.parent();
-    }
-    let Some(scope) = scope else { return true };
-    let facts = scopes.entry(scope.id()).or_insert_with(|| scope_facts(source, scope));
+fn result_kept(source: &str, at: &tree_sitter::TreeCursor<'_>, scope: Option<&ScopeFacts>) -> bool {
+    let Some(facts) = scope else { return true };
     if facts.backward {
         return true;
     }
+    // The cursor's ancestors are kept on its stack: walking up costs nothing (a node's
+    // `parent()` searches down from the root).
+    let mut up = at.clone();
     // Walk up to the statement: returned, yielded, or assigned.
-    let mut current = call;
     let mut names: Vec<String> = Vec::new();
-    while let Some(parent) = current.parent() {
+    while up.goto_parent() {
+        let parent = up.node();
         match parent.kind_name() {
             "return_statement" | "yield" => return true,
             "assignment" | "augmented_assignment" => {
@@ -238,7 +250,7 @@ fn result_kept(source: &str, call: Node<'_>, scopes: &mut HashMap<usize, ScopeFa
                 break;
             }
             "block" | "module" | "function_definition" => break,
-            _ => current = parent,
+            _ => {}
         }
     }
     // A name the result is assigned to, returned, yielded or stored later.

@@ -161,6 +161,7 @@ impl ModuleSummary {
             summary.statement(source, statement);
         }
         let mut collector = CallCollector::default();
+        collector.enter_scope(source, root);
         summary.collect_calls(source, root, false, &mut collector);
         summary.calls = collector.finish();
         summary
