@@ -74,33 +74,34 @@ MEMLINT_ORACLE=("$MEMLINT" check --no-cache --output-format concise "${FINDING_P
 # No finding anywhere: nothing to lint (`memlint check` without a path checks the folder it runs in).
 [[ ${#FINDING_PATHS[@]} -gt 0 ]] || MEMLINT_ORACLE=(true)
 WITH_FINDINGS=${#FINDING_PATHS[@]}
-if command -v ruff > /dev/null; then
-    # Each round times every command in turn, so a busy moment slows them all: the
-    # medians of the per-round ratios are the figures to compare.
-    rounds=$(for _ in $(seq "$RUNS"); do
-        echo "$(seconds "${MEMLINT_CHECK[@]}") $(seconds "${RUFF_CHECK[@]}") $(seconds "${PARSE_ALONE[@]}") $(seconds "${MEMLINT_NO_PROJECT[@]}") $(seconds "${PARSE_FLOOR[@]}") $(seconds "${MEMLINT_ORACLE[@]}")"
-    done)
-    ml=$(echo "$rounds" | awk '{print $1}' | median)
-    rf=$(echo "$rounds" | awk '{print $2}' | median)
-    ratio=$(echo "$rounds" | awk '{print $1 / $2}' | median)
-    parse=$(echo "$rounds" | awk '{print $3}' | median)
-    parse_ratio=$(echo "$rounds" | awk '{print $3 / $2}' | median)
-    no_project=$(echo "$rounds" | awk '{print $4}' | median)
-    no_project_ratio=$(echo "$rounds" | awk '{print $4 / $2}' | median)
-    floor=$(echo "$rounds" | awk '{print $5}' | median)
-    floor_ratio=$(echo "$rounds" | awk '{print $5 / $2}' | median)
-    oracle=$(echo "$rounds" | awk '{print $6}' | median)
-    oracle_ratio=$(echo "$rounds" | awk '{print $6 / $2}' | median)
-else
-    ml=$(time_runs "${MEMLINT_CHECK[@]}")
-    parse=$(time_runs "${PARSE_ALONE[@]}")
-    floor=$(time_runs "${PARSE_FLOOR[@]}")
-    oracle=$(time_runs "${MEMLINT_ORACLE[@]}")
-fi
+# Each round times every command in turn, so a busy moment slows them all: the medians of
+# the per-round ratios are the figures to compare (issue 31: memlint against its parse
+# floor and the project pass against --no-project, in the same run).
+HAVE_RUFF=0
+command -v ruff > /dev/null && HAVE_RUFF=1
+rounds=$(for _ in $(seq "$RUNS"); do
+    rf=0
+    [[ $HAVE_RUFF -eq 0 ]] || rf=$(seconds "${RUFF_CHECK[@]}")
+    echo "$(seconds "${MEMLINT_CHECK[@]}") $rf $(seconds "${PARSE_ALONE[@]}") $(seconds "${MEMLINT_NO_PROJECT[@]}") $(seconds "${PARSE_FLOOR[@]}") $(seconds "${MEMLINT_ORACLE[@]}")"
+done)
+ml=$(echo "$rounds" | awk '{print $1}' | median)
+parse=$(echo "$rounds" | awk '{print $3}' | median)
+no_project=$(echo "$rounds" | awk '{print $4}' | median)
+floor=$(echo "$rounds" | awk '{print $5}' | median)
+oracle=$(echo "$rounds" | awk '{print $6}' | median)
+to_parse=$(echo "$rounds" | awk '{print $1 / $3}' | median)
+no_project_to_parse=$(echo "$rounds" | awk '{print $4 / $3}' | median)
+project_pass=$(echo "$rounds" | awk '{print ($1 / $4 - 1) * 100}' | median)
 printf 'memlint check: %.3f s  %8.0f files/s  %10.0f lines/s\n' "$ml" "$(awk "BEGIN {print $FILES / $ml}")" "$(awk "BEGIN {print $LINES / $ml}")"
 cached=$(time_runs "$MEMLINT" check --output-format concise --cache-dir "$TREE/.memlint_cache" "$TREE")
 printf 'memlint check (warm cache): %.3f s  %8.0f files/s\n' "$cached" "$(awk "BEGIN {print $FILES / $cached}")"
-if command -v ruff > /dev/null; then
+if [[ $HAVE_RUFF -eq 1 ]]; then
+    rf=$(echo "$rounds" | awk '{print $2}' | median)
+    ratio=$(echo "$rounds" | awk '{print $1 / $2}' | median)
+    parse_ratio=$(echo "$rounds" | awk '{print $3 / $2}' | median)
+    no_project_ratio=$(echo "$rounds" | awk '{print $4 / $2}' | median)
+    floor_ratio=$(echo "$rounds" | awk '{print $5 / $2}' | median)
+    oracle_ratio=$(echo "$rounds" | awk '{print $6 / $2}' | median)
     printf 'ruff check --isolated: %.3f s  %8.0f files/s  %10.0f lines/s  (%s)\n' "$rf" "$(awk "BEGIN {print $FILES / $rf}")" "$(awk "BEGIN {print $LINES / $rf}")" "$(ruff --version)"
     printf 'memlint / ruff time (median of %s alternating rounds): %.2f\n' "$RUNS" "$ratio"
     printf 'memlint check --no-project: %.3f s; / ruff: %.2f\n' "$no_project" "$no_project_ratio"
@@ -108,10 +109,13 @@ if command -v ruff > /dev/null; then
     printf 'tree-sitter parse of only the %s files with findings: %.3f s; / ruff: %.2f\n' "$WITH_FINDINGS" "$floor" "$floor_ratio"
     printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s; / ruff: %.2f\n' "$WITH_FINDINGS" "$oracle" "$oracle_ratio"
 else
+    printf 'memlint check --no-project: %.3f s\n' "$no_project"
     printf 'tree-sitter parse alone, every file, every core: %.3f s\n' "$parse"
     printf 'tree-sitter parse of only the %s files with findings: %.3f s\n' "$WITH_FINDINGS" "$floor"
     printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s\n' "$WITH_FINDINGS" "$oracle"
 fi
+printf 'memlint check / tree-sitter parse of every file (median of %s rounds): %.2f; --no-project / parse: %.2f\n' "$RUNS" "$to_parse" "$no_project_to_parse"
+printf 'project pass: memlint check takes %.0f%% more than --no-project (median of %s rounds)\n' "$project_pass" "$RUNS"
 PEFT_FILE=$(find "$TREE" -path '*huggingface+peft/tests/test_gpu_examples.py' -print -quit 2>/dev/null || true)
 if [[ -n "$PEFT_FILE" ]]; then
     peft=$(time_runs "$MEMLINT" check --no-cache --output-format concise "$PEFT_FILE")

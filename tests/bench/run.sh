@@ -141,6 +141,11 @@ grep -qE "^tree-sitter parse of only the [1-9][0-9]* files with findings: [0-9.]
 # And the whole engine on only those files: what a perfect pre-filter would cost.
 grep -qE "^memlint check of only the [1-9][0-9]* files with findings \(a perfect pre-filter\): [0-9.]+ s" "$TMP/bench.txt" ||
     fail "bench-check.sh did not time memlint on the files with findings"
+# The same-run ratios of issue 31: memlint against its parse floor, the project pass.
+grep -qE "^memlint check / tree-sitter parse of every file \(median of 1 rounds\): [0-9.]+; --no-project / parse: [0-9.]+$" "$TMP/bench.txt" ||
+    fail "bench-check.sh did not print memlint / parse"
+grep -qE "^project pass: memlint check takes -?[0-9]+% more than --no-project \(median of 1 rounds\)$" "$TMP/bench.txt" ||
+    fail "bench-check.sh did not print the project pass's share"
 
 step "bench-output.sh: the output formats timed on a small dense file"
 MEMLINT="$MEMLINT" STDIO_CLIENT="$CLIENT" scripts/bench-output.sh 300 1 | tee "$TMP/output.txt"
