@@ -108,8 +108,10 @@ def evaluate(rows: list[dict], findings: list[dict]) -> tuple[dict, list[tuple]]
         key = file_key(f.get("filename", ""), repo_dirs)
         if key is None or key not in file_split:
             continue
+        # In a notebook, rows count within the finding's cell, and so do its labels (the
+        # cell is named in the label's reason).
         row = (f.get("location") or {}).get("row")
-        if f.get("cell") is not None or not isinstance(row, int):
+        if not isinstance(row, int):
             continue
         reported.add((key[0], key[1], row, f.get("code")))
 
