@@ -104,6 +104,39 @@ impl<'t> SemanticModel<'t> {
         module_factory(class) || crate::library::library_module_class(class)
     }
 
+    /// Is the local class `class` a module, or may it be one: one of its bases (through
+    /// local bases) is a class memlint cannot see into, one of another library than torch
+    /// and Python's own (`mmcv.runner.BaseModule`). A question whose answer rests on the
+    /// class being no module (its `forward` is no network's) stays unanswered there.
+    pub fn may_be_module_class(&self, class: &str) -> bool {
+        self.is_module_class(class) || self.has_unknown_base(class, 0)
+    }
+
+    fn has_unknown_base(&self, class: &str, depth: usize) -> bool {
+        /// Bases of Python's own: known to be no module.
+        const PYTHON: &[&str] = &[
+            "object", "Exception", "BaseException", "ValueError", "RuntimeError", "dict", "list", "tuple", "set", "str",
+            "int", "float", "abc", "typing", "enum", "collections", "dataclasses", "threading", "multiprocessing",
+            "argparse", "json", "logging", "unittest", "contextlib", "functools", "io", "os", "pathlib", "types",
+            "Enum", "IntEnum", "ABC", "NamedTuple", "Generic", "Protocol", "TypedDict",
+        ];
+        let Some(info) = self.classes.get(class) else { return false };
+        if depth > 16 {
+            return false;
+        }
+        info.spelled_bases.iter().any(|base| {
+            if self.classes.contains_key(base.as_str()) {
+                return base != class && self.has_unknown_base(base, depth + 1);
+            }
+            if self.project_symbol_spelled(base).is_some() {
+                return false;
+            }
+            let qualified = self.through_module_imports(base).unwrap_or_else(|| base.clone());
+            let head = qualified.split('.').next().unwrap_or("");
+            !(head == "torch" || head == "torchvision" || PYTHON.contains(&head))
+        })
+    }
+
     /// The method `name` of a local class, looked up through its local bases.
     pub fn method_of(&self, class: &str, name: &str) -> Option<Node<'t>> {
         let mut pending = vec![class.to_owned()];

@@ -262,7 +262,8 @@ impl<'t> SemanticModel<'t> {
 
     /// Is `node` in a method of a module class (the forward pass and its helpers)?
     pub(crate) fn inside_a_forward(&self, node: Node<'t>) -> bool {
-        self.enclosing_function(node).and_then(|f| f.class.clone()).is_some_and(|c| self.is_module_class(&c))
+        // A class whose base memlint cannot see into may be a module (unknown stays unknown).
+        self.enclosing_function(node).and_then(|f| f.class.clone()).is_some_and(|c| self.may_be_module_class(&c))
     }
 
     /// Does the loop iterate a container of networks (`for layer in self.layers`)?

@@ -150,3 +150,28 @@ fn a_backpropagated_name_carries_history_whatever_built_it() {
     assert_eq!(kind_of(framework, "accelerator"), ValueKind::Unknown);
     assert_eq!(kind_of("def f(model, x):\n    loss = model(x)\n    total = loss\n", "loss"), ValueKind::Unknown);
 }
+
+#[test]
+fn a_class_whose_base_memlint_cannot_see_into_may_be_a_module() {
+    let source = "\
+import abc
+import torch.nn as nn
+from mmcv.runner import BaseModule
+class Head(BaseModule):
+    pass
+class Deeper(Head):
+    pass
+class Net(nn.Module):
+    pass
+class Config(object):
+    pass
+class Base(abc.ABC):
+    pass
+";
+    let parsed = parse(source);
+    let model = SemanticModel::new(&parsed.tree, source);
+    let may = |c: &str| model.may_be_module_class(c);
+    assert!(may("Head") && may("Deeper") && may("Net"));
+    assert!(!may("Config") && !may("Base"), "Python's own bases are no module");
+    assert!(!model.is_module_class("Head"), "not known to be one either");
+}

@@ -195,7 +195,9 @@ fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node
 fn part_of_a_forward<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let Some(function) = model.enclosing_function(call) else { return false };
     let Some(class) = function.class.clone() else { return false };
-    if !model.is_module_class(&class) {
+    // A class whose base memlint cannot see into (`mmcv.runner.BaseModule`) may be a module:
+    // its `forward` may be a network's.
+    if !model.may_be_module_class(&class) {
         return false;
     }
     let mut pending = vec![function.node];
