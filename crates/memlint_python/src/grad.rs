@@ -232,14 +232,34 @@ impl<'t> SemanticModel<'t> {
         if let Some(class) = self.instance_class(instance) {
             let forward = self.method_of(class, "forward")?;
             let info = self.functions.get(&forward.id())?;
-            let decorator = info.decorators.iter().find(|d| self.decorator_disables_grad(**d))?;
-            return Some(format!("`{class}.forward` is decorated `@{}`", self.text(*decorator)));
+            if let Some(decorator) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
+                return Some(format!("`{class}.forward` is decorated `@{}`", self.text(*decorator)));
+            }
+            // Its submodules run only under `with torch.no_grad()` blocks (in `forward` or
+            // the methods it calls), as the project summarizes the class.
+            let owner = self.parent(forward).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition")?;
+            let summary = crate::project::class_summary(self.source, owner);
+            let submodules: Vec<String> = summary
+                .attributes
+                .iter()
+                .filter(|(_, callee)| {
+                    let qualified = self.through_module_imports(callee).unwrap_or_else(|| callee.clone());
+                    self.is_module_class(callee) || crate::library::library_module_class(&qualified)
+                })
+                .map(|(attribute, _)| attribute.clone())
+                .collect();
+            return crate::project::forward_runs_submodules_without_grad(&summary.methods, &submodules)
+                .then(|| format!("`{class}.forward` runs its submodules only under `with torch.no_grad()`"));
         }
         let construction = self.constructor_through_methods(instance, 0)?;
         match self.project_class_built_by(construction)? {
             crate::Symbol::Class { methods, .. } if methods.iter().any(|m| m.name == "forward" && m.no_grad) => {
                 let class = construction.field("function").map(|f| self.text(f)).unwrap_or("");
                 Some(format!("`{class}.forward` (in another module of the project) runs under `torch.no_grad()`"))
+            }
+            crate::Symbol::Class { methods, submodules, .. } if crate::project::forward_runs_submodules_without_grad(&methods, &submodules) => {
+                let class = construction.field("function").map(|f| self.text(f)).unwrap_or("");
+                Some(format!("`{class}.forward` (in another module of the project) runs its submodules only under `with torch.no_grad()`"))
             }
             _ => None,
         }

@@ -301,3 +301,29 @@ fn a_library_name_brought_by_a_star_import_of_a_project_module() {
     assert_eq!(r.star_imported_external("_hidden"), None, "a star import skips private names");
     assert_eq!(r.star_imported_external("absent"), None);
 }
+
+#[test]
+fn a_class_whose_forward_runs_its_submodules_only_under_no_grad() {
+    let project = Memory::new(&[
+        (
+            "mtcnn.py",
+            "import torch\nfrom torch import nn\nclass PNet(nn.Module):\n    pass\n\
+             def detect_face(img, pnet):\n    return pnet(img)\n\
+             class MTCNN(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.pnet = PNet()\n        self.size = 160\n\
+             \n    def forward(self, img):\n        boxes = self.detect(img)\n        return self.extract(img, boxes, self.size)\n\
+             \n    def detect(self, img):\n        with torch.no_grad():\n            return detect_face(img, self.pnet)\n\
+             \n    def extract(self, img, boxes, size):\n        return img[:, :size]\n\
+             class Leaky(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.pnet = PNet()\n\
+             \n    def forward(self, img):\n        with torch.no_grad():\n            a = self.pnet(img)\n        return self.pnet(a)\n",
+        ),
+        ("run.py", "from mtcnn import MTCNN\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "run.py");
+    let runs_without_grad = |q: &str| match r.symbol(q) {
+        Some(Symbol::Class { methods, submodules, .. }) => memlint_python::project::forward_runs_submodules_without_grad(&methods, &submodules),
+        other => panic!("{q}: {other:?}"),
+    };
+    assert!(runs_without_grad("mtcnn.MTCNN"), "self.pnet is handed on only inside the block, through self.detect");
+    assert!(!runs_without_grad("mtcnn.Leaky"), "the second call of self.pnet records a graph");
+    assert!(!runs_without_grad("mtcnn.PNet"), "no forward of its own: nothing seen");
+}

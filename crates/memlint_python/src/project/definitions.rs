@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use tree_sitter::Node;
 
 use super::summary::{ClassSummary, FunctionSummary, PretrainedCall, StoreKind, StoredArgument, PRETRAINED_KEYWORDS};
-use super::syntax::{decorator_disables_grad, dotted, returned_callee_of, runs_backward, text};
+use super::syntax::{decorator_disables_grad, disables_grad_call, dotted, returned_callee_of, runs_backward, text};
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
@@ -202,6 +202,67 @@ fn loop_elements_of(source: &str, statement: Node<'_>, name: &str) -> Vec<String
     found
 }
 
+/// The attributes of `self` a method calls or hands to a call (`self.pnet(x)`,
+/// `detect_face(img, self.pnet)`, `self.detect(img)`; `""` for `self(...)`), split by
+/// whether a `with torch.no_grad()` block is around the use. Nested definitions are
+/// their own.
+fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>) {
+    let mut with_grad: Vec<String> = Vec::new();
+    let mut without_grad: Vec<String> = Vec::new();
+    let Some(body) = def.field("body") else { return (with_grad, without_grad) };
+    let self_attribute = |n: Node<'_>| -> Option<String> {
+        let n = unparenthesize(n);
+        match n.kind_name() {
+            "identifier" if text(source, n) == "self" => Some(String::new()),
+            "attribute" if n.field("object").is_some_and(|o| text(source, o) == "self") => n.field("attribute").map(|a| text(source, a).to_owned()),
+            _ => None,
+        }
+    };
+    let mut stack: Vec<(Node<'_>, bool)> = vec![(body, false)];
+    while let Some((n, off)) = stack.pop() {
+        match n.kind_name() {
+            "function_definition" | "class_definition" | "lambda" => continue,
+            "with_statement" => {
+                let items: Vec<Node<'_>> = named_children(n).into_iter().find(|c| c.kind_name() == "with_clause").map(named_children).unwrap_or_default();
+                let disables = items.iter().any(|item| {
+                    let value = item.field("value").map(|v| if v.kind_name() == "as_pattern" { v.named_child(0).unwrap_or(v) } else { v });
+                    value.is_some_and(|v| v.kind_name() == "call" && disables_grad_call(source, v))
+                });
+                for item in items {
+                    stack.push((item, off));
+                }
+                if let Some(inner) = n.field("body") {
+                    stack.push((inner, off || disables));
+                }
+                continue;
+            }
+            "call" => {
+                let mut used: Vec<String> = Vec::new();
+                if let Some(callee) = n.field("function") {
+                    used.extend(self_attribute(callee));
+                }
+                if let Some(arguments) = n.field("arguments") {
+                    for a in named_children(arguments) {
+                        let a = if a.kind_name() == "keyword_argument" { a.field("value").unwrap_or(a) } else { a };
+                        used.extend(self_attribute(a));
+                    }
+                }
+                let into = if off { &mut without_grad } else { &mut with_grad };
+                for u in used {
+                    if !into.contains(&u) {
+                        into.push(u);
+                    }
+                }
+            }
+            _ => {}
+        }
+        for c in named_children(n) {
+            stack.push((c, off));
+        }
+    }
+    (with_grad, without_grad)
+}
+
 /// Is `target` state that outlives a call: `self.x`, `self.x[k]`, or a module-level name
 /// (a `global`, or any name the function does not bind)?
 fn outliving_target(source: &str, target: Node<'_>, locals: &HashSet<String>) -> Option<String> {
@@ -346,7 +407,19 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> Fun
                 .collect()
         })
         .unwrap_or_default();
-    FunctionSummary { name, no_grad: false, returns_calls, stores, backprops, returns_parameter, returns_elements, returns_method }
+    let (self_used_with_grad, self_used_without_grad) = if method { self_uses(source, def) } else { (Vec::new(), Vec::new()) };
+    FunctionSummary {
+        name,
+        no_grad: false,
+        returns_calls,
+        stores,
+        backprops,
+        returns_parameter,
+        returns_elements,
+        returns_method,
+        self_used_with_grad,
+        self_used_without_grad,
+    }
 }
 
 /// The parameter every `return` of a function gives back (through methods that return

@@ -37,4 +37,4 @@ pub(crate) use definitions::{class_methods, class_summary, returned_parameter};
 pub use index::{symbol_matters, ModuleLoader, NoProject, ProjectIndex, Returned, Symbol};
 pub use resolve::ProjectResolver;
 pub use scan::{imported_modules, scan_imports, ScannedImport};
-pub use summary::{join_import, ClassSummary, FunctionSummary, ImportedCall, ModuleSummary, PretrainedCall, StoreKind, StoredArgument};
+pub use summary::{forward_runs_submodules_without_grad, join_import, ClassSummary, FunctionSummary, ImportedCall, ModuleSummary, PretrainedCall, StoreKind, StoredArgument};

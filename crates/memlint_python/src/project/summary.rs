@@ -65,6 +65,43 @@ pub struct FunctionSummary {
     /// (`return t.cpu().detach().numpy()`: `numpy`): what a tensor method gives decides the
     /// value (`library::tensor_method`).
     pub returns_method: Option<String>,
+    /// For a method: the attributes of `self` it calls or hands to a call with gradients
+    /// on (outside `with torch.no_grad()` blocks; `""` for `self(...)`), and those it
+    /// calls or hands on only under such a block. See [`forward_runs_submodules_without_grad`].
+    pub self_used_with_grad: Vec<String>,
+    pub self_used_without_grad: Vec<String>,
+}
+
+/// Does the `forward` of a class with these methods run its submodules only under
+/// `with torch.no_grad()` blocks, in `forward` or the methods of the class it calls
+/// (`MTCNN.forward` calls `self.detect`, which runs `self.pnet` inside such a block)?
+/// Then calling an instance records no graph of them. At least one submodule must be
+/// seen run that way (a `forward` that reads its parameters directly is not this).
+pub fn forward_runs_submodules_without_grad(methods: &[FunctionSummary], submodules: &[String]) -> bool {
+    let mut pending = vec!["forward"];
+    let mut seen: Vec<&str> = Vec::new();
+    let mut submodule_without_grad = false;
+    while let Some(name) = pending.pop() {
+        if seen.contains(&name) || seen.len() > 32 {
+            continue;
+        }
+        seen.push(name);
+        let Some(method) = methods.iter().find(|m| m.name == name) else { continue };
+        if method.no_grad {
+            submodule_without_grad |= !method.self_used_with_grad.is_empty() || !method.self_used_without_grad.is_empty();
+            continue;
+        }
+        for attr in &method.self_used_with_grad {
+            if attr.is_empty() || submodules.contains(attr) {
+                return false;
+            }
+            if methods.iter().any(|m| &m.name == attr) {
+                pending.push(attr);
+            }
+        }
+        submodule_without_grad |= method.self_used_without_grad.iter().any(|a| submodules.contains(a));
+    }
+    submodule_without_grad
 }
 
 /// A class, as other modules see it.
