@@ -262,8 +262,11 @@ impl<'t> SemanticModel<'t> {
 
     /// Is `node` in a method of a module class (the forward pass and its helpers)?
     pub(crate) fn inside_a_forward(&self, node: Node<'t>) -> bool {
-        // A class whose base memlint cannot see into may be a module (unknown stays unknown).
-        self.enclosing_function(node).and_then(|f| f.class.clone()).is_some_and(|c| self.may_be_module_class(&c))
+        let Some(function) = self.enclosing_function(node) else { return false };
+        let Some(class) = function.class.as_deref() else { return false };
+        // The `forward` of a class whose base memlint cannot see into may be a network's
+        // (unknown stays unknown); its other methods are what they are.
+        self.is_module_class(class) || (function.name == "forward" && self.may_be_module_class(class))
     }
 
     /// Does the loop iterate a container of networks (`for layer in self.layers`)?

@@ -196,8 +196,10 @@ fn part_of_a_forward<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let Some(function) = model.enclosing_function(call) else { return false };
     let Some(class) = function.class.clone() else { return false };
     // A class whose base memlint cannot see into (`mmcv.runner.BaseModule`) may be a module:
-    // its `forward` may be a network's.
-    if !model.may_be_module_class(&class) {
+    // its `forward` may be a network's (only `forward`: a plain class's `__call__` is no
+    // evidence of one).
+    let known = model.is_module_class(&class);
+    if !known && !model.may_be_module_class(&class) {
         return false;
     }
     let mut pending = vec![function.node];
@@ -208,7 +210,7 @@ fn part_of_a_forward<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
         }
         seen.push(def.id());
         let Some(info) = model.function(def) else { continue };
-        if matches!(info.name.as_str(), "forward" | "__call__") {
+        if info.name == "forward" || (known && info.name == "__call__") {
             return true;
         }
         for caller in model.calls_of_function(info) {
