@@ -2,7 +2,8 @@
 # Issue 30 on a GPU machine: records the three models at batch 16 with `memlint record --steps 4`,
 # measures PyTorch's figures at batch 8..256 and the largest batch under 4 and 10 GiB
 # (measure.py), runs `memlint record` on the bundled example scripts (a normal exit, a program
-# that fails, an out-of-memory error), then checks the acceptance bars (acceptance.py).
+# that fails, an out-of-memory error under a launcher that caps the process's memory) and on the
+# GPT-2 script at batch 1024 (out of memory), then checks the acceptance bars (acceptance.py).
 #   tests/gpu/batch/run.sh MEMLINT_BINARY OUTDIR
 # Exit status: that of acceptance.py.
 set -u -o pipefail
@@ -30,6 +31,9 @@ echo "exit status $?; stdout $(wc -c < "$DIR/ex_generate_text.stdout") bytes"
 echo "== memlint record -- python3 tests/examples/train_classifier.py --epochs 1 (the script fails; its folder is linted)"
 "$BIN" record -o "$DIR/ex_train_classifier.pickle" -- python3 tests/examples/train_classifier.py --epochs 1
 echo "exit status $?"
+echo "== memlint record -- python3 -c LAUNCHER tests/examples/generate_text.py (out of memory: the launcher caps the process's memory; the script is not edited)"
+"$BIN" record --no-lint -o "$DIR/ex_generate_text_oom.pickle" -- python3 -c 'import runpy, sys, torch; torch.cuda.set_per_process_memory_fraction(0.0005); sys.argv = ["tests/examples/generate_text.py"]; runpy.run_path(sys.argv[0], run_name="__main__")' > "$DIR/ex_generate_text_oom.stdout" 2>&1
+echo "exit status $?; $(grep -c 'OutOfMemoryError' "$DIR/ex_generate_text_oom.stdout") OutOfMemoryError lines"
 echo "== memlint record -- python3 tests/gpu/batch/train.py --model gpt2 --batch 1024 (out of memory)"
 "$BIN" record --no-lint -o "$DIR/oom_gpt2_b1024.pickle" -- python3 "$here/train.py" --model gpt2 --batch 1024 --steps 2
 echo "exit status $?"
