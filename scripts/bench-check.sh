@@ -95,25 +95,20 @@ project_pass=$(echo "$rounds" | awk '{print ($1 / $4 - 1) * 100}' | median)
 printf 'memlint check: %.3f s  %8.0f files/s  %10.0f lines/s\n' "$ml" "$(awk "BEGIN {print $FILES / $ml}")" "$(awk "BEGIN {print $LINES / $ml}")"
 cached=$(time_runs "$MEMLINT" check --output-format concise --cache-dir "$TREE/.memlint_cache" "$TREE")
 printf 'memlint check (warm cache): %.3f s  %8.0f files/s\n' "$cached" "$(awk "BEGIN {print $FILES / $cached}")"
+# With ruff installed, each figure also gets its median per-round ratio to ruff's time.
+to_ruff() {
+    [[ $HAVE_RUFF -eq 1 ]] || return 0
+    printf '; %s: %.2f' "$1" "$(echo "$rounds" | awk "{print \$$2 / \$2}" | median)"
+}
 if [[ $HAVE_RUFF -eq 1 ]]; then
     rf=$(echo "$rounds" | awk '{print $2}' | median)
-    ratio=$(echo "$rounds" | awk '{print $1 / $2}' | median)
-    parse_ratio=$(echo "$rounds" | awk '{print $3 / $2}' | median)
-    no_project_ratio=$(echo "$rounds" | awk '{print $4 / $2}' | median)
-    floor_ratio=$(echo "$rounds" | awk '{print $5 / $2}' | median)
-    oracle_ratio=$(echo "$rounds" | awk '{print $6 / $2}' | median)
     printf 'ruff check --isolated: %.3f s  %8.0f files/s  %10.0f lines/s  (%s)\n' "$rf" "$(awk "BEGIN {print $FILES / $rf}")" "$(awk "BEGIN {print $LINES / $rf}")" "$(ruff --version)"
-    printf 'memlint / ruff time (median of %s alternating rounds): %.2f\n' "$RUNS" "$ratio"
-    printf 'memlint check --no-project: %.3f s; / ruff: %.2f\n' "$no_project" "$no_project_ratio"
-    printf 'tree-sitter parse alone, every file, every core: %.3f s; parse alone / ruff: %.2f\n' "$parse" "$parse_ratio"
-    printf 'tree-sitter parse of only the %s files with findings: %.3f s; / ruff: %.2f\n' "$WITH_FINDINGS" "$floor" "$floor_ratio"
-    printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s; / ruff: %.2f\n' "$WITH_FINDINGS" "$oracle" "$oracle_ratio"
-else
-    printf 'memlint check --no-project: %.3f s\n' "$no_project"
-    printf 'tree-sitter parse alone, every file, every core: %.3f s\n' "$parse"
-    printf 'tree-sitter parse of only the %s files with findings: %.3f s\n' "$WITH_FINDINGS" "$floor"
-    printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s\n' "$WITH_FINDINGS" "$oracle"
+    printf 'memlint / ruff time (median of %s alternating rounds): %.2f\n' "$RUNS" "$(echo "$rounds" | awk '{print $1 / $2}' | median)"
 fi
+printf 'memlint check --no-project: %.3f s%s\n' "$no_project" "$(to_ruff "/ ruff" 4)"
+printf 'tree-sitter parse alone, every file, every core: %.3f s%s\n' "$parse" "$(to_ruff "parse alone / ruff" 3)"
+printf 'tree-sitter parse of only the %s files with findings: %.3f s%s\n' "$WITH_FINDINGS" "$floor" "$(to_ruff "/ ruff" 5)"
+printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s%s\n' "$WITH_FINDINGS" "$oracle" "$(to_ruff "/ ruff" 6)"
 printf 'memlint check / tree-sitter parse of every file (median of %s rounds): %.2f; --no-project / parse: %.2f\n' "$RUNS" "$to_parse" "$no_project_to_parse"
 printf 'project pass: memlint check takes %.0f%% more than --no-project (median of %s rounds)\n' "$project_pass" "$RUNS"
 PEFT_FILE=$(find "$TREE" -path '*huggingface+peft/tests/test_gpu_examples.py' -print -quit 2>/dev/null || true)

@@ -32,7 +32,7 @@ pub use lexicon::{
     function_name_says_eval, name_says_data, name_says_eval, name_says_loss, name_says_model, name_says_optimizer, name_words,
     text_names_a_model_or_loss, text_names_an_optimizer,
 };
-pub use library::{loads_pretrained_network, pretrained_class_is_not_a_network, pretrained_class_loads_frozen, MODULE_METHODS_RETURNING_SELF, MODULE_ONLY_METHODS};
+pub use library::{builds_on_the_cpu_without_device, loads_pretrained_network, pretrained_class_is_not_a_network, pretrained_class_loads_frozen, MODULE_METHODS_RETURNING_SELF, MODULE_ONLY_METHODS};
 pub use semantic::{
     contains, named_children, parameter_name, unparenthesize, Binding, BindingKind, FunctionInfo, GradContext, LoopInfo, LoopKind,
     SemanticModel, ValueKind,

@@ -224,6 +224,17 @@ fn class_name_says_loss_class(last: &str) -> bool {
     last.ends_with("Loss") || stem.ends_with("Loss")
 }
 
+/// Tensor factories that build on the CPU unless given a `device` (`torch.zeros(3)`,
+/// `torch.tensor(xs)` of Python data), and `torch.from_numpy`, which always does: where a
+/// value built by one of them lives, for MEM008's files saved from CPU values.
+pub fn builds_on_the_cpu_without_device(qualified: &str) -> bool {
+    const FACTORIES: &[&str] = &[
+        "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn", "torch.randint", "torch.arange",
+        "torch.linspace", "torch.eye", "torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor", "torch.from_numpy",
+    ];
+    FACTORIES.contains(&qualified)
+}
+
 /// Is a library class (fully qualified) a `torch.nn.Module` subclass? `torch.nn.*` classes
 /// (not `Parameter`), Lightning's `LightningModule`, and the model bases of transformers,
 /// diffusers and timm.

@@ -273,23 +273,11 @@ fn holds_only_cpu_values<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: u
 /// `torch.from_numpy(a)`, or a tensor factory (`torch.zeros(3)`, `torch.tensor(xs)`) given
 /// no `device`: a tensor on the CPU.
 fn builds_a_cpu_tensor<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
-    const FACTORIES: &[&str] = &[
-        "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn", "torch.randint",
-        "torch.arange", "torch.linspace", "torch.eye", "torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
-    ];
     if expr.kind_name() != "call" {
         return false;
     }
     let Some(qualified) = expr.field("function").and_then(|f| model.qualified_name(f)) else { return false };
-    if qualified == "torch.from_numpy" {
-        return true;
-    }
-    let device_given = expr.field("arguments").is_some_and(|a| {
-        memlint_python::named_children(a)
-            .iter()
-            .any(|k| k.kind_name() == "keyword_argument" && k.field("name").is_some_and(|n| model.text(n) == "device"))
-    });
-    FACTORIES.contains(&qualified.as_str()) && !device_given
+    memlint_python::builds_on_the_cpu_without_device(&qualified) && (qualified == "torch.from_numpy" || keyword_argument(model, expr, "device").is_none())
 }
 
 /// `x.load_state_dict(torch.load(...))`: the only argument of a `load_state_dict` call.

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use tree_sitter::Node;
 
 use super::summary::{ImportedCall, ModuleSummary};
-use super::syntax::{decorator_disables_grad, disables_grad_call, dotted, returned_callee_of, runs_backward, text};
+use super::syntax::{decorator_disables_grad, dotted, returned_callee_of, runs_backward, text, with_items_disabling_grad};
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
@@ -124,20 +124,10 @@ impl ModuleSummary {
                 true
             }
             "with_statement" => {
-                let items = named_children(child).into_iter().find(|c| c.kind_name() == "with_clause").map(named_children).unwrap_or_default();
+                let (items, off) = with_items_disabling_grad(source, child);
                 for item in &items {
                     self.collect_calls(source, *item, disabled, out);
                 }
-                let off = items.iter().any(|item| {
-                    let Some(mut value) = item.field("value") else { return false };
-                    if value.kind_name() == "as_pattern" {
-                        match value.named_child(0) {
-                            Some(v) => value = v,
-                            None => return false,
-                        }
-                    }
-                    value.kind_name() == "call" && disables_grad_call(source, value)
-                });
                 if let Some(body) = child.field("body") {
                     self.collect_calls(source, body, disabled || off, out);
                 }

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use tree_sitter::Node;
 
 use super::summary::{ClassSummary, FunctionSummary, PretrainedCall, StoreKind, StoredArgument, PRETRAINED_KEYWORDS};
-use super::syntax::{decorator_disables_grad, disables_grad_call, dotted, returned_callee_of, runs_backward, text};
+use super::syntax::{decorator_disables_grad, dotted, returned_callee_of, runs_backward, text, with_items_disabling_grad};
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
@@ -223,11 +223,7 @@ fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>) {
         match n.kind_name() {
             "function_definition" | "class_definition" | "lambda" => continue,
             "with_statement" => {
-                let items: Vec<Node<'_>> = named_children(n).into_iter().find(|c| c.kind_name() == "with_clause").map(named_children).unwrap_or_default();
-                let disables = items.iter().any(|item| {
-                    let value = item.field("value").map(|v| if v.kind_name() == "as_pattern" { v.named_child(0).unwrap_or(v) } else { v });
-                    value.is_some_and(|v| v.kind_name() == "call" && disables_grad_call(source, v))
-                });
+                let (items, disables) = with_items_disabling_grad(source, n);
                 for item in items {
                     stack.push((item, off));
                 }

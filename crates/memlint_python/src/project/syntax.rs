@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use crate::semantic::unparenthesize;
+use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
 pub(super) fn text<'s>(source: &'s str, node: Node<'_>) -> &'s str {
@@ -21,6 +21,24 @@ pub(super) fn dotted(source: &str, node: Node<'_>) -> Option<String> {
         "attribute" => Some(format!("{}.{}", dotted(source, node.field("object")?)?, text(source, node.field("attribute")?))),
         _ => None,
     }
+}
+
+/// The items of a `with` statement (`with a, b as c:`), and whether one of them disables
+/// gradients for its body (`torch.no_grad()`, `torch.inference_mode()`,
+/// `torch.set_grad_enabled(False)`, also bound with `as`).
+pub(super) fn with_items_disabling_grad<'t>(source: &str, with: Node<'t>) -> (Vec<Node<'t>>, bool) {
+    let items: Vec<Node<'t>> = named_children(with).into_iter().find(|c| c.kind_name() == "with_clause").map(named_children).unwrap_or_default();
+    let disables = items.iter().any(|item| {
+        let Some(mut value) = item.field("value") else { return false };
+        if value.kind_name() == "as_pattern" {
+            match value.named_child(0) {
+                Some(v) => value = v,
+                None => return false,
+            }
+        }
+        value.kind_name() == "call" && disables_grad_call(source, value)
+    });
+    (items, disables)
 }
 
 /// `torch.no_grad()`, `torch.inference_mode()` (not `inference_mode(False)`),
