@@ -24,6 +24,8 @@ if [[ -z "${MEMLINT:-}" ]]; then
     cargo build --release --quiet -p memlint --manifest-path "$ROOT/Cargo.toml"
     MEMLINT="$ROOT/target/release/memlint"
 fi
+# A relative path still names the binary once `check` runs in the tree's folder.
+[[ "$MEMLINT" != */* ]] || MEMLINT=$(realpath "$MEMLINT")
 if [[ -z "${STDIO_CLIENT:-}" ]]; then
     cargo build --release --quiet -p memlint_server --example stdio_latency --manifest-path "$ROOT/Cargo.toml"
     STDIO_CLIENT="$ROOT/target/release/examples/stdio_latency"
@@ -33,11 +35,16 @@ trap 'rm -rf "$WORK"' EXIT
 FAILED=()
 
 # `memlint check` as JSON into $1 (the other arguments go to memlint); false when memlint
-# failed (exit status other than 0 and 1), with its error output in $1.err.
+# failed (exit status other than 0 and 1), with its error output in $1.err. It runs in the
+# tree's folder, as a user in that project would and as the server's workspace root is
+# (the current folder is an import root of `memlint check`: from elsewhere, imports of the
+# tree's own packages would not resolve and the two would differ for that reason alone).
+TREE_ABS=$(realpath "$TREE")
+if [[ -d "$TREE_ABS" ]]; then TREE_DIR=$TREE_ABS; else TREE_DIR=$(dirname "$TREE_ABS"); fi
 check() {
     local out=$1 status=0
     shift
-    "$MEMLINT" check --no-cache --output-format json "$@" "$TREE" > "$out" 2> "$out.err" || status=$?
+    (cd "$TREE_DIR" && "$MEMLINT" check --no-cache --output-format json "$@" "$TREE_ABS") > "$out" 2> "$out.err" || status=$?
     [[ $status -le 1 ]]
 }
 
