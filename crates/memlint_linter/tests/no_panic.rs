@@ -142,3 +142,13 @@ fn stray_colon_before_def() {
     let settings = LinterSettings::default();
     assert_eq!(lint(source, &settings).diagnostics, lint_unfiltered(source, &settings).diagnostics);
 }
+
+/// Whether a method trains asked whether `self.scheduler.step()` steps an optimizer, which
+/// asked what `self.scheduler` is: the result of a method call, so whether that method
+/// runs a forward pass, so whether it trains (the same question, re-entered: a panic in
+/// DeepSpeed's engine.py on the benchmark tree).
+#[test]
+fn whether_a_method_trains_may_ask_itself_again() {
+    let source = "from torch.nn.modules import Module\n\n\nclass Engine(Module):\n    def __init__(self):\n        self.warm_up()\n        self.scheduler = self.build_scheduler()\n\n    def warm_up(self):\n        pass\n\n    def build_scheduler(self):\n        self.scheduler.step()\n";
+    exercise(source);
+}

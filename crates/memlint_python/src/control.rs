@@ -344,16 +344,28 @@ impl<'t> SemanticModel<'t> {
     /// Does `body` (nested loops included, nested functions not) call `backward()` or step
     /// an optimizer?
     pub fn trains_in(&self, body: Node<'t>) -> bool {
-        let calls = self.training_calls.get_or_init(|| {
-            let steps = self.calls_named("step").iter().filter(|c| self.is_optimizer_step(**c));
-            let mut calls: Vec<(usize, ScopeId)> =
-                self.backward_calls().iter().chain(steps).map(|c| (c.start_byte(), self.scope_of(*c))).collect();
-            calls.sort_unstable();
-            calls
-        });
         let scope = self.scope_of(body);
-        let first = calls.partition_point(|(start, _)| *start < body.start_byte());
-        calls[first..].iter().take_while(|(start, _)| *start < body.end_byte()).any(|(_, s)| *s == scope)
+        let within_body = |calls: &[(usize, ScopeId)]| {
+            let first = calls.partition_point(|(start, _)| *start < body.start_byte());
+            calls[first..].iter().take_while(|(start, _)| *start < body.end_byte()).any(|(_, s)| *s == scope)
+        };
+        if let Some(calls) = self.training_calls.get() {
+            return within_body(calls);
+        }
+        // Deciding that `x.step()` steps an optimizer asks what `x` is, which may ask
+        // whether some method trains (a forward pass through a method): that inner
+        // question is answered from the backward passes alone.
+        if self.training_calls_pending.replace(true) {
+            let mut calls: Vec<(usize, ScopeId)> = self.backward_calls().iter().map(|c| (c.start_byte(), self.scope_of(*c))).collect();
+            calls.sort_unstable();
+            return within_body(&calls);
+        }
+        let steps = self.calls_named("step").iter().filter(|c| self.is_optimizer_step(**c));
+        let mut calls: Vec<(usize, ScopeId)> =
+            self.backward_calls().iter().chain(steps).map(|c| (c.start_byte(), self.scope_of(*c))).collect();
+        calls.sort_unstable();
+        let calls = self.training_calls.get_or_init(|| calls);
+        within_body(calls)
     }
 
     /// Does `body` hold a loop over batches (or epochs), itself or in a local function it

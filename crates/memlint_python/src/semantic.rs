@@ -11,7 +11,7 @@
 //! before the use in the same scope. That is what a reader of a training script
 //! assumes, and it keeps the model linear in the size of the module.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use tree_sitter::{Node, Tree};
@@ -245,6 +245,8 @@ pub struct SemanticModel<'t> {
     /// Backward calls and optimizer steps with their scope, by start byte: what
     /// `trains_in` searches for every loop (a scan of all calls per loop was quadratic).
     pub(crate) training_calls: OnceCell<Vec<(usize, ScopeId)>>,
+    /// [`SemanticModel::trains_in`] is computing `training_calls` (a re-entrant question).
+    pub(crate) training_calls_pending: Cell<bool>,
     /// `backward_calls` grouped by scope, in source order.
     pub(crate) backward_calls_by_scope: OnceCell<HashMap<ScopeId, Vec<Node<'t>>>>,
     /// `loop_info` by loop node id: rules and the loop classification ask for the same
@@ -371,6 +373,7 @@ impl<'t> SemanticModel<'t> {
             has_star_import: false,
             backward_calls: OnceCell::new(),
             training_calls: OnceCell::new(),
+            training_calls_pending: Cell::new(false),
             backward_calls_by_scope: OnceCell::new(),
             loop_infos: RefCell::new(HashMap::default()),
             loop_kinds: RefCell::new(HashMap::default()),
