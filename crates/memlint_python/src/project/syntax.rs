@@ -75,7 +75,13 @@ pub(super) fn runs_backward(source: &str, node: Node<'_>) -> bool {
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
         if n.kind_name() == "call" {
-            if let Some(callee) = n.field("function").and_then(|f| dotted(source, f)) {
+            // The callee's text is read before its dotted name is built: most calls are
+            // neither, and building a name allocates.
+            let callee = n.field("function").filter(|f| {
+                let t = text(source, *f);
+                t.ends_with("backward") || t.ends_with("grad")
+            });
+            if let Some(callee) = callee.and_then(|f| dotted(source, f)) {
                 if callee.ends_with(".backward") || callee.ends_with("autograd.grad") {
                     return true;
                 }
