@@ -131,7 +131,7 @@ fn a_changed_sibling_module_relints_the_importing_file() {
     let dir = tempfile::tempdir().unwrap();
     // Nothing in preview.py says `g` is a network (no `.eval()`, a name that says nothing):
     // only models.py does.
-    let models = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def forward(self, z):\n        return z\n";
+    let models = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.body = nn.Linear(8, 8)\n\n    def forward(self, z):\n        return self.body(z)\n";
     let preview = "from models import Synth\n\n\ndef show(loader):\n    g = Synth()\n    for z in loader:\n        print(g(z))\n";
     fs::write(dir.path().join("models.py"), models).unwrap();
     fs::write(dir.path().join("preview.py"), preview).unwrap();

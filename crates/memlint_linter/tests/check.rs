@@ -290,13 +290,15 @@ fn user_module_class_instances_are_models() {
         r#"
         import torch.nn as nn
         class Scorer(nn.Module):
-            pass
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(8, 1)
         scorer = Scorer()
         for batch in test_loader:
             scorer(batch)
         "#,
         expect![[r#"
-            6:5 MEM001 forward pass `scorer(batch)` runs with gradient tracking but
+            8:5 MEM001 forward pass `scorer(batch)` runs with gradient tracking but
         "#]],
     );
 }
@@ -1377,5 +1379,84 @@ fn an_alias_made_by_assignment_is_the_name_it_holds() {
         expect![[r#"
             10:10 MEM010 `autocast(enabled=True)` uses `torch.cuda.amp.autocast`, dep
         "#]],
+    );
+}
+
+// ----- MEM001: networks that record no graph of their own ------------------------------
+
+/// A layer without parameters, and a module class that stores only buffers, record a
+/// graph only of an input that carries one: a smoke test on plain tensors records none.
+/// The same forward on an input with history, and a class with a weight, are reported.
+#[test]
+fn layers_and_classes_without_parameters_record_no_graph_of_plain_inputs() {
+    check(
+        r#"
+        import torch
+        import torch.nn as nn
+
+        class Permute(nn.Module):
+            def __init__(self, n, scale=1.0):
+                super().__init__()
+                self.scale = scale
+                self.register_buffer("idx", torch.randperm(n))
+
+            def forward(self, x):
+                return x[:, self.idx] * self.scale
+
+        class Scale(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.ones(1))
+
+            def forward(self, x):
+                return x * self.w
+
+        if __name__ == "__main__":
+            x = torch.randint(0, 9, (2, 16))
+            p = Permute(16)
+            y = p(x)
+            back = p(y)
+            padded = nn.ReflectionPad2d(2)(torch.rand(1, 3, 8, 8))
+            print(nn.DataParallel(Permute(16))(x).shape)
+            w = torch.rand(2, 16, requires_grad=True)
+            print(p(w).shape)
+            print(Scale()(torch.rand(2, 16)).shape)
+        "#,
+        expect![[r#"
+            27:11 MEM007 `nn.DataParallel(Permute(16))`: `DataParallel` drives every 
+            29:11 MEM001 forward pass `p(w)` runs with gradient tracking but its outp
+            30:11 MEM001 forward pass `Scale()(torch.rand(2, 16))` runs with gradient
+        "#]],
+    );
+}
+
+/// A module whose `forward` backpropagates (a meta-learner's outer step) is a training
+/// step where it is called, whatever its output's fate.
+#[test]
+fn a_forward_that_backpropagates_is_a_training_step() {
+    check(
+        r#"
+        import torch
+        import torch.nn as nn
+
+        class Meta(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 2)
+                self.opt = torch.optim.Adam(self.net.parameters())
+
+            def forward(self, x, y):
+                loss = nn.functional.cross_entropy(self.net(x), y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                return loss.item()
+
+        maml = Meta()
+        for x, y in loader:
+            acc = maml(x, y)
+            print(acc)
+        "#,
+        expect![""],
     );
 }

@@ -69,6 +69,64 @@ impl<'t> SemanticModel<'t> {
         false
     }
 
+    /// Does the network `module` (the callee of a forward pass) hold no parameter: built by
+    /// a `torch.nn` layer without parameters (`nn.ReflectionPad2d(2)`), or by a module
+    /// class of this module or of the project that stores none (buffers, constants, such
+    /// layers), through names, `self.X`, the methods that return the module and the
+    /// wrappers that hand it on (`DataParallel(net)`)? Its forward then records a graph
+    /// only when its input carries one. The fact, in words, for the evidence.
+    pub fn holds_no_parameters(&self, module: Node<'t>) -> Option<String> {
+        let mut expr = module;
+        for _ in 0..4 {
+            let construction = self.constructor_through_methods(expr, 0)?;
+            let callee = construction.field("function")?;
+            let spelled = self.text(callee);
+            if callee.kind_name() == "identifier" && self.classes.contains_key(spelled) {
+                return self.local_class_holds_no_parameters(spelled, 0).then(|| format!("`{spelled}` stores no parameter"));
+            }
+            if let Some(qualified) = self.qualified_name(callee) {
+                if layer_holds_no_parameters(&qualified) {
+                    return Some(format!("`{spelled}` holds no parameters"));
+                }
+                if wraps_its_first_argument(&qualified) {
+                    expr = self.argument_for(construction, "module", Some(0))?;
+                    continue;
+                }
+            }
+            return match self.project_class_built_by(construction)? {
+                crate::Symbol::Class { holds_no_parameters: true, .. } => Some(format!("`{spelled}` (in another module of the project) stores no parameter")),
+                _ => None,
+            };
+        }
+        None
+    }
+
+    /// Does the local class `class` derive `torch.nn.Module` holding no parameter of its
+    /// own or of what it stores (see [`Self::holds_no_parameters`])?
+    pub(crate) fn local_class_holds_no_parameters(&self, class: &str, depth: usize) -> bool {
+        if depth > 8 {
+            return false;
+        }
+        let Some(info) = self.classes.get(class) else { return false };
+        let Some(callees) = info.node.field("body").and_then(|body| crate::project::parameter_free_stores(self.source, body)) else {
+            return false;
+        };
+        let holds_none = |spelled: &str, base: bool| {
+            if self.classes.contains_key(spelled) {
+                return spelled != class && self.is_module_class(spelled) && self.local_class_holds_no_parameters(spelled, depth + 1);
+            }
+            if let Some(crate::Symbol::Class { is_module, holds_no_parameters, .. }) = self.project_symbol_spelled(spelled) {
+                return is_module && holds_no_parameters;
+            }
+            match self.through_module_imports(spelled) {
+                Some(qualified) if base => is_the_module_base(&qualified),
+                Some(qualified) => stored_value_holds_no_parameters(&qualified),
+                None => false,
+            }
+        };
+        !info.spelled_bases.is_empty() && info.spelled_bases.iter().all(|b| holds_none(b, true)) && callees.iter().all(|c| holds_none(c, false))
+    }
+
     /// Does `call` build an instance of a class (of this module, or of the project) whose
     /// `__init__` may freeze its parameters, or call a project function that returns one?
     fn constructor_may_freeze(&self, call: Node<'t>) -> bool {

@@ -167,7 +167,7 @@ impl<'t> SemanticModel<'t> {
 
     pub(crate) fn compute_no_grad_functions(&mut self) {
         let mut no_grad: HashMap<usize, String> = HashMap::default();
-        for info in self.functions.values() {
+        for info in self.functions() {
             if let Some(d) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
                 no_grad.insert(info.node.id(), format!("`@{}`", self.text(*d)));
             } else if info.class.is_some() && NO_GRAD_HOOKS.contains(&info.name.as_str()) {
@@ -180,7 +180,7 @@ impl<'t> SemanticModel<'t> {
         // once per round, not once per function (a file of many same-named functions was
         // quadratic). Each round adds at least one group, so rounds are bounded.
         let mut groups: HashMap<(&str, bool), Vec<usize>> = HashMap::default();
-        for f in self.functions.values() {
+        for f in self.functions() {
             groups.entry((f.name.as_str(), f.class.is_some())).or_default().push(f.node.id());
         }
         let mut groups: Vec<((&str, bool), Vec<usize>)> = groups.into_iter().collect();
@@ -260,6 +260,29 @@ impl<'t> SemanticModel<'t> {
             crate::Symbol::Class { methods, submodules, .. } if crate::project::forward_runs_submodules_without_grad(&methods, &submodules) => {
                 let class = construction.field("function").map(|f| self.text(f)).unwrap_or("");
                 Some(format!("`{class}.forward` (in another module of the project) runs its submodules only under `with torch.no_grad()`"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Does the forward pass `call` run a training step itself: its class's `forward`
+    /// backpropagates (a meta-learner's outer step, a module that trains in `forward`)?
+    /// Its output then keeps no graph for the caller to free. The fact, in words.
+    pub fn class_forward_trains(&self, call: Node<'t>) -> Option<String> {
+        let callee = call.field("function")?;
+        let instance = match callee.kind_name() {
+            "attribute" if callee.field("attribute").is_some_and(|a| self.text(a) == "forward") => callee.field("object")?,
+            _ => callee,
+        };
+        if let Some(class) = self.instance_class(instance) {
+            let forward = self.method_of(class, "forward")?;
+            return self.trains_in(forward.field("body")?).then(|| format!("`{class}.forward` backpropagates"));
+        }
+        let construction = self.constructor_through_methods(instance, 0)?;
+        match self.project_class_built_by(construction)? {
+            crate::Symbol::Class { methods, .. } if methods.iter().any(|m| m.name == "forward" && m.backprops) => {
+                let class = construction.field("function").map(|f| self.text(f)).unwrap_or("");
+                Some(format!("`{class}.forward` (in another module of the project) backpropagates"))
             }
             _ => None,
         }

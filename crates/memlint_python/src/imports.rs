@@ -40,7 +40,7 @@ impl<'t> SemanticModel<'t> {
             Some((f, r)) => (f, Some(r)),
             None => (dotted.as_str(), None),
         };
-        let import = match self.lookup_import(first, node) {
+        let import = match self.lookup_import(first, node).filter(|_| !self.rebinds_an_import(first, node)) {
             Some(import) => import.to_owned(),
             None => match self.alias_by_assignment(first, node) {
                 Some(alias) => alias,
@@ -51,6 +51,25 @@ impl<'t> SemanticModel<'t> {
             Some(rest) => format!("{}.{}", import, rest),
             None => import,
         })
+    }
+
+    /// Is the import `name` hidden at `at` by a later value bound to the same name (`import
+    /// model` then `model = model.RNNModel()`: below it, `model` is the network)? A
+    /// fallback bound in an `except` clause (`except ImportError: amp = None`) hides
+    /// nothing: the import is what runs when it can.
+    fn rebinds_an_import(&self, name: &str, at: Node<'t>) -> bool {
+        let Some(binding) = self.binding_at(name, at) else { return false };
+        if !matches!(binding.kind, BindingKind::Assign | BindingKind::AugAssign | BindingKind::LoopTarget | BindingKind::WithTarget) {
+            return false;
+        }
+        let mut current = self.parent(binding.statement);
+        while let Some(p) = current {
+            if matches!(p.kind_name(), "except_clause" | "except_group_clause") {
+                return false;
+            }
+            current = self.parent(p);
+        }
+        true
     }
 
     /// A name bound nowhere in this module, brought by a star import of a project module

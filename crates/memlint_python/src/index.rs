@@ -168,7 +168,7 @@ impl<'t> SemanticModel<'t> {
                     .collect();
                 // Decided once the imports are all known (`resolve_module_classes`).
                 let (is_module, is_lightning) = (false, false);
-                self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases, spelled_bases: base_names });
+                self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases, spelled_bases: base_names, node });
                 self.add_binding(scope, class_name, node, None, BindingKind::Definition);
                 let body = node.field("body");
                 self.index_children_except(node, body);

@@ -235,6 +235,49 @@ pub fn builds_on_the_cpu_without_device(qualified: &str) -> bool {
     FACTORIES.contains(&qualified)
 }
 
+/// `torch.nn` layers that hold no parameters (activations, pooling, padding, resampling,
+/// dropout, reshaping): their forward records a graph only when its input carries one.
+/// Normalization layers are not here (`affine` gives them weights).
+pub fn layer_holds_no_parameters(qualified: &str) -> bool {
+    const LAYERS: &[&str] = &[
+        "ReLU", "ReLU6", "LeakyReLU", "RReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh", "Hardtanh",
+        "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "Softmax", "Softmax2d", "LogSoftmax", "Softmin", "Threshold",
+        "Tanhshrink", "Softshrink", "Hardshrink", "LogSigmoid", "GLU", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d",
+        "AlphaDropout", "FeatureAlphaDropout", "Identity", "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d",
+        "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
+        "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "FractionalMaxPool2d",
+        "FractionalMaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "ReflectionPad1d", "ReflectionPad2d",
+        "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
+        "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "Upsample",
+        "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "Fold", "Unfold",
+        "CosineSimilarity", "PairwiseDistance",
+    ];
+    let last = qualified.rsplit('.').next().unwrap_or(qualified);
+    qualified.starts_with("torch.nn.") && !qualified.starts_with("torch.nn.functional.") && LAYERS.contains(&last)
+}
+
+/// Does this library call return a module that runs the module it is given (its first
+/// argument) as its forward: the data-parallel wrappers, and the calls that return the
+/// network they are given ([`Call::ReturnsFirstArgument`])?
+pub fn wraps_its_first_argument(qualified: &str) -> bool {
+    let last = qualified.rsplit('.').next().unwrap_or(qualified);
+    (qualified.starts_with("torch.nn.") && matches!(last, "DataParallel" | "DistributedDataParallel"))
+        || call_model(qualified) == Some(Call::ReturnsFirstArgument)
+}
+
+/// Is `qualified` `torch.nn.Module` itself (as its package exports it)?
+pub fn is_the_module_base(qualified: &str) -> bool {
+    matches!(qualified, "torch.nn.Module" | "torch.nn.modules.Module" | "torch.nn.modules.module.Module")
+}
+
+/// Can a module keep what this library call returns as an attribute without holding a
+/// parameter: a layer without parameters, or a tensor, a number or another framework's
+/// value (a buffer, a constant)?
+pub fn stored_value_holds_no_parameters(qualified: &str) -> bool {
+    layer_holds_no_parameters(qualified)
+        || matches!(call_model(qualified), Some(Call::NewTensor | Call::TensorOp | Call::TensorNoHistory | Call::Number | Call::Foreign))
+}
+
 /// Is a library class (fully qualified) a `torch.nn.Module` subclass? `torch.nn.*` classes
 /// (not `Parameter`), Lightning's `LightningModule`, and the model bases of transformers,
 /// diffusers and timm.

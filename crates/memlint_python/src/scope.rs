@@ -100,8 +100,9 @@ impl<'t> SemanticModel<'t> {
         self.functions.get(&def.id())
     }
 
+    /// The functions and methods, in source order.
     pub fn functions(&self) -> impl Iterator<Item = &FunctionInfo<'t>> {
-        self.functions.values()
+        self.functions_in_order.iter().map(|id| &self.functions[id])
     }
 
     pub(crate) fn bindings_of(&self, scope: ScopeId, name: &str) -> Option<&Vec<Binding<'t>>> {

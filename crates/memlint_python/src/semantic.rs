@@ -155,13 +155,15 @@ pub(crate) struct Import {
 }
 
 #[derive(Debug)]
-pub(crate) struct ClassInfo {
+pub(crate) struct ClassInfo<'t> {
     pub(crate) is_module: bool,
     pub(crate) is_lightning: bool,
     /// The names of its local base classes (looked up for inherited methods).
     pub(crate) bases: Vec<String>,
     /// The bases as spelled (dotted), for the project lookup of imported bases.
     pub(crate) spelled_bases: Vec<String>,
+    /// Its `class_definition`.
+    pub(crate) node: Node<'t>,
 }
 
 /// The semantic model of one module. Build it once per parse with [`SemanticModel::new`].
@@ -170,6 +172,9 @@ pub struct SemanticModel<'t> {
     pub(crate) root: Node<'t>,
     pub(crate) imports: Vec<Import>,
     pub(crate) functions: HashMap<usize, FunctionInfo<'t>>,
+    /// The keys of `functions` in source order: what iterates over them (a node's id is
+    /// its address, so the map's own order changes from run to run).
+    pub(crate) functions_in_order: Vec<usize>,
     /// Every call, in source order.
     pub(crate) calls: Vec<Node<'t>>,
     /// Every `for` / `while` statement, in source order.
@@ -185,7 +190,7 @@ pub struct SemanticModel<'t> {
     pub(crate) bindings: HashMap<&'t str, HashMap<ScopeId, Vec<Binding<'t>>>>,
     /// `self.<attr> = value` assignments anywhere in a class, by attribute name.
     pub(crate) self_attributes: HashMap<&'t str, Vec<Node<'t>>>,
-    pub(crate) classes: HashMap<&'t str, ClassInfo>,
+    pub(crate) classes: HashMap<&'t str, ClassInfo<'t>>,
     /// Methods by (class, name): the function node of each.
     pub(crate) methods: HashMap<(String, String), Node<'t>>,
     /// Methods by name: their class and function node.
@@ -341,6 +346,7 @@ impl<'t> SemanticModel<'t> {
             root,
             imports: Vec::new(),
             functions: HashMap::default(),
+            functions_in_order: Vec::new(),
             calls: Vec::new(),
             loops: Vec::new(),
             calls_by_name: HashMap::default(),
@@ -405,9 +411,14 @@ impl<'t> SemanticModel<'t> {
         for bindings in model.bindings.values_mut().flat_map(|by_scope| by_scope.values_mut()) {
             bindings.sort_by_key(|b| b.position);
         }
-        for f in model.functions.values() {
+        let mut in_order: Vec<(usize, usize)> = model.functions.values().map(|f| (f.node.start_byte(), f.node.id())).collect();
+        in_order.sort_unstable();
+        model.functions_in_order = in_order.into_iter().map(|(_, id)| id).collect();
+        for f in model.functions_in_order.iter().map(|id| &model.functions[id]) {
             if let Some(class) = &f.class {
-                model.methods.entry((class.clone(), f.name.clone())).or_insert(f.node);
+                // A method defined twice (a redefinition, or one per library version
+                // under `if`): the last definition in the source is the one looked up.
+                model.methods.insert((class.clone(), f.name.clone()), f.node);
                 model.methods_by_name.entry(f.name.clone()).or_default().push((class.clone(), f.node));
             }
         }

@@ -327,3 +327,37 @@ fn a_class_whose_forward_runs_its_submodules_only_under_no_grad() {
     assert!(!runs_without_grad("mtcnn.Leaky"), "the second call of self.pnet records a graph");
     assert!(!runs_without_grad("mtcnn.PNet"), "no forward of its own: nothing seen");
 }
+
+fn holds_no_parameters(symbol: Option<Symbol>) -> Option<bool> {
+    match symbol? {
+        Symbol::Class { holds_no_parameters, .. } => Some(holds_no_parameters),
+        _ => None,
+    }
+}
+
+/// A module class holds no parameter when it stores only constants, buffers, arguments
+/// with constant defaults and layers without parameters, and its bases hold none: across
+/// modules, through a base of the project.
+#[test]
+fn module_classes_that_hold_no_parameters() {
+    let project = Memory::new(&[
+        (
+            "nets.py",
+            "import torch\nimport torch.nn as nn\n\
+             class Normalize(nn.Module):\n    def __init__(self, mean=None, size=224):\n        super().__init__()\n        self.size = size\n        self.register_buffer('mean', torch.tensor(mean).view(1, 3, 1, 1))\n        self.up = nn.Upsample((size, size)) if size else None\n\
+             class Permute(Normalize):\n    def forward(self, x):\n        return x[:, self.mean]\n\
+             class Affine(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.ones(3))\n\
+             class Conv(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.pad = nn.ReflectionPad2d(1)\n        self.conv = nn.Conv2d(3, 3, 3)\n\
+             class Handed(nn.Module):\n    def __init__(self, body):\n        super().__init__()\n        self.body = body\n\
+             class OverAffine(Affine):\n    pass\n",
+        ),
+        ("train.py", "from nets import Normalize, Permute, Affine, Conv, Handed, OverAffine\n"),
+    ]);
+    let train = ProjectResolver::new(&project, "train.py");
+    assert_eq!(holds_no_parameters(train.symbol("nets.Normalize")), Some(true), "a buffer, a constant, a padding layer");
+    assert_eq!(holds_no_parameters(train.symbol("nets.Permute")), Some(true), "through its base");
+    assert_eq!(holds_no_parameters(train.symbol("nets.Affine")), Some(false), "an nn.Parameter");
+    assert_eq!(holds_no_parameters(train.symbol("nets.Conv")), Some(false), "a convolution");
+    assert_eq!(holds_no_parameters(train.symbol("nets.Handed")), Some(false), "an argument handed in may be a network");
+    assert_eq!(holds_no_parameters(train.symbol("nets.OverAffine")), Some(false), "a base that holds one");
+}

@@ -159,3 +159,19 @@ fn a_class_in_a_function_sees_the_function_and_methods_are_not_globals() {
         "#]],
     );
 }
+
+/// A method defined twice (one per library version, under `if`) is looked up as its last
+/// definition, in every run: a node's id is its address, so an order taken from a map
+/// keyed by ids changed from run to run (a finding in PyTorch-Encoding came and went).
+#[test]
+fn a_method_defined_twice_is_its_last_definition_every_time() {
+    let source = "import torch\n\nclass P(torch.nn.Module):\n    if torch.__version__ < '0.4':\n        def forward(self, x):\n            return x\n    else:\n        def forward(self, x):\n            return -x\n";
+    for _ in 0..32 {
+        let parsed = parse(source);
+        let model = SemanticModel::new(&parsed.tree, source);
+        let forward = model.method_of("P", "forward").expect("P.forward");
+        assert_eq!(forward.start_position().row, 7, "the definition under `else`");
+        let order: Vec<usize> = model.functions().map(|f| f.node.start_byte()).collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "functions come in source order: {order:?}");
+    }
+}

@@ -118,10 +118,14 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }
         let Some(call) = m.get("call") else { continue };
         let Some(module) = model.forward_callee(call) else { continue };
-        if model.grad_context(call) != GradContext::Enabled || model.class_forward_disables_grad(call).is_some() || runs_elsewhere_in_a_lambda(model, call) {
+        if model.grad_context(call) != GradContext::Enabled
+            || model.class_forward_disables_grad(call).is_some()
+            || model.class_forward_trains(call).is_some()
+            || runs_elsewhere_in_a_lambda(model, call)
+        {
             continue;
         }
-        if model.is_frozen_network(module) && !model.gives_history(call) {
+        if (model.is_frozen_network(module) || model.holds_no_parameters(module).is_some()) && !model.gives_history(call) {
             continue;
         }
         let Some(reason) = evaluation_reason(model, call, module) else { continue };

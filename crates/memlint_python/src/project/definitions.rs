@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use tree_sitter::Node;
 
 use super::summary::{ClassSummary, FunctionSummary, PretrainedCall, StoreKind, StoredArgument, PRETRAINED_KEYWORDS};
-use super::syntax::{decorator_disables_grad, dotted, returned_callee_of, runs_backward, text, with_items_disabling_grad};
+use super::syntax::{decorator_disables_grad, dotted, parameter_free_stores, returned_callee_of, runs_backward, text, with_items_disabling_grad};
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
@@ -59,7 +59,8 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
             methods.push(f);
         }
     }
-    ClassSummary { name, bases, methods, pretrained_calls, attributes, may_freeze: freezes }
+    let parameter_free = class.field("body").and_then(|body| parameter_free_stores(source, body));
+    ClassSummary { name, bases, methods, pretrained_calls, attributes, may_freeze: freezes, parameter_free }
 }
 
 /// `self.X = Callee(...)` (through methods that return the module) under `body`.

@@ -18,7 +18,9 @@ pub enum Symbol {
     /// A class; `is_module` when it derives `torch.nn.Module` (through any chain of local,
     /// project and library bases); `pretrained`: the callee (as its module spells it) of a
     /// pretrained network its `__init__` loads and the class never freezes.
-    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, submodules: Vec<String>, may_freeze: bool },
+    /// `holds_no_parameters`: it derives `torch.nn.Module` and neither it nor what it
+    /// stores holds a parameter (its forward records a graph only of its inputs').
+    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, submodules: Vec<String>, may_freeze: bool, holds_no_parameters: bool },
     /// A function; `returns_module` when calling it returns a module instance (a factory);
     /// `returned_elements`: what each element of the tuple it returns is, when known;
     /// `returns`: what it returns, when every `return` builds the same kind of value
@@ -197,7 +199,7 @@ mod tests {
             stores: vec![super::super::StoredArgument { position: 0, name: "val".to_owned(), kind: super::super::StoreKind::Appends, into: "self.v".to_owned() }],
             ..FunctionSummary::default()
         };
-        let class = |is_module, methods| Symbol::Class { is_module, methods, pretrained: None, submodules: Vec::new(), may_freeze: false };
+        let class = |is_module, methods| Symbol::Class { is_module, methods, pretrained: None, submodules: Vec::new(), may_freeze: false, holds_no_parameters: false };
         let function = |returns_module, summary, returned_elements| Symbol::Function { returns_module, summary, returned_elements, returns: None };
         assert!(symbol_matters(&class(true, Vec::new())), "a network class");
         assert!(symbol_matters(&class(false, vec![storing.clone()])), "a class whose method stores its argument");

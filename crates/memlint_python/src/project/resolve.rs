@@ -190,6 +190,28 @@ impl<'a> ProjectResolver<'a> {
         })
     }
 
+    /// Does class `name` of module `m` hold no parameter: it stores none (see
+    /// [`ClassSummary::parameter_free`](super::ClassSummary)), every call it stores builds
+    /// a library value without parameters or an instance of such a class of the project,
+    /// and its bases are `torch.nn.Module` or such classes?
+    fn class_holds_no_parameters(&self, m: &str, name: &str, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        let Some(summary) = self.summary(m) else { return false };
+        let Some(class) = summary.class(name) else { return false };
+        let Some(callees) = &class.parameter_free else { return false };
+        let holds_none = |spelled: &str, base: bool| match self.resolve_spelled(m, spelled, &mut HashSet::new()) {
+            Some(Target::External(q)) if base => crate::library::is_the_module_base(&q),
+            Some(Target::External(q)) => crate::library::stored_value_holds_no_parameters(&q),
+            Some(Target::Class(cm, cn)) if (cm.as_str(), cn.as_str()) != (m, name) => {
+                self.class_is_module(&cm, &cn, &mut HashSet::new(), depth + 1) && self.class_holds_no_parameters(&cm, &cn, depth + 1)
+            }
+            _ => false,
+        };
+        !class.bases.is_empty() && class.bases.iter().all(|b| holds_none(b, true)) && callees.iter().all(|c| holds_none(c, false))
+    }
+
     /// Does calling function `name` of module `m` return a module instance?
     fn function_returns_module(&self, m: &str, name: &str, seen: &mut HashSet<(String, String)>, depth: usize) -> bool {
         if depth > MAX_DEPTH || !seen.insert((m.to_owned(), format!("def {name}"))) {
@@ -232,7 +254,8 @@ impl<'a> ProjectResolver<'a> {
                     .filter(|(_, callee)| self.callee_returns_module(&m, callee, &mut HashSet::new(), 1))
                     .map(|(attr, _)| attr.clone())
                     .collect();
-                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained, submodules, may_freeze: class.may_freeze })
+                let holds_no_parameters = is_module && self.class_holds_no_parameters(&m, &n, 0);
+                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained, submodules, may_freeze: class.may_freeze, holds_no_parameters })
             }
             Target::Function(m, n) => {
                 let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);

@@ -122,6 +122,11 @@ pub struct ClassSummary {
     /// `self.requires_grad_(False)`, perhaps under a condition): an instance may record
     /// no graph.
     pub may_freeze: bool,
+    /// What its methods store on `self` when none of it could be a parameter: the callees
+    /// of the calls stored, judged later (see
+    /// [`parameter_free_stores`](super::syntax::parameter_free_stores)); `None` when the
+    /// class may hold a parameter of its own.
+    pub parameter_free: Option<Vec<String>>,
 }
 
 /// A call that may load a pretrained network: the callee as the module spells it, and

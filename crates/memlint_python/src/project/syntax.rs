@@ -68,6 +68,99 @@ pub(super) fn decorator_disables_grad(source: &str, decorator: Node<'_>) -> bool
 }
 
 
+/// What a class stores on `self`, when none of it could be a parameter or hold one: the
+/// callees (as spelled) of the calls it stores, for the caller to judge (a padding layer, a
+/// tensor factory), or `None` when the class may hold a parameter (it makes an
+/// `nn.Parameter`, registers a parameter or a module, or stores a value that is neither a
+/// constant, its own attribute, an argument with a constant default, nor a call).
+pub(crate) fn parameter_free_stores(source: &str, class_body: Node<'_>) -> Option<Vec<String>> {
+    let mut callees = Vec::new();
+    let mut stack = vec![class_body];
+    while let Some(n) = stack.pop() {
+        match n.kind_name() {
+            "identifier" => {
+                if matches!(
+                    text(source, n),
+                    "Parameter" | "ParameterList" | "ParameterDict" | "register_parameter" | "add_module" | "register_module" | "setattr" | "__setattr__" | "__dict__"
+                ) {
+                    return None;
+                }
+            }
+            "assignment" | "augmented_assignment" => {
+                let stores_on_self = n.field("left").is_some_and(|left| names_self_attribute(source, left));
+                if stores_on_self {
+                    let value = n.field("right")?;
+                    stored_value_callees(source, value, &mut callees)?;
+                }
+            }
+            _ => {}
+        }
+        stack.extend(named_children(n));
+    }
+    Some(callees)
+}
+
+/// Is `target` (or an element of it) `self.X`?
+fn names_self_attribute(source: &str, target: Node<'_>) -> bool {
+    match target.kind_name() {
+        "attribute" => target.field("object").is_some_and(|o| text(source, o) == "self"),
+        "pattern_list" | "tuple_pattern" | "list_pattern" | "tuple" | "list" => named_children(target).into_iter().any(|t| names_self_attribute(source, t)),
+        _ => false,
+    }
+}
+
+/// Adds the callees of the calls `value` is built of to `out`; `None` when some part of it
+/// could hold a parameter (a name that is not an argument with a constant default, another
+/// object's attribute, a subscript, a comprehension).
+fn stored_value_callees(source: &str, value: Node<'_>, out: &mut Vec<String>) -> Option<()> {
+    let value = unparenthesize(value);
+    match value.kind_name() {
+        "integer" | "float" | "string" | "concatenated_string" | "true" | "false" | "none" => Some(()),
+        "list" | "tuple" | "set" | "dictionary" | "pair" | "unary_operator" | "binary_operator" | "boolean_operator" | "comparison_operator"
+        | "conditional_expression" | "not_operator" => {
+            named_children(value).into_iter().filter(|c| c.kind_name() != "comment").try_for_each(|c| stored_value_callees(source, c, out))
+        }
+        "attribute" => value.field("object").filter(|o| text(source, *o) == "self").map(|_| ()),
+        "identifier" => argument_with_constant_default(source, value).then_some(()),
+        "call" => {
+            // `torch.tensor(mean).view(1, 3, 1, 1)`: the call that builds it, through the
+            // methods called on what it built.
+            let mut call = value;
+            loop {
+                let callee = call.field("function")?;
+                match callee.field("object").map(unparenthesize).filter(|o| callee.kind_name() == "attribute" && o.kind_name() == "call") {
+                    Some(inner) => call = inner,
+                    None => {
+                        out.push(dotted(source, callee)?);
+                        return Some(());
+                    }
+                }
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Is `name` an argument of its function whose default is a constant (`size=224`,
+/// `mean=None`): a value of that kind, not a network handed in?
+fn argument_with_constant_default(source: &str, name: Node<'_>) -> bool {
+    let mut node = name;
+    while let Some(parent) = node.parent() {
+        if parent.kind_name() == "function_definition" {
+            let Some(parameters) = parent.field("parameters") else { return false };
+            return named_children(parameters).into_iter().any(|p| {
+                matches!(p.kind_name(), "default_parameter" | "typed_default_parameter")
+                    && p.field("name").is_some_and(|n| text(source, n) == text(source, name))
+                    && p.field("value").is_some_and(|v| {
+                        matches!(unparenthesize(v).kind_name(), "integer" | "float" | "string" | "true" | "false" | "none" | "unary_operator")
+                    })
+            });
+        }
+        node = parent;
+    }
+    false
+}
+
 /// Does `node` (a body; nested functions included, conservatively) call `backward()` or
 /// `autograd.grad` / `autograd.backward`?
 pub(super) fn runs_backward(source: &str, node: Node<'_>) -> bool {

@@ -208,6 +208,11 @@ impl<'t> SemanticModel<'t> {
                 let first = first.map(|f| if f.kind_name() == "keyword_argument" { f.field("value").unwrap_or(f) } else { f });
                 first.map(|f| self.value_at_depth(f, depth + 1).via(Basis::From(f))).unwrap_or(Value::unknown())
             }
+            // `torch.rand(n, requires_grad=True)`: a leaf that records a graph of every
+            // operation on it.
+            Call::NewTensor if self.keyword_value(call, "requires_grad").is_some_and(|v| self.text(v) == "True") => {
+                Value::new(ValueKind::GradTensor, basis)
+            }
             Call::NewTensor | Call::TensorNoHistory => Value::new(ValueKind::PlainTensor, basis),
             Call::TensorOp => self.tensor_op_result(call, depth),
             Call::Number => Value::new(ValueKind::Number, basis),
@@ -284,8 +289,12 @@ impl<'t> SemanticModel<'t> {
         let Some(callee) = call.field("function") else { return Value::unknown() };
         // A forward pass (of a network, or a method of a module class that runs one): its
         // output.
-        if self.forward_callee(call).is_some() {
-            return if self.forward_runs_without_grad(call) { Value::new(ValueKind::PlainTensor, Basis::Forward(call)) } else { self.forward_output(call) };
+        if let Some(module) = self.forward_callee(call) {
+            // No graph: gradients are off in the forward, or the network has no parameter
+            // that trains (frozen, or none at all) and no input carries history.
+            let records_nothing = self.forward_runs_without_grad(call)
+                || ((self.is_frozen_network(module) || self.holds_no_parameters(module).is_some()) && self.argument_with_history(call, d).is_none());
+            return if records_nothing { Value::new(ValueKind::PlainTensor, Basis::Forward(call)) } else { self.forward_output(call) };
         }
         match callee.kind_name() {
             "attribute" => self.method_call_value(call, callee, depth),
