@@ -59,7 +59,7 @@ fn steps_stop_the_program_cleanly_after_the_snapshot() {
     assert!(se.contains("wrote run.pickle after 3 optimizer steps (--steps), then the program was stopped"), "{se}");
     assert!(se.contains("batch size seen by the forward passes: 16"), "{se}");
     // the report, tied to the findings of the script's folder
-    assert!(se.contains("alive at the peak, by line:") && se.contains("train.py:17 (main)"), "{se}");
+    assert!(se.contains("alive at the peak, by line:") && se.contains("train.py:20 (main)"), "{se}");
     assert!(se.contains("findings in ") && se.contains("record_programs"), "{se}");
     // check's report and summary follow the heading, on standard error: the program runs a
     // forward pass whose output nothing backpropagates (MEM001)
@@ -146,7 +146,7 @@ fn only_the_first_process_to_use_cuda_records() {
     assert_eq!(v["record"]["reason"], "exit");
     assert_eq!(v["record"]["steps"], 2);
     let text_report = Command::cargo_bin("memlint").unwrap().current_dir(dir.path()).args(["snapshot", "k.pickle"]).output().unwrap();
-    assert!(text(&text_report.stdout).contains("train.py:17 (main)"));
+    assert!(text(&text_report.stdout).contains("train.py:20 (main)"));
 }
 
 #[test]

@@ -769,8 +769,12 @@ fn an_instance_of_a_local_loss_class_is_a_loss_not_a_network() {
                 return nn.functional.nll_loss(outputs.log_softmax(1), targets)
 
         class Segmenter(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+
             def forward(self, x):
-                return x
+                return self.body(x)
 
         def validate(loader):
             model = Segmenter().cuda()
@@ -784,7 +788,7 @@ fn an_instance_of_a_local_loss_class_is_a_loss_not_a_network() {
             return losses
         "#,
         expect![[r#"
-            18:19 MEM001 forward pass `model(images)` runs with gradient tracking but
+            22:19 MEM001 forward pass `model(images)` runs with gradient tracking but
         "#]],
     );
 }
@@ -826,8 +830,12 @@ fn a_class_attribute_is_not_seen_by_methods_nor_outside_the_class() {
         from torch import nn
 
         class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+
             def forward(self, x):
-                return x
+                return self.body(x)
 
         enc = Encoder().cuda()
 
@@ -847,7 +855,7 @@ fn a_class_attribute_is_not_seen_by_methods_nor_outside_the_class() {
                 print(x.encode(Codec.name))
         "#,
         expect![[r#"
-            15:19 MEM001 forward pass `enc(x)` runs with gradient tracking but its ou
+            19:19 MEM001 forward pass `enc(x)` runs with gradient tracking but its ou
         "#]],
     );
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 // Nothing in preview.py says `g` is a network (no `.eval()`, a name that says nothing):
 // only models.py does.
-const MODELS: &str = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def forward(self, z):\n        return z\n";
+const MODELS: &str = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.body = nn.Linear(8, 8)\n\n    def forward(self, z):\n        return self.body(z)\n";
 const PREVIEW: &str = "from models import Synth\n\n\ndef show(loader):\n    g = Synth()\n    for z in loader:\n        print(g(z))\n";
 
 fn codes_and_ranges(publish: &Value) -> Vec<(String, Value)> {
