@@ -199,6 +199,8 @@ impl ModuleSummary {
     pub fn new(tree: &Tree, source: &str) -> ModuleSummary {
         let mut summary = ModuleSummary::default();
         let root = tree.root_node();
+        // Every body asked whether it backpropagates is answered from one walk.
+        let _backward_calls = super::syntax::BackwardCalls::of_module(source, root);
         for statement in named_children(root) {
             summary.statement(source, statement);
         }

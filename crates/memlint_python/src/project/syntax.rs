@@ -164,25 +164,74 @@ fn argument_with_constant_default(source: &str, name: Node<'_>) -> bool {
 /// Does `node` (a body; nested functions included, conservatively) call `backward()` or
 /// `autograd.grad` / `autograd.backward`?
 pub(super) fn runs_backward(source: &str, node: Node<'_>) -> bool {
+    if let Some(answer) = BackwardCalls::answer(source, node) {
+        return answer;
+    }
     let mut cursor = node.walk();
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
-        if n.kind_name() == "call" {
-            // The callee's text is read before its dotted name is built: most calls are
-            // neither, and building a name allocates.
-            let callee = n.field("function").filter(|f| {
-                let t = text(source, *f);
-                t.ends_with("backward") || t.ends_with("grad")
-            });
-            if let Some(callee) = callee.and_then(|f| dotted(source, f)) {
-                if callee.ends_with(".backward") || callee.ends_with("autograd.grad") {
-                    return true;
-                }
-            }
+        if n.kind_name() == "call" && is_backward_call(source, n) {
+            return true;
         }
         stack.extend(n.named_children(&mut cursor));
     }
     false
+}
+
+thread_local! {
+    /// The module being summarized on this thread: its text's address and length, and the
+    /// start of every call in it that [`runs_backward`] counts, in order.
+    static BACKWARD_CALLS: std::cell::RefCell<Option<(usize, usize, Vec<usize>)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// While alive, [`runs_backward`] on bodies of this module is a search in the positions of
+/// its backward calls, found in one walk, instead of a walk of each body (every function
+/// and scope of a module asks, and nested bodies were walked once per enclosing one).
+pub(super) struct BackwardCalls;
+
+impl BackwardCalls {
+    pub(super) fn of_module(source: &str, root: Node<'_>) -> BackwardCalls {
+        let mut starts = Vec::new();
+        let mut stack = vec![root];
+        while let Some(n) = stack.pop() {
+            if n.kind_name() == "call" && is_backward_call(source, n) {
+                starts.push(n.start_byte());
+            }
+            stack.extend(named_children(n));
+        }
+        starts.sort_unstable();
+        BACKWARD_CALLS.with(|c| *c.borrow_mut() = Some((source.as_ptr() as usize, source.len(), starts)));
+        BackwardCalls
+    }
+
+    fn answer(source: &str, body: Node<'_>) -> Option<bool> {
+        BACKWARD_CALLS.with(|c| {
+            let c = c.borrow();
+            let (address, len, starts) = c.as_ref()?;
+            if *address != source.as_ptr() as usize || *len != source.len() {
+                return None;
+            }
+            let first = starts.partition_point(|s| *s < body.start_byte());
+            Some(starts.get(first).is_some_and(|s| *s < body.end_byte()))
+        })
+    }
+}
+
+impl Drop for BackwardCalls {
+    fn drop(&mut self) {
+        BACKWARD_CALLS.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+/// Is `call` `x.backward(...)`, `torch.autograd.grad(...)` or `autograd.backward`? (The
+/// callee's text is read before its dotted name is built: most calls are neither, and
+/// building a name allocates.)
+fn is_backward_call(source: &str, call: Node<'_>) -> bool {
+    let callee = call.field("function").filter(|f| {
+        let t = text(source, *f);
+        t.ends_with("backward") || t.ends_with("grad")
+    });
+    callee.and_then(|f| dotted(source, f)).is_some_and(|c| c.ends_with(".backward") || c.ends_with("autograd.grad"))
 }
 
 /// For a returned or assigned expression: the dotted callee of the call it is, through
