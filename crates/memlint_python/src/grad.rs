@@ -219,16 +219,21 @@ impl<'t> SemanticModel<'t> {
         self.no_grad_functions = no_grad;
     }
 
+    /// The network whose `forward` the call `call` runs: its callee, or `m` of `m.forward(x)`.
+    fn forward_instance(&self, call: Node<'t>) -> Option<Node<'t>> {
+        let callee = call.field("function")?;
+        match callee.kind_name() {
+            "attribute" if callee.field("attribute").is_some_and(|a| self.text(a) == "forward") => callee.field("object"),
+            _ => Some(callee),
+        }
+    }
+
     /// Does the forward pass `call` run with gradients disabled by its module's own class:
     /// a class whose `forward` is decorated `@torch.no_grad()` (or `inference_mode`), defined
     /// here or in another module of the project (`matcher = HungarianMatcher();
     /// matcher(outputs, targets)`)? Gives why.
     pub fn class_forward_disables_grad(&self, call: Node<'t>) -> Option<String> {
-        let callee = call.field("function")?;
-        let instance = match callee.kind_name() {
-            "attribute" if callee.field("attribute").is_some_and(|a| self.text(a) == "forward") => callee.field("object")?,
-            _ => callee,
-        };
+        let instance = self.forward_instance(call)?;
         if let Some(class) = self.instance_class(instance) {
             let forward = self.method_of(class, "forward")?;
             let info = self.functions.get(&forward.id())?;
@@ -269,11 +274,7 @@ impl<'t> SemanticModel<'t> {
     /// backpropagates (a meta-learner's outer step, a module that trains in `forward`)?
     /// Its output then keeps no graph for the caller to free. The fact, in words.
     pub fn class_forward_trains(&self, call: Node<'t>) -> Option<String> {
-        let callee = call.field("function")?;
-        let instance = match callee.kind_name() {
-            "attribute" if callee.field("attribute").is_some_and(|a| self.text(a) == "forward") => callee.field("object")?,
-            _ => callee,
-        };
+        let instance = self.forward_instance(call)?;
         if let Some(class) = self.instance_class(instance) {
             let forward = self.method_of(class, "forward")?;
             return self.trains_in(forward.field("body")?).then(|| format!("`{class}.forward` backpropagates"));
