@@ -292,12 +292,34 @@ impl Project {
     }
 }
 
+/// `dir` joined with the relative folder `relative` (`"../lib"`), `..` taking back a
+/// component of `dir` where it has one (`examples` + `../lib` is `lib`).
+fn folder_below(dir: &Path, relative: &str) -> PathBuf {
+    let mut path = dir.to_owned();
+    for component in relative.split('/') {
+        match component {
+            "" | "." => {}
+            ".." if matches!(path.components().next_back(), Some(std::path::Component::Normal(_))) => {
+                path.pop();
+            }
+            other => path.push(other),
+        }
+    }
+    path
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl ModuleLoader for Project {
     fn resolve_module(&self, from: &str, dotted: &str) -> Option<String> {
+        self.resolve_module_in(from, dotted, &[])
+    }
+
+    /// After the package root and the file's folder, the folders the file puts on
+    /// `sys.path` (relative to its folder), then the project roots.
+    fn resolve_module_in(&self, from: &str, dotted: &str, import_dirs: &[String]) -> Option<String> {
         let from = Path::new(from);
         let dots = dotted.len() - dotted.trim_start_matches('.').len();
         let rest = &dotted[dots..];
@@ -318,6 +340,7 @@ impl ModuleLoader for Project {
         }
         if let Some(dir) = from.parent() {
             bases.push(dir.to_owned());
+            bases.extend(import_dirs.iter().map(|d| folder_below(dir, d)));
         }
         bases.extend(self.roots.iter().cloned());
         let mut tried: Vec<&Path> = Vec::new();

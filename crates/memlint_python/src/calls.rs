@@ -270,7 +270,10 @@ impl<'t> SemanticModel<'t> {
                 if let Some(def) = self.method_of(class, method) {
                     return self.method_runs_forward(def).then_some(object);
                 }
-            } else if method != "forward" && self.value_kind(object) == ValueKind::Model && self.some_module_method_runs_forward(method) {
+            } else if method != "forward"
+                && self.value_kind(object) == ValueKind::Model
+                && (self.some_module_method_runs_forward(method) || self.project_network_method_runs_forward(object, method))
+            {
                 return Some(object);
             }
         }

@@ -494,8 +494,50 @@ impl<'m, 't> Follower<'m, 't> {
                 "identifier" => self.follow_name(t, statement, function, carries),
                 // `results[k] = out`: into a local container, followed as the container.
                 "subscript" => self.into_container(t.field("value").map(unparenthesize), statement, carries),
-                // `self.x = out`: outlives the call.
+                // `self.x = out`: outlives the call; its reads later in this function
+                // carry the value on.
+                "attribute" => {
+                    self.escape(carries, Fate::Stored(statement));
+                    self.follow_attribute(t, statement, function, carries);
+                }
                 _ => self.escape(carries, Fate::Stored(statement)),
+            }
+        }
+    }
+
+    /// The value was assigned to the attribute `target` of a name (`self.loss_a = out`) by
+    /// `statement`: follow the reads of that attribute on that name later in the same
+    /// function (`self.loss = 2 * self.loss_a; self.loss.backward()`).
+    fn follow_attribute(&mut self, target: Node<'t>, statement: Node<'t>, function: Option<Node<'t>>, carries: Carries) {
+        let model = self.model;
+        let (Some(object), Some(attribute)) = (target.field("object"), target.field("attribute")) else { return };
+        if object.kind_name() != "identifier" {
+            return;
+        }
+        let name = model.text(attribute);
+        if !self.seen.insert((name, statement.id())) {
+            return;
+        }
+        let object_name = model.text(object);
+        let end = function.map(|f| f.end_byte()).unwrap_or(model.source().len());
+        for read in model.attributes_named_in(name, statement.end_byte()..end) {
+            if self.budget == 0 {
+                self.found(Fate::Handed(*read));
+                return;
+            }
+            self.budget -= 1;
+            if read.field("object").is_none_or(|o| model.text(o) != object_name) {
+                continue;
+            }
+            if model.enclosing_function(*read).map(|f| f.node.id()) != function.map(|f| f.id()) {
+                continue;
+            }
+            // Assigned again, not read.
+            let written = model.parent(*read).is_some_and(|p| {
+                matches!(p.kind_name(), "assignment" | "augmented_assignment") && p.field("left").is_some_and(|l| l.id() == read.id())
+            });
+            if !written {
+                self.use_at(*read, carries);
             }
         }
     }

@@ -289,6 +289,48 @@ impl<'t> SemanticModel<'t> {
         }
     }
 
+    /// Does calling the method `method` on `object`, an instance of a module class of
+    /// another module of the project (or one of its bases), run a forward pass (see
+    /// [`crate::project::method_runs_forward`])?
+    pub fn project_method_runs_forward(&self, object: Node<'t>, method: &str) -> bool {
+        let Some(construction) = self.constructor_through_methods(object, 0) else { return false };
+        match self.project_class_built_by(construction) {
+            Some(crate::Symbol::Class { is_module: true, methods, submodules, .. }) => crate::project::method_runs_forward(&methods, &submodules, method),
+            _ => false,
+        }
+    }
+
+    /// Does `object.method(...)` run a forward pass of `object`, a network of the project
+    /// from another module: its class's method runs one, or, when the class is not known
+    /// here (`for model in models:`), a module class this module imports from the project
+    /// has a method of that name that does.
+    pub(crate) fn project_network_method_runs_forward(&self, object: Node<'t>, method: &str) -> bool {
+        if self.constructor_through_methods(object, 0).is_some() {
+            return self.project_method_runs_forward(object, method);
+        }
+        let key = format!("import:{method}");
+        if let Some(known) = self.forward_method_names.borrow().get(&key) {
+            return *known;
+        }
+        let runs = self.imports.iter().any(|import| match self.project_symbol(&import.qualified) {
+            Some(crate::Symbol::Class { is_module: true, methods, submodules, .. }) => crate::project::method_runs_forward(&methods, &submodules, method),
+            _ => false,
+        });
+        self.forward_method_names.borrow_mut().insert(key, runs);
+        runs
+    }
+
+    /// For `object.method(...)` where `object` is an instance of a class of another module
+    /// of the project: is the method called somewhere in the project, and does every call
+    /// of it only read its result ([`crate::ProjectIndex::method_call_sites`])? Then the
+    /// method's module reports the forward passes inside it.
+    pub fn project_method_results_only_read(&self, object: Node<'t>, method: &str) -> bool {
+        let Some(construction) = self.constructor_through_methods(object, 0) else { return false };
+        let Some(class) = construction.field("function").and_then(|f| self.qualified_name(f)) else { return false };
+        let sites = self.project.method_call_sites(&class, method);
+        !sites.is_empty() && sites.iter().all(|(_, kept)| !kept)
+    }
+
     /// The call that built the value of `expr`, through names bound once, `self.X`
     /// attributes and the methods that return the module (`Net().cuda()`).
     pub(crate) fn constructor_through_methods(&self, expr: Node<'t>, depth: usize) -> Option<Node<'t>> {

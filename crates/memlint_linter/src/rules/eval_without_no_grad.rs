@@ -265,7 +265,12 @@ fn method_reports_its_own_forwards<'t>(model: &SemanticModel<'t>, call: Node<'t>
     if callee.field("attribute").is_some_and(|a| model.text(a) == "forward") {
         return false;
     }
-    let Some(def) = model.local_callee(call) else { return false };
+    let Some(def) = model.local_callee(call) else {
+        // A method of a class of another module: its module reports the forward passes in
+        // it when every call of it in the project only reads what it returns.
+        let (Some(object), Some(method)) = (callee.field("object"), callee.field("attribute")) else { return false };
+        return model.project_method_runs_forward(object, model.text(method)) && model.project_method_results_only_read(object, model.text(method));
+    };
     if model.function(def).and_then(|f| f.class.clone()).is_none_or(|c| !model.is_module_class(&c)) {
         return false;
     }

@@ -23,9 +23,11 @@ pub(super) struct CallCollector {
     calls: Vec<ImportedCall>,
     /// (receiver name, method, gradients disabled, result kept).
     receiver_calls: Vec<(String, String, bool, bool)>,
-    /// What each name holds: the imported class it is built from (as this module spells
-    /// it through its imports), `None` when it holds instances of different classes.
-    instances: HashMap<String, Option<String>>,
+    /// What each name holds: the imported classes it is built from (as this module spells
+    /// them through its imports); a name bound to instances of several classes
+    /// (`trainer = MUNIT_Trainer(c)` in one branch, `UNIT_Trainer(c)` in another) calls
+    /// the method of whichever it holds.
+    instances: HashMap<String, Vec<String>>,
     /// What [`result_kept`] asks of the functions (and the module) around the walk's place,
     /// innermost last: read once per scope when the walk enters it, not once per call in it
     /// (a module-level script has thousands of calls).
@@ -48,7 +50,11 @@ impl CallCollector {
     pub(super) fn finish(mut self) -> Vec<ImportedCall> {
         for (receiver, method, grad_disabled, result_kept) in std::mem::take(&mut self.receiver_calls) {
             match self.instances.get(&receiver) {
-                Some(Some(class)) => self.calls.push(ImportedCall { callee: format!("{class}.{method}"), grad_disabled, result_kept }),
+                Some(classes) if !classes.is_empty() => {
+                    for class in classes {
+                        self.calls.push(ImportedCall { callee: format!("{class}.{method}"), grad_disabled, result_kept });
+                    }
+                }
                 // A receiver of unknown class (`self.model = model`, a parameter): the call
                 // may be of any class's method of that name, recorded as `?.method`.
                 _ if result_kept => self.calls.push(ImportedCall { callee: format!("?.{method}"), grad_disabled, result_kept }),
@@ -197,15 +203,9 @@ impl ModuleSummary {
             return;
         }
         let Some(class) = returned_callee_of(source)(value).and_then(|callee| self.through_imports(&callee)) else { return };
-        // One name holding instances of two classes in this module: neither is followed.
-        match out.instances.get(&name) {
-            Some(Some(existing)) if *existing != class => {
-                out.instances.insert(name, None);
-            }
-            Some(_) => {}
-            None => {
-                out.instances.insert(name, Some(class));
-            }
+        let classes = out.instances.entry(name).or_default();
+        if !classes.contains(&class) && classes.len() < 8 {
+            classes.push(class);
         }
     }
 }
@@ -329,10 +329,12 @@ mod tests {
                 call("compute", false, true),
                 // Stored on `self`: kept.
                 call(".models.Net", false, true),
-                // Receivers of unknown class whose results are kept: any class's method.
-                call("?.run", false, true),
+                // `m` holds an `A` or a `B`: the method of either.
+                call(".models.A.run", false, true),
+                call(".models.B.run", false, true),
+                // A receiver of unknown class whose result is kept: any class's method.
                 call("?.backward", false, true),
-                // `self.model` holds a `Net`; `m` holds instances of two classes: not followed.
+                // `self.model` holds a `Net`.
                 call(".models.Net.sample", false, false),
             ]
         );

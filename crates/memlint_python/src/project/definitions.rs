@@ -45,6 +45,10 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
             let is_static = decorators.iter().any(|d| text(source, *d) == "staticmethod");
             let mut f = function_summary(source, def, !is_static);
             f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
+            // A decorator memlint cannot read (`@nograd`, a project function wrapping the
+            // method in `torch.no_grad()`) may change how the method runs.
+            f.unread_decorator = !f.no_grad
+                && decorators.iter().any(|d| !matches!(text(source, *d), "staticmethod" | "classmethod" | "property" | "abstractmethod" | "abc.abstractmethod" | "override" | "typing.override"));
             if f.name == "__init__" {
                 freezes = def.field("body").is_some_and(|b| crate::library::body_may_freeze_parameters(text(source, b)));
             }
@@ -207,10 +211,11 @@ fn loop_elements_of(source: &str, statement: Node<'_>, name: &str) -> Vec<String
 /// `detect_face(img, self.pnet)`, `self.detect(img)`; `""` for `self(...)`), split by
 /// whether a `with torch.no_grad()` block is around the use. Nested definitions are
 /// their own.
-fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>) {
+fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut with_grad: Vec<String> = Vec::new();
     let mut without_grad: Vec<String> = Vec::new();
-    let Some(body) = def.field("body") else { return (with_grad, without_grad) };
+    let mut called_with_grad: Vec<String> = Vec::new();
+    let Some(body) = def.field("body") else { return (with_grad, without_grad, called_with_grad) };
     let self_attribute = |n: Node<'_>| -> Option<String> {
         let n = unparenthesize(n);
         match n.kind_name() {
@@ -236,7 +241,12 @@ fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>) {
             "call" => {
                 let mut used: Vec<String> = Vec::new();
                 if let Some(callee) = n.field("function") {
-                    used.extend(self_attribute(callee));
+                    if let Some(called) = self_attribute(callee) {
+                        if !off && !called_with_grad.contains(&called) {
+                            called_with_grad.push(called.clone());
+                        }
+                        used.push(called);
+                    }
                 }
                 if let Some(arguments) = n.field("arguments") {
                     for a in named_children(arguments) {
@@ -257,7 +267,7 @@ fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>) {
             stack.push((c, off));
         }
     }
-    (with_grad, without_grad)
+    (with_grad, without_grad, called_with_grad)
 }
 
 /// Is `target` state that outlives a call: `self.x`, `self.x[k]`, or a module-level name
@@ -404,7 +414,7 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> Fun
                 .collect()
         })
         .unwrap_or_default();
-    let (self_used_with_grad, self_used_without_grad) = if method { self_uses(source, def) } else { (Vec::new(), Vec::new()) };
+    let (self_used_with_grad, self_used_without_grad, self_called_with_grad) = if method { self_uses(source, def) } else { (Vec::new(), Vec::new(), Vec::new()) };
     FunctionSummary {
         name,
         no_grad: false,
@@ -416,6 +426,8 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> Fun
         returns_method,
         self_used_with_grad,
         self_used_without_grad,
+        self_called_with_grad,
+        unread_decorator: false,
     }
 }
 

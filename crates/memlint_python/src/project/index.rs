@@ -60,6 +60,13 @@ pub trait ProjectIndex: Sync {
     /// The same calls, each with whether its result may reach a backward pass or leave
     /// its caller ([`ImportedCall::result_kept`](super::ImportedCall::result_kept)):
     /// (gradients disabled, result kept).
+    /// The calls of the method `method` of the project class `class` (as the linted module
+    /// spells it through its imports; a class of another module), in every module of the
+    /// project but the class's own, this one included: (gradients disabled, result kept).
+    fn method_call_sites(&self, _class: &str, _method: &str) -> Vec<(bool, bool)> {
+        Vec::new()
+    }
+
     fn external_call_sites(&self, function: &str) -> Vec<(bool, bool)> {
         self.external_calls(function).into_iter().map(|disabled| (disabled, true)).collect()
     }
@@ -124,6 +131,13 @@ pub trait ModuleLoader: Sync {
     /// `..pkg.m`, `.` for the package itself) imported from module `from`; `None` when it
     /// is not a module of the project.
     fn resolve_module(&self, from: &str, dotted: &str) -> Option<String>;
+    /// [`ModuleLoader::resolve_module`] for a module that also puts `import_dirs` on
+    /// `sys.path` (relative to its own folder, [`ModuleSummary::import_dirs`]): absolute
+    /// imports may name modules there. Loaders without folders ignore them.
+    fn resolve_module_in(&self, from: &str, dotted: &str, import_dirs: &[String]) -> Option<String> {
+        let _ = import_dirs;
+        self.resolve_module(from, dotted)
+    }
     /// The summary of module `key` (parsed once, then kept); `None` when it cannot be read.
     fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>>;
     /// The modules that may call the function `name` of module `key`: other modules of

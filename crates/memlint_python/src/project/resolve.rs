@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use tree_sitter::Tree;
 
 use super::index::{ModuleLoader, ProjectIndex, Returned, Symbol};
-use super::summary::ModuleSummary;
+use super::summary::{FunctionSummary, ModuleSummary};
 use crate::library::{library_module_class, library_module_factory};
 
 /// What a name resolves to.
@@ -39,11 +39,14 @@ pub struct ProjectResolver<'a> {
     read: Mutex<Vec<String>>,
     /// The linted text is the file's text on disk (see [`ModuleLoader::seed`]).
     seeds: bool,
+    /// The folders the linted module puts on `sys.path`, read from its tree when the
+    /// linter hands it over ([`ProjectIndex::seed`]; a notebook has no summary of its own).
+    own_import_dirs: Mutex<Option<Vec<String>>>,
 }
 
 impl<'a> ProjectResolver<'a> {
     pub fn new(loader: &'a dyn ModuleLoader, from: impl Into<String>) -> Self {
-        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()), seeds: false }
+        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()), seeds: false, own_import_dirs: Mutex::new(None) }
     }
 
     /// The linted text is what the file holds on disk: its parse can seed its summary.
@@ -56,6 +59,18 @@ impl<'a> ProjectResolver<'a> {
     /// order first read.
     pub fn modules_read(&self) -> Vec<String> {
         self.read.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The module `dotted` as module `m` imports it, through the folders `m` puts on
+    /// `sys.path` too.
+    fn resolve_module(&self, m: &str, dotted: &str) -> Option<String> {
+        let own = (m == self.from).then(|| self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()).clone()).flatten();
+        let dirs = match own {
+            Some(dirs) => dirs,
+            None if dotted.starts_with('.') => Vec::new(),
+            None => self.loader.summary(m).map(|s| s.import_dirs.clone()).unwrap_or_default(),
+        };
+        self.loader.resolve_module_in(m, dotted, &dirs)
     }
 
     fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>> {
@@ -80,12 +95,12 @@ impl<'a> ProjectResolver<'a> {
         let min = if dots > 0 { 0 } else { 1 };
         for k in (min..=parts.len()).rev() {
             let module = format!("{}{}", &qualified[..dots], parts[..k].join("."));
-            let Some(key) = self.loader.resolve_module(from, &module) else { continue };
+            let Some(key) = self.resolve_module(from, &module) else { continue };
             // `pkg.Name` where `pkg/__init__.py` does `from .Name import Name`: the package's
             // attribute is the class it bound, not the submodule of the same name.
             if k == parts.len() && k >= 1 && (k >= 2 || dots > 0) {
                 let parent = format!("{}{}", &qualified[..dots], parts[..k - 1].join("."));
-                if let Some(parent_key) = self.loader.resolve_module(from, &parent) {
+                if let Some(parent_key) = self.resolve_module(from, &parent) {
                     if parent_key != key {
                         if let Some(bound) = self.lookup_in_module(&parent_key, parts[k - 1], &mut seen.clone()) {
                             if !matches!(bound, Target::Module(_)) {
@@ -147,7 +162,7 @@ impl<'a> ProjectResolver<'a> {
             return self.resolve_qualified(m, q, seen);
         }
         for star in &summary.star_imports {
-            let Some(key) = self.loader.resolve_module(m, star) else { continue };
+            let Some(key) = self.resolve_module(m, star) else { continue };
             let Some(s) = self.summary(&key) else { continue };
             if s.exports_by_star(name) {
                 if let Some(t) = self.lookup_in_module(&key, name, seen) {
@@ -175,6 +190,36 @@ impl<'a> ProjectResolver<'a> {
     }
 
     /// Does class `name` of module `m` derive `torch.nn.Module`?
+    /// The submodules class `name` of module `m` sets (attributes it sets to a network it
+    /// builds: `self.encoder = nn.Sequential(...)`, a class of the project deriving
+    /// `Module`), and those of its project bases; and the methods it inherits from those
+    /// bases, added to `methods` where no method of that name is there yet (a subclass's
+    /// own method hides its base's).
+    fn inherited_members(&self, m: &str, name: &str, methods: &mut Vec<FunctionSummary>, submodules: &mut Vec<String>, seen: &mut HashSet<(String, String)>, depth: usize) {
+        if depth > MAX_DEPTH || !seen.insert((m.to_owned(), name.to_owned())) {
+            return;
+        }
+        let Some(summary) = self.summary(m) else { return };
+        let Some(class) = summary.class(name) else { return };
+        if depth > 0 {
+            for method in &class.methods {
+                if !methods.iter().any(|known| known.name == method.name) {
+                    methods.push(method.clone());
+                }
+            }
+        }
+        for (attribute, callee) in &class.attributes {
+            if !submodules.contains(attribute) && self.callee_returns_module(m, callee, &mut HashSet::new(), 1) {
+                submodules.push(attribute.clone());
+            }
+        }
+        for base in &class.bases {
+            if let Some(Target::Class(bm, bn)) = self.resolve_spelled(m, base, &mut HashSet::new()) {
+                self.inherited_members(&bm, &bn, methods, submodules, seen, depth + 1);
+            }
+        }
+    }
+
     fn class_is_module(&self, m: &str, name: &str, seen: &mut HashSet<(String, String)>, depth: usize) -> bool {
         if depth > MAX_DEPTH || !seen.insert((m.to_owned(), format!("class {name}"))) {
             return false;
@@ -248,14 +293,11 @@ impl<'a> ProjectResolver<'a> {
                 });
                 // Attributes the class sets to a network it builds (`self.encoder =
                 // nn.Sequential(...)`, a class of the project deriving `Module`).
-                let submodules = class
-                    .attributes
-                    .iter()
-                    .filter(|(_, callee)| self.callee_returns_module(&m, callee, &mut HashSet::new(), 1))
-                    .map(|(attr, _)| attr.clone())
-                    .collect();
+                let mut methods = class.methods.clone();
+                let mut submodules: Vec<String> = Vec::new();
+                self.inherited_members(&m, &n, &mut methods, &mut submodules, &mut HashSet::new(), 0);
                 let holds_no_parameters = is_module && self.class_holds_no_parameters(&m, &n, 0);
-                Some(Symbol::Class { is_module, methods: class.methods.clone(), pretrained, submodules, may_freeze: class.may_freeze, holds_no_parameters })
+                Some(Symbol::Class { is_module, methods, pretrained, submodules, may_freeze: class.may_freeze, holds_no_parameters })
             }
             Target::Function(m, n) => {
                 let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);
@@ -316,7 +358,7 @@ impl ProjectIndex for ProjectResolver<'_> {
         if !qualified.contains('.') {
             let summary = self.loader.summary(&self.from)?;
             for star in &summary.star_imports {
-                let Some(key) = self.loader.resolve_module(&self.from, star) else { continue };
+                let Some(key) = self.resolve_module(&self.from, star) else { continue };
                 let Some(s) = self.summary(&key) else { continue };
                 if s.exports_by_star(qualified) {
                     if let Some(t) = self.lookup_in_module(&key, qualified, &mut seen) {
@@ -331,14 +373,14 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn is_project_module(&self, module: &str) -> bool {
-        self.loader.resolve_module(&self.from, module).is_some()
+        self.resolve_module(&self.from, module).is_some()
     }
 
     fn star_imported_external(&self, name: &str) -> Option<String> {
         let summary = self.loader.summary(&self.from)?;
         let mut seen = HashSet::new();
         for star in &summary.star_imports {
-            let Some(key) = self.loader.resolve_module(&self.from, star) else { continue };
+            let Some(key) = self.resolve_module(&self.from, star) else { continue };
             let Some(s) = self.summary(&key) else { continue };
             if s.exports_by_star(name) {
                 match self.lookup_in_module(&key, name, &mut seen) {
@@ -352,6 +394,7 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn seed(&self, tree: &Tree, source: &str) {
+        *self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::syntax::sys_path_dirs(source, tree.root_node()));
         if self.seeds && self.from.ends_with(".py") {
             self.loader.seed(&self.from, source, &|| ModuleSummary::new(tree, source));
         }
@@ -367,14 +410,29 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn external_call_sites(&self, function: &str) -> Vec<(bool, bool)> {
+        self.call_sites_elsewhere(&self.from.clone(), function)
+    }
+
+    fn method_call_sites(&self, class: &str, method: &str) -> Vec<(bool, bool)> {
+        match self.resolve_qualified(&self.from, class, &mut HashSet::new()) {
+            Some(Target::Class(m, n)) if m != self.from => self.call_sites_elsewhere(&m, &format!("{n}.{method}")),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl ProjectResolver<'_> {
+    /// The calls of the function (or `Class.method`) `function` of module `key` in the
+    /// project's other modules: (gradients disabled, result kept) for each.
+    fn call_sites_elsewhere(&self, key: &str, function: &str) -> Vec<(bool, bool)> {
         // `Class.method`: calls of the method on instances of the class.
         let (class, name) = match function.rsplit_once('.') {
             Some((class, method)) => (Some(class), method),
             None => (None, function),
         };
         let mut found = Vec::new();
-        for caller in self.loader.candidate_callers(&self.from, class.unwrap_or(function)) {
-            if caller == self.from {
+        for caller in self.loader.candidate_callers(key, class.unwrap_or(function)) {
+            if caller == key {
                 continue;
             }
             let Some(summary) = self.loader.summary(&caller) else { continue };
@@ -400,9 +458,9 @@ impl ProjectIndex for ProjectResolver<'_> {
                 };
                 let hit = match class {
                     Some(class) => call.callee.rsplit_once('.').is_some_and(|(owner, _)| {
-                        resolve(owner, &mut seen) == Some(Target::Class(self.from.clone(), class.to_owned()))
+                        resolve(owner, &mut seen) == Some(Target::Class(key.to_owned(), class.to_owned()))
                     }),
-                    None => resolve(&call.callee, &mut seen) == Some(Target::Function(self.from.clone(), function.to_owned())),
+                    None => resolve(&call.callee, &mut seen) == Some(Target::Function(key.to_owned(), function.to_owned())),
                 };
                 if hit {
                     found.push((call.grad_disabled, call.result_kept));
@@ -413,8 +471,8 @@ impl ProjectIndex for ProjectResolver<'_> {
         // imports its module: such a call counts as one whose result may be kept (and never
         // as one with gradients enabled: it is not known to be this method's).
         if class.is_some() {
-            for caller in self.loader.candidate_callers(&self.from, name) {
-                if caller == self.from {
+            for caller in self.loader.candidate_callers(key, name) {
+                if caller == key {
                     continue;
                 }
                 let Some(summary) = self.loader.summary(&caller) else { continue };
@@ -432,7 +490,7 @@ impl ProjectResolver<'_> {
     fn lookup_star(&self, m: &str, name: &str, seen: &mut HashSet<(String, String)>) -> Option<Target> {
         let summary = self.summary(m)?;
         for star in &summary.star_imports {
-            let Some(key) = self.loader.resolve_module(m, star) else { continue };
+            let Some(key) = self.resolve_module(m, star) else { continue };
             let Some(s) = self.summary(&key) else { continue };
             if s.exports_by_star(name) {
                 if let Some(t) = self.lookup_in_module(&key, name, seen) {

@@ -70,6 +70,12 @@ pub struct FunctionSummary {
     /// calls or hands on only under such a block. See [`forward_runs_submodules_without_grad`].
     pub self_used_with_grad: Vec<String>,
     pub self_used_without_grad: Vec<String>,
+    /// Of [`Self::self_used_with_grad`], those it calls (`self(x)` as `""`, `self.fc(x)`,
+    /// `self.decode(z)`), not only hands to a call (`init(self.fc)`).
+    pub self_called_with_grad: Vec<String>,
+    /// For a method: it has a decorator memlint does not know (not `no_grad`, not
+    /// `staticmethod`, `classmethod`, `property`), which may change how it runs.
+    pub unread_decorator: bool,
 }
 
 /// Does the `forward` of a class with these methods run its submodules only under
@@ -102,6 +108,34 @@ pub fn forward_runs_submodules_without_grad(methods: &[FunctionSummary], submodu
         submodule_without_grad |= method.self_used_without_grad.iter().any(|a| submodules.contains(a));
     }
     submodule_without_grad
+}
+
+/// Does the method `name` of a module class with these methods and submodules run a
+/// forward pass: call `self(...)`, `self.forward(...)`, a submodule, or a method of the
+/// class that does, without backpropagating? Then calling it on an instance
+/// (`model.classify(x)`, `model.sample(z)`) is a forward pass.
+pub fn method_runs_forward(methods: &[FunctionSummary], submodules: &[String], name: &str) -> bool {
+    let mut pending = vec![name];
+    let mut seen: Vec<&str> = Vec::new();
+    while let Some(name) = pending.pop() {
+        if seen.contains(&name) || seen.len() > 32 {
+            continue;
+        }
+        seen.push(name);
+        let Some(method) = methods.iter().find(|m| m.name == name) else { continue };
+        if method.backprops || method.no_grad || method.unread_decorator {
+            continue;
+        }
+        for attribute in &method.self_called_with_grad {
+            if attribute.is_empty() || attribute == "forward" || submodules.contains(attribute) {
+                return true;
+            }
+            if methods.iter().any(|m| &m.name == attribute) {
+                pending.push(attribute);
+            }
+        }
+    }
+    false
 }
 
 /// A class, as other modules see it.
@@ -168,6 +202,10 @@ pub struct ModuleSummary {
     /// imported class (`ddpm = DDPM(); ddpm.sample()` gives `DDPM.sample`, qualified
     /// through the imports; see [`ImportedCall`]).
     pub calls: Vec<ImportedCall>,
+    /// The folders it puts on `sys.path`, relative to its own folder (`"../lib"`): where
+    /// its absolute imports may also be found (see
+    /// [`sys_path_dirs`](super::syntax::sys_path_dirs)).
+    pub import_dirs: Vec<String>,
 }
 
 /// A call of an imported name, with the gradient context it runs in: what a module that
@@ -208,6 +246,7 @@ impl ModuleSummary {
         collector.enter_scope(source, root);
         summary.collect_calls(source, root, false, &mut collector);
         summary.calls = collector.finish();
+        summary.import_dirs = super::syntax::sys_path_dirs(source, root);
         summary
     }
 

@@ -326,3 +326,137 @@ mod tests {
         assert!(!runs("def step(loss):\n    return loss.item()\n"));
     }
 }
+
+/// The folders a module puts on `sys.path` (`sys.path.append("../lib")`,
+/// `sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))`,
+/// `sys.path.append(str(Path(__file__).parent.parent))`), as paths relative to the
+/// module's own folder (`"../lib"`, `".."`): its absolute imports may name modules there.
+/// A relative literal is read from the module's folder (scripts are run from there); an
+/// absolute one, or a path built from anything but literals and `__file__`, is unknown and
+/// left out.
+pub(crate) fn sys_path_dirs(source: &str, root: Node<'_>) -> Vec<String> {
+    let mut dirs: Vec<String> = Vec::new();
+    if !source.contains("sys.path") {
+        return dirs;
+    }
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if node.kind_name() == "call" {
+            if let Some(dir) = sys_path_call_dir(source, node) {
+                if !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+            }
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.named_children(&mut cursor));
+    }
+    dirs
+}
+
+/// The folder `sys.path.append(P)` / `sys.path.insert(i, P)` adds, relative to the module's.
+fn sys_path_call_dir(source: &str, call: Node<'_>) -> Option<String> {
+    let callee = dotted(source, call.field("function")?)?;
+    let position = match callee.as_str() {
+        "sys.path.append" => 0,
+        "sys.path.insert" => 1,
+        _ => return None,
+    };
+    let argument = named_children(call.field("arguments")?).into_iter().filter(|a| a.kind_name() != "comment").nth(position)?;
+    match path_value(source, argument)? {
+        PathValue::Folder(parts) => Some(if parts.is_empty() { ".".to_owned() } else { parts.join("/") }),
+        PathValue::ThisFile => None,
+    }
+}
+
+/// A path built from literals and `__file__`, relative to the module's folder.
+enum PathValue {
+    /// `__file__` itself.
+    ThisFile,
+    /// A folder, as components from the module's folder (`..` kept when it climbs above).
+    Folder(Vec<String>),
+}
+
+fn path_value(source: &str, node: Node<'_>) -> Option<PathValue> {
+    let node = unparenthesize(node);
+    match node.kind_name() {
+        "identifier" if text(source, node) == "__file__" => Some(PathValue::ThisFile),
+        "string" => {
+            if named_children(node).iter().any(|c| c.kind_name() == "interpolation") {
+                return None;
+            }
+            let raw = text(source, node);
+            let body = raw.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+            let quote = if body.starts_with("\"\"\"") || body.starts_with("'''") { 3 } else { 1 };
+            let literal = body.get(quote..body.len().checked_sub(quote)?)?;
+            let is_absolute = literal.starts_with('/') || literal.starts_with('~') || literal.starts_with('\\') || literal.contains(':');
+            (!is_absolute).then(|| PathValue::Folder(join_components(Vec::new(), literal)))
+        }
+        "call" => {
+            let callee = dotted(source, node.field("function")?)?;
+            let last = callee.rsplit('.').next().unwrap_or("");
+            let arguments: Vec<Node> = node.field("arguments").map(named_children).unwrap_or_default();
+            match last {
+                "abspath" | "realpath" | "normpath" | "str" | "Path" | "PurePath" | "fspath" => path_value(source, *arguments.first()?),
+                "dirname" => Some(parent(path_value(source, *arguments.first()?)?)),
+                "getcwd" if arguments.is_empty() => Some(PathValue::Folder(Vec::new())),
+                "join" if callee.ends_with("path.join") => {
+                    let mut value = path_value(source, *arguments.first()?)?;
+                    for argument in &arguments[1..] {
+                        value = join(value, source, *argument)?;
+                    }
+                    Some(value)
+                }
+                "resolve" | "absolute" if arguments.is_empty() => {
+                    path_value(source, node.field("function")?.field("object")?)
+                }
+                _ => None,
+            }
+        }
+        "attribute" if node.field("attribute").map(|a| text(source, a)) == Some("parent") => {
+            Some(parent(path_value(source, node.field("object")?)?))
+        }
+        "binary_operator" => {
+            let operator = node.field("operator").map(|o| text(source, o))?;
+            let left = path_value(source, node.field("left")?)?;
+            let right = node.field("right")?;
+            match operator {
+                // `Path(__file__).parent / "lib"`, `os.path.dirname(__file__) + "/../lib"`
+                "/" | "+" => join(left, source, right),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn parent(value: PathValue) -> PathValue {
+    match value {
+        PathValue::ThisFile => PathValue::Folder(Vec::new()),
+        PathValue::Folder(parts) => PathValue::Folder(join_components(parts, "..")),
+    }
+}
+
+/// `value` joined with the literal `part` (a string; anything else is unknown).
+fn join(value: PathValue, source: &str, part: Node<'_>) -> Option<PathValue> {
+    let PathValue::Folder(parts) = value else { return None };
+    match path_value(source, part)? {
+        PathValue::Folder(more) => Some(PathValue::Folder(join_components(parts, &more.join("/")))),
+        PathValue::ThisFile => None,
+    }
+}
+
+/// `parts` followed by the `/`-separated `path`, with `.` dropped and `..` taking back a
+/// component where there is one.
+fn join_components(mut parts: Vec<String>, path: &str) -> Vec<String> {
+    for component in path.split(['/', '\\']) {
+        match component {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|p| p != "..") => {
+                parts.pop();
+            }
+            other => parts.push(other.to_owned()),
+        }
+    }
+    parts
+}

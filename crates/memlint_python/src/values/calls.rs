@@ -440,6 +440,11 @@ impl<'t> SemanticModel<'t> {
                 if callee_value.kind == ValueKind::Model {
                     return self.forward_output(call);
                 }
+                // `model.classify(x)`: a method of a project module class that runs the
+                // forward pass.
+                if of.kind == ValueKind::Model && self.project_network_method_runs_forward(object, method) {
+                    return self.forward_output(call);
+                }
                 Value::unknown()
             }
             // `scaler.scale(loss)`: the scaled loss keeps its history.
