@@ -180,3 +180,14 @@ fn the_prefilter_drops_no_finding_that_the_project_adds() {
         assert_eq!(findings(name, &[]), findings(name, &["--no-prefilter"]), "{name}");
     }
 }
+
+#[test]
+fn modules_under_a_folder_the_script_puts_on_sys_path() {
+    // `sys.path.append("../lib")` in examples/train.py: `from models import DGM` is
+    // lib/models. `classify` runs a submodule (also in training, so it is reported where
+    // validation only reads it); `sample` is inherited from lib/models/base.py's `VAE`;
+    // `describe` only hands a submodule to `str`.
+    assert_eq!(findings("sys_path", &[]), ["examples/train.py:17 MEM001", "examples/train.py:21 MEM001"]);
+    // Without the project, what `DGM` is stays unknown.
+    assert_eq!(findings("sys_path", &["--no-project"]), Vec::<String>::new());
+}

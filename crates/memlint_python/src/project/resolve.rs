@@ -415,7 +415,11 @@ impl ProjectIndex for ProjectResolver<'_> {
 
     fn method_call_sites(&self, class: &str, method: &str) -> Vec<(bool, bool)> {
         match self.resolve_qualified(&self.from, class, &mut HashSet::new()) {
-            Some(Target::Class(m, n)) if m != self.from => self.call_sites_elsewhere(&m, &format!("{n}.{method}")),
+            // Only a method the class defines itself: the calls of an inherited one are
+            // looked for as calls of its base's.
+            Some(Target::Class(m, n)) if m != self.from && self.summary(&m).and_then(|s| s.class(&n).map(|c| c.methods.iter().any(|f| f.name == method))).unwrap_or(false) => {
+                self.call_sites_elsewhere(&m, &format!("{n}.{method}"))
+            }
             _ => Vec::new(),
         }
     }

@@ -379,6 +379,44 @@ mod tests {
     }
 
     #[test]
+    fn methods_that_call_a_submodule_self_or_such_a_method_run_the_forward_pass() {
+        let s = summary(
+            "import torch.nn as nn
+from nets import nograd
+
+class M(nn.Module):
+    def classify(self, x):
+        return self.head(x)
+    def embed(self, x):
+        return self(x)
+    def predict(self, x):
+        return self.classify(x).argmax(1)
+    def describe(self):
+        return str(self.head)
+    def reset(self):
+        self.head.reset_parameters()
+    def step(self, x):
+        loss = self.head(x).sum()
+        loss.backward()
+    @nograd
+    def guarded(self, x):
+        return self.head(x)
+",
+        );
+        let methods = &s.class("M").expect("M").methods;
+        let submodules = vec!["head".to_owned()];
+        let runs = |name: &str| method_runs_forward(methods, &submodules, name);
+        assert!(runs("classify"), "calls a submodule");
+        assert!(runs("embed"), "calls self");
+        assert!(runs("predict"), "calls a method that runs the forward pass");
+        assert!(!runs("describe"), "only hands the submodule to a call");
+        assert!(!runs("reset"), "calls a method of the submodule, not the submodule");
+        assert!(!runs("step"), "backpropagates: a training step");
+        assert!(!runs("guarded"), "a decorator memlint cannot read");
+        assert!(!runs("missing"));
+    }
+
+    #[test]
     fn import_names_join_as_spelled() {
         assert_eq!(join_import(".models", "G"), ".models.G");
         assert_eq!(join_import(".", "nets"), ".nets");

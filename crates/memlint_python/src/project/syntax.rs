@@ -382,18 +382,20 @@ fn path_value(source: &str, node: Node<'_>) -> Option<PathValue> {
     match node.kind_name() {
         "identifier" if text(source, node) == "__file__" => Some(PathValue::ThisFile),
         "string" => {
-            if named_children(node).iter().any(|c| c.kind_name() == "interpolation") {
-                return None;
-            }
-            let raw = text(source, node);
-            let body = raw.trim_start_matches(|c: char| c.is_ascii_alphabetic());
-            let quote = if body.starts_with("\"\"\"") || body.starts_with("'''") { 3 } else { 1 };
-            let literal = body.get(quote..body.len().checked_sub(quote)?)?;
+            let literal = string_literal(source, node)?;
             let is_absolute = literal.starts_with('/') || literal.starts_with('~') || literal.starts_with('\\') || literal.contains(':');
             (!is_absolute).then(|| PathValue::Folder(join_components(Vec::new(), literal)))
         }
         "call" => {
-            let callee = dotted(source, node.field("function")?)?;
+            let function = node.field("function")?;
+            // `Path(__file__).resolve()`: the same path.
+            if function.kind_name() == "attribute"
+                && function.field("attribute").is_some_and(|a| matches!(text(source, a), "resolve" | "absolute"))
+                && node.field("arguments").is_some_and(|a| a.named_child_count() == 0)
+            {
+                return path_value(source, function.field("object")?);
+            }
+            let callee = dotted(source, function)?;
             let last = callee.rsplit('.').next().unwrap_or("");
             let arguments: Vec<Node> = node.field("arguments").map(named_children).unwrap_or_default();
             match last {
@@ -407,9 +409,6 @@ fn path_value(source: &str, node: Node<'_>) -> Option<PathValue> {
                     }
                     Some(value)
                 }
-                "resolve" | "absolute" if arguments.is_empty() => {
-                    path_value(source, node.field("function")?.field("object")?)
-                }
                 _ => None,
             }
         }
@@ -421,13 +420,30 @@ fn path_value(source: &str, node: Node<'_>) -> Option<PathValue> {
             let left = path_value(source, node.field("left")?)?;
             let right = node.field("right")?;
             match operator {
-                // `Path(__file__).parent / "lib"`, `os.path.dirname(__file__) + "/../lib"`
-                "/" | "+" => join(left, source, right),
+                // `Path(__file__).parent / "lib"`
+                "/" => join(left, source, right),
+                // `os.path.dirname(__file__) + "/../lib"`: text appended, its `/` a separator.
+                "+" => {
+                    let PathValue::Folder(parts) = left else { return None };
+                    let literal = string_literal(source, right)?;
+                    Some(PathValue::Folder(join_components(parts, literal.trim_start_matches(['/', '\\']))))
+                }
                 _ => None,
             }
         }
         _ => None,
     }
+}
+
+/// The text of a string literal without interpolations.
+fn string_literal<'s>(source: &'s str, node: Node<'_>) -> Option<&'s str> {
+    if node.kind_name() != "string" || named_children(node).iter().any(|c| c.kind_name() == "interpolation") {
+        return None;
+    }
+    let raw = text(source, node);
+    let body = raw.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+    let quote = if body.starts_with("\"\"\"") || body.starts_with("'''") { 3 } else { 1 };
+    body.get(quote..body.len().checked_sub(quote)?)
 }
 
 fn parent(value: PathValue) -> PathValue {
@@ -459,4 +475,39 @@ fn join_components(mut parts: Vec<String>, path: &str) -> Vec<String> {
         }
     }
     parts
+}
+
+#[cfg(test)]
+mod sys_path_tests {
+    use super::sys_path_dirs;
+
+    fn dirs(source: &str) -> Vec<String> {
+        let tree = crate::parse(source).tree;
+        sys_path_dirs(source, tree.root_node())
+    }
+
+    #[test]
+    fn literal_folders_relative_to_the_module() {
+        assert_eq!(dirs("import sys\nsys.path.append('../semi-supervised')\n"), ["../semi-supervised"]);
+        assert_eq!(dirs("import sys\nsys.path.insert(0, './lib/')\n"), ["lib"]);
+        assert_eq!(dirs("import sys\nsys.path.append('..')\nsys.path.append('..')\n"), [".."], "each folder once");
+    }
+
+    #[test]
+    fn folders_built_from_this_file() {
+        assert_eq!(dirs("import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))\n"), ["../lib"]);
+        assert_eq!(dirs("import os, sys\nsys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))\n"), [".."]);
+        assert_eq!(dirs("import sys\nfrom pathlib import Path\nsys.path.append(str(Path(__file__).resolve().parent.parent / 'src'))\n"), ["../src"]);
+        assert_eq!(dirs("import os, sys\nsys.path.append(os.path.dirname(__file__) + '/../lib')\n"), ["../lib"]);
+        assert_eq!(dirs("import os, sys\ndef main():\n    sys.path.append(os.getcwd())\n"), ["."]);
+    }
+
+    #[test]
+    fn absolute_or_computed_folders_are_unknown() {
+        assert!(dirs("import sys\nsys.path.append('/opt/code')\n").is_empty());
+        assert!(dirs("import sys\nsys.path.append(ROOT)\n").is_empty());
+        assert!(dirs("import sys\nsys.path.append(f'{ROOT}/lib')\n").is_empty());
+        assert!(dirs("import sys\nsys.path.append(__file__)\n").is_empty(), "a file is no folder");
+        assert!(dirs("paths = []\npaths.append('../lib')\n").is_empty(), "not sys.path");
+    }
 }
