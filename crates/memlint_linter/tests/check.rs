@@ -1460,3 +1460,68 @@ fn a_forward_that_backpropagates_is_a_training_step() {
         expect![""],
     );
 }
+
+/// A layer without parameters applied to a forward pass's output in the same function
+/// extends that forward pass's graph: the forward pass is the one reported, once.
+#[test]
+fn a_parameter_free_layer_over_a_forward_output_is_judged_with_that_forward() {
+    check(
+        r#"
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(8, 4)
+
+            def log_prob(self, x):
+                lsm = nn.LogSoftmax(dim=1)
+                out = self.head(x)
+                scores = lsm(out)
+                return scores.data
+
+        def score():
+            lsm = nn.LogSoftmax(dim=1)
+            w = torch.rand(2, 8, requires_grad=True)
+            return lsm(w).sum().item()
+        "#,
+        expect![[r#"
+            11:15 MEM001 forward pass `self.head(x)` runs with gradient tracking but 
+            18:12 MEM001 forward pass `lsm(w)` runs with gradient tracking but its ou
+        "#]],
+    );
+}
+
+/// A loss stored on `self` and backpropagated later in the same method (`self.loss_d =
+/// ...; self.loss_total = w * self.loss_d; self.loss_total.backward()`) reaches the
+/// backward pass: the generator's forward used detached there is a training step's target.
+#[test]
+fn a_value_stored_on_self_reaches_the_backward_of_its_method() {
+    check(
+        r#"
+        import torch
+        import torch.nn as nn
+
+        class Trainer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gen = nn.Linear(4, 4)
+                self.dis = nn.Linear(4, 1)
+                self.opt = torch.optim.Adam(self.dis.parameters())
+
+            def dis_update(self, x):
+                self.opt.zero_grad()
+                fake = self.gen(x)
+                self.loss_d = self.dis(fake.detach()).mean()
+                self.loss_total = 2 * self.loss_d
+                self.loss_total.backward()
+                self.opt.step()
+
+            def preview(self, x):
+                self.last = self.gen(x)
+                self.shown = self.last.cpu()
+        "#,
+        expect![""],
+    );
+}

@@ -416,6 +416,13 @@ pub(crate) fn tensor_method(method: &str) -> Call {
     }
 }
 
+/// Does a call of `callee` (as spelled: `np.mean`, `float`) give no tensor: a number, a
+/// string, a value of numpy or math?
+pub(crate) fn call_gives_no_tensor(callee: &str) -> bool {
+    let first = callee.split('.').next().unwrap_or(callee);
+    matches!(first, "np" | "numpy" | "math" | "statistics") || matches!(callee, "float" | "int" | "len" | "round" | "str" | "bool" | "repr" | "format")
+}
+
 /// Methods of a value of another framework keep it one (`x.reshape`, `arr.clip`).
 pub(crate) fn foreign_method(method: &str) -> Call {
     match method {

@@ -125,7 +125,12 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         {
             continue;
         }
-        if (model.is_frozen_network(module) || model.holds_no_parameters(module).is_some()) && !model.gives_history(call) {
+        // A network without trainable parameters records a graph only of an input with
+        // history; when that history comes from a forward pass of this function, that
+        // forward pass is the one judged (`lsm(self.head(x))`).
+        if (model.is_frozen_network(module) || model.holds_no_parameters(module).is_some())
+            && (!model.gives_history(call) || model.history_from_a_forward_here(call))
+        {
             continue;
         }
         let Some(reason) = evaluation_reason(model, call, module) else { continue };

@@ -394,6 +394,22 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> Fun
         Some(Some(first)) if returned_methods.iter().all(|m| m.as_deref() == Some(first.as_str())) => Some(first.clone()),
         _ => None,
     };
+    // Every `return` gives no tensor: none has a value, or each gives a literal, a number
+    // (`.item()`), numpy (`.numpy()`, `np.mean(accs)`, also through a local name).
+    let returns_no_tensor = statements.iter().filter(|s| s.kind_name() == "return_statement").all(|s| {
+        let Some(value) = s.named_child(0).map(unparenthesize) else { return true };
+        if matches!(value.kind_name(), "integer" | "float" | "string" | "true" | "false" | "none" | "concatenated_string") {
+            return true;
+        }
+        if let Some(method) = value.field("function").filter(|c| value.kind_name() == "call" && c.kind_name() == "attribute").and_then(|c| c.field("attribute")) {
+            if matches!(crate::library::tensor_method(text(source, method)), crate::library::Call::Number | crate::library::Call::Foreign) {
+                return true;
+            }
+        }
+        let Some(callee) = returned_callee_of(source)(value) else { return false };
+        let callee = local_calls.iter().rev().find(|(n, _)| *n == callee).map(|(_, c)| c.clone()).unwrap_or(callee);
+        crate::library::call_gives_no_tensor(&callee)
+    });
     let returns_parameter = returned_parameter(source, def, &statements).and_then(|p| params.iter().position(|n| *n == p));
     let returns_elements = statements
         .iter()
@@ -428,6 +444,7 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> Fun
         self_used_without_grad,
         self_called_with_grad,
         unread_decorator: false,
+        returns_no_tensor,
     }
 }
 

@@ -76,6 +76,9 @@ pub struct FunctionSummary {
     /// For a method: it has a decorator memlint does not know (not `no_grad`, not
     /// `staticmethod`, `classmethod`, `property`), which may change how it runs.
     pub unread_decorator: bool,
+    /// Every `return` of it gives no tensor (no value, a literal, a number, numpy): calling
+    /// it hands its caller no forward pass's output, whatever it runs inside.
+    pub returns_no_tensor: bool,
 }
 
 /// Does the `forward` of a class with these methods run its submodules only under
@@ -115,6 +118,11 @@ pub fn forward_runs_submodules_without_grad(methods: &[FunctionSummary], submodu
 /// class that does, without backpropagating? Then calling it on an instance
 /// (`model.classify(x)`, `model.sample(z)`) is a forward pass.
 pub fn method_runs_forward(methods: &[FunctionSummary], submodules: &[String], name: &str) -> bool {
+    // A method that returns no tensor (`test_loop` giving an accuracy) runs its forward
+    // passes for itself: they are judged inside it, not where it is called.
+    if methods.iter().find(|m| m.name == name).is_none_or(|m| m.returns_no_tensor) {
+        return false;
+    }
     let mut pending = vec![name];
     let mut seen: Vec<&str> = Vec::new();
     while let Some(name) = pending.pop() {
@@ -401,6 +409,12 @@ class M(nn.Module):
     @nograd
     def guarded(self, x):
         return self.head(x)
+    def test_loop(self, loader):
+        accs = [self.head(x).argmax(1).eq(y).float().mean().item() for x, y in loader]
+        acc = np.mean(accs)
+        return acc
+    def show(self, x):
+        print(self.head(x))
 ",
         );
         let methods = &s.class("M").expect("M").methods;
@@ -414,6 +428,8 @@ class M(nn.Module):
         assert!(!runs("step"), "backpropagates: a training step");
         assert!(!runs("guarded"), "a decorator memlint cannot read");
         assert!(!runs("missing"));
+        assert!(!runs("test_loop"), "returns a number: its forward passes are its own");
+        assert!(!runs("show"), "returns nothing");
     }
 
     #[test]

@@ -147,6 +147,36 @@ impl<'t> SemanticModel<'t> {
         self.argument_with_history(call, 0).is_some()
     }
 
+    /// Does every argument of `call` that carries history carry it from a forward pass of
+    /// the same function (`head = self.head(x); lsm(head)`), through names, operands and
+    /// containers? Then the graph `call` records extends that forward pass's.
+    pub fn history_from_a_forward_here(&self, call: Node<'t>) -> bool {
+        let Some(args) = call.field("arguments") else { return false };
+        let function = self.enclosing_function(call).map(|f| f.node.id());
+        let mut with_history = named_children(args)
+            .into_iter()
+            .filter_map(|a| match a.kind_name() {
+                "keyword_argument" => a.field("value"),
+                "list_splat" | "dictionary_splat" => a.named_child(0),
+                _ => Some(a),
+            })
+            .filter_map(|v| self.holds_history(v, 1))
+            .peekable();
+        if with_history.peek().is_none() {
+            return false;
+        }
+        with_history.all(|mut expr| {
+            for _ in 0..16 {
+                match self.value(expr).basis {
+                    Basis::Forward(forward) => return self.enclosing_function(forward).map(|f| f.node.id()) == function && forward.id() != call.id(),
+                    Basis::From(next) | Basis::Operand(next) | Basis::Element(next) => expr = next,
+                    _ => return false,
+                }
+            }
+            false
+        })
+    }
+
     pub(super) fn argument_with_history(&self, call: Node<'t>, depth: usize) -> Option<Node<'t>> {
         let args = call.field("arguments")?;
         named_children(args).into_iter().find_map(|a| {
