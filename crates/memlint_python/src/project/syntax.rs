@@ -227,6 +227,10 @@ impl Drop for BackwardCalls {
 /// callee's text is read before its dotted name is built: most calls are neither, and
 /// building a name allocates.)
 fn is_backward_call(source: &str, call: Node<'_>) -> bool {
+    // `loss.backward()`, also on any expression (`self.head(x).sum().backward()`).
+    if call.field("function").is_some_and(|f| f.kind_name() == "attribute" && f.field("attribute").is_some_and(|a| text(source, a) == "backward")) {
+        return true;
+    }
     let callee = call.field("function").filter(|f| {
         let t = text(source, *f);
         t.ends_with("backward") || t.ends_with("grad")
