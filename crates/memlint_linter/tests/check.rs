@@ -1525,3 +1525,86 @@ fn a_value_stored_on_self_reaches_the_backward_of_its_method() {
         expect![""],
     );
 }
+
+/// `device_ids` through a name bound only to a one-element list is one device.
+#[test]
+fn data_parallel_over_a_name_bound_to_one_device() {
+    check(
+        r#"
+        import torch.nn as nn
+
+        net = nn.Linear(4, 4)
+        one = [0]
+        single = nn.DataParallel(net, device_ids=one)
+        two = [0, 1]
+        several = nn.DataParallel(net, device_ids=two)
+        for x in loader:
+            print(single(x).sum().item(), several(x).sum().item())
+        "#,
+        expect![[r#"
+            7:11 MEM007 `nn.DataParallel(net, device_ids=two)`: `DataParallel` drive
+            9:11 MEM001 forward pass `single(x)` runs with gradient tracking but its
+            9:35 MEM001 forward pass `several(x)` runs with gradient tracking but it
+        "#]],
+    );
+}
+
+/// A context manager made by a local function that returns `torch.no_grad()` (with a
+/// do-nothing fallback for old versions of torch) disables gradients.
+#[test]
+fn a_local_function_returning_no_grad_is_a_no_grad_block() {
+    check(
+        r#"
+        import contextlib
+        import torch
+        import torch.nn as nn
+
+        def no_grad_ctx():
+            if torch.__version__ >= "0.4":
+                return torch.no_grad()
+            return contextlib.suppress()
+
+        def maybe_ctx(flag):
+            return torch.no_grad() if flag else open("log.txt")
+
+        net = nn.Linear(4, 2)
+        with no_grad_ctx():
+            print(net(torch.randn(1, 4)).argmax())
+        with maybe_ctx(True):
+            print(net(torch.randn(1, 4)).argmax())
+        "#,
+        expect![[r#"
+            17:11 MEM001 forward pass `net(torch.randn(1, 4))` runs with gradient tra
+        "#]],
+    );
+}
+
+/// A GAN loop freezes the critic's parameters for the generator's step: a pass over the
+/// critic after that freeze, on inputs without history, records no graph; after the
+/// unfreeze it does.
+#[test]
+fn a_network_frozen_earlier_in_the_loop_records_no_graph() {
+    check(
+        r#"
+        import torch
+        import torch.nn as nn
+
+        netD = nn.Linear(4, 1)
+        netG = nn.Linear(4, 4)
+        opt = torch.optim.Adam(netG.parameters())
+        for real in loader:
+            for p in netD.parameters():
+                p.requires_grad = True
+            print(netD(real).mean().item())
+            for p in netD.parameters():
+                p.requires_grad = False
+            loss = -netD(netG(torch.randn(2, 4))).mean()
+            loss.backward()
+            opt.step()
+            print(netD(real).mean().item())
+        "#,
+        expect![[r#"
+            10:11 MEM001 forward pass `netD(real)` runs with gradient tracking but it
+        "#]],
+    );
+}

@@ -69,6 +69,58 @@ impl<'t> SemanticModel<'t> {
         false
     }
 
+    /// The statement before `call` in its function that last set `requires_grad` on the
+    /// parameters of `module` (`for p in netD.parameters(): p.requires_grad = False`,
+    /// `netD.requires_grad_(False)`), when it froze them: a GAN loop freezes the critic
+    /// for the generator's step and unfreezes it at the top of the next iteration, so what
+    /// runs after the freeze (a validation pass over the critic) records no graph of it.
+    pub fn frozen_before(&self, module: Node<'t>, call: Node<'t>) -> Option<Node<'t>> {
+        let module_text = self.text(module);
+        let start = self.enclosing_function(call).map(|f| f.node.start_byte()).unwrap_or(0);
+        let range = start..call.start_byte();
+        let mut last: Option<(usize, Node<'t>, bool)> = None;
+        let mut consider = |at: Node<'t>, statement: Node<'t>, value: &str| {
+            let frozen = match value {
+                "False" => false,
+                "True" => true,
+                _ => return,
+            };
+            if last.is_none_or(|(position, _, _)| at.start_byte() > position) {
+                last = Some((at.start_byte(), statement, !frozen));
+            }
+        };
+        // `p.requires_grad = False` in `for p in module.parameters():`
+        for attribute in self.attributes_named_in("requires_grad", range.clone()) {
+            let Some(assignment) = self.parent(*attribute).filter(|a| a.kind_name() == "assignment" && a.field("left").is_some_and(|l| l.id() == attribute.id())) else { continue };
+            let Some(variable) = attribute.field("object").filter(|o| o.kind_name() == "identifier") else { continue };
+            let Some(value) = assignment.field("right") else { continue };
+            let mut up = self.parent(assignment);
+            while let Some(node) = up {
+                if node.kind_name() == "for_statement" {
+                    let over = node.field("right").map(|r| self.text(r).split_whitespace().collect::<String>());
+                    if node.field("left").is_some_and(|l| self.text(l) == self.text(variable)) && over.as_deref() == Some(format!("{module_text}.parameters()").as_str()) {
+                        consider(assignment, node, self.text(value));
+                    }
+                    break;
+                }
+                if node.kind_name() == "function_definition" {
+                    break;
+                }
+                up = self.parent(node);
+            }
+        }
+        // `module.requires_grad_(False)`
+        for attribute in self.attributes_named_in("requires_grad_", range) {
+            if attribute.field("object").is_none_or(|o| self.text(o) != module_text) {
+                continue;
+            }
+            let Some(call) = self.parent(*attribute).filter(|c| c.kind_name() == "call") else { continue };
+            let value = call.field("arguments").and_then(|a| a.named_child(0)).map(|a| self.text(a)).unwrap_or("True");
+            consider(call, call, value);
+        }
+        last.filter(|(_, _, frozen)| *frozen).map(|(_, statement, _)| statement)
+    }
+
     /// Does the network `module` (the callee of a forward pass) hold no parameter: built by
     /// a `torch.nn` layer without parameters (`nn.ReflectionPad2d(2)`), or by a module
     /// class of this module or of the project that stores none (buffers, constants, such

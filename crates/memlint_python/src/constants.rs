@@ -95,6 +95,45 @@ fn constant_at<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> O
     }
 }
 
+/// How many elements the list or tuple `expr` holds when the program fixes it: a literal
+/// without splats (`[0]`, `(0, 1)`), or a name whose every binding in its scope is such a
+/// literal of that length (`device_ids = [0]`).
+pub fn fixed_sequence_length<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> Option<usize> {
+    let expr = unparenthesize(expr);
+    match expr.kind_name() {
+        "list" | "tuple" => {
+            let elements = named_children(expr);
+            (!elements.iter().any(|e| matches!(e.kind_name(), "list_splat" | "list_comprehension" | "generator_expression" | "comment")))
+                .then_some(elements.len())
+        }
+        "identifier" => {
+            let name = model.text(expr);
+            let binding = model.binding_at(name, expr)?;
+            let scope_bindings = model.bindings_in_scope(name, binding.statement);
+            let all: Vec<_> = if scope_bindings.iter().any(|b| b.statement.id() == binding.statement.id()) {
+                scope_bindings.to_vec()
+            } else {
+                vec![*binding]
+            };
+            let mut length = None;
+            for b in all {
+                let v = b.value.filter(|_| b.kind == BindingKind::Assign)?;
+                let n = match unparenthesize(v).kind_name() {
+                    "list" | "tuple" => fixed_sequence_length(model, v)?,
+                    _ => return None,
+                };
+                match length {
+                    None => length = Some(n),
+                    Some(previous) if previous == n => {}
+                    Some(_) => return None,
+                }
+            }
+            length
+        }
+        _ => None,
+    }
+}
+
 fn parse_int(text: &str) -> Option<i64> {
     let t = text.replace('_', "").to_ascii_lowercase();
     if let Some(hex) = t.strip_prefix("0x") {

@@ -108,8 +108,38 @@ impl<'t> SemanticModel<'t> {
                 }
             }
             "enable_grad" if torchy => Some(GradContext::ExplicitlyEnabled),
-            _ => None,
+            _ => self.grad_effect_of_local_factory(expr),
         }
+    }
+
+    /// `with no_grad_ctx():` where `no_grad_ctx` is a function of this module that returns
+    /// a context disabling gradients (`return torch.no_grad()`), or, on other paths, one
+    /// that does nothing (`contextlib.suppress()`, `nullcontext()`: a fallback for old
+    /// versions of torch).
+    fn grad_effect_of_local_factory(&self, call: Node<'t>) -> Option<GradContext> {
+        let def = self.local_callee(call)?;
+        let mut disabled = None;
+        for statement in self.returns.get(&def.id())? {
+            let value = unparenthesize(statement.named_child(0)?);
+            if value.kind_name() == "call" && self.local_callee(value).is_some_and(|d| d.id() == def.id()) {
+                return None;
+            }
+            match self.grad_effect_of_call(value) {
+                Some(GradContext::Disabled(why)) => disabled = Some(why),
+                None if self.is_null_context(value) => {}
+                _ => return None,
+            }
+        }
+        let name = call.field("function").map(|f| self.text(f)).unwrap_or("");
+        disabled.map(|why| GradContext::Disabled(format!("`{name}()`, which returns {why}")))
+    }
+
+    /// A context manager that does nothing: `contextlib.suppress()`, `nullcontext()`.
+    fn is_null_context(&self, value: Node<'t>) -> bool {
+        let Some(callee) = value.field("function").filter(|_| value.kind_name() == "call") else { return false };
+        let qualified = self.qualified_name(callee).unwrap_or_else(|| self.dotted_name(callee).unwrap_or_default());
+        matches!(qualified.as_str(), "contextlib.suppress" | "contextlib.nullcontext" | "contextlib.ExitStack")
+            || (value.field("arguments").is_some_and(|a| a.named_child_count() == 0) && matches!(qualified.rsplit('.').next(), Some("nullcontext" | "suppress")))
     }
 
     /// A statement before `child` in `block` that toggles autograd for the rest of the

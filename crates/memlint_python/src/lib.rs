@@ -22,7 +22,7 @@ mod scope;
 mod semantic;
 mod values;
 
-pub use constants::{argparse_default, bool_default, constant_value, Constant};
+pub use constants::{argparse_default, bool_default, constant_value, fixed_sequence_length, Constant};
 pub use evidence::{describe_kind, Fact};
 pub use flags::FlagOff;
 pub use flow::Fate;

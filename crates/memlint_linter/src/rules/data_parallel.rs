@@ -5,7 +5,8 @@
 //! and subclasses of `DataParallel` defined in the same file
 //! (`BalancedDataParallel(gpu0_bsz, model)`).
 //!
-//! Not flagged: `DataParallel` with a single device (`device_ids=[0]`), or on the branch
+//! Not flagged: `DataParallel` with a single device (`device_ids=[0]`, also through a name
+//! bound only to such a list: `ids = [0]; DataParallel(net, device_ids=ids)`), or on the branch
 //! that runs only without CUDA (`else:` of `if torch.cuda.is_available():`), which make
 //! no replicas; references that do not construct one (`isinstance(model, nn.DataParallel)`
 //! to unwrap a model); and classes of the same name from other libraries
@@ -149,7 +150,5 @@ fn single_device<'t>(model: &SemanticModel<'t>, call: Node<'t>, functional: bool
     let position = if functional { 2 } else { 1 };
     let ids = keyword_argument(model, call, "device_ids").or_else(|| positional_arguments(call).get(position).copied());
     let Some(ids) = ids else { return false };
-    matches!(ids.kind_name(), "list" | "tuple")
-        && ids.named_child_count() == 1
-        && ids.named_child(0).map(|c| !matches!(c.kind_name(), "list_splat" | "list_comprehension")).unwrap_or(false)
+    memlint_python::fixed_sequence_length(model, ids) == Some(1)
 }

@@ -128,7 +128,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         // A network without trainable parameters records a graph only of an input with
         // history; when that history comes from a forward pass of this function, that
         // forward pass is the one judged (`lsm(self.head(x))`).
-        if (model.is_frozen_network(module) || model.holds_no_parameters(module).is_some())
+        if (model.is_frozen_network(module) || model.holds_no_parameters(module).is_some() || model.frozen_before(module, call).is_some())
             && (!model.gives_history(call) || model.history_from_a_forward_here(call))
         {
             continue;
