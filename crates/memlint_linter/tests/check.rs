@@ -1608,3 +1608,35 @@ fn a_network_frozen_earlier_in_the_loop_records_no_graph() {
         "#]],
     );
 }
+
+/// What a network is follows it into a list or dict literal and out of a local factory:
+/// a parameter-free layer over a forward output stays judged with that forward however it
+/// is kept or built.
+#[test]
+fn a_layer_kept_in_a_literal_container_or_built_by_a_local_factory() {
+    check(
+        r#"
+        import torch.nn as nn
+
+        def make_lsm():
+            return nn.LogSoftmax(dim=1)
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(8, 4)
+
+            def log_prob(self, x):
+                layers = [nn.LogSoftmax(dim=1)]
+                named = {"lsm": nn.LogSoftmax(dim=1)}
+                out = self.head(x)
+                a = layers[0](out)
+                b = named["lsm"](out)
+                c = make_lsm()(out)
+                return a.data + b.data + c.data
+        "#,
+        expect![[r#"
+            14:15 MEM001 forward pass `self.head(x)` runs with gradient tracking but 
+        "#]],
+    );
+}

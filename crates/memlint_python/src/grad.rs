@@ -392,8 +392,67 @@ impl<'t> SemanticModel<'t> {
                         return self.constructor_through_methods(argument, depth + 1);
                     }
                 }
+                // A local factory whose every `return` builds the same thing
+                // (`def make(): return nn.LogSoftmax(dim=1)`): that construction.
+                if let Some(def) = self.local_callee(expr) {
+                    if let Some(built) = self.factory_construction(def, depth) {
+                        return Some(built);
+                    }
+                }
                 Some(expr)
             }
+            // `nets[0]`, `nets["d"]` of a container bound once to a literal: that element.
+            "subscript" => {
+                let element = self.literal_element(expr)?;
+                self.constructor_through_methods(element, depth + 1)
+            }
+            _ => None,
+        }
+    }
+
+    /// The construction every `return` of the local function `def` gives, when they all
+    /// give one with the same callee.
+    fn factory_construction(&self, def: Node<'t>, depth: usize) -> Option<Node<'t>> {
+        let mut built: Option<Node<'t>> = None;
+        for statement in self.returns.get(&def.id())? {
+            let value = statement.named_child(0)?;
+            let call = self.constructor_through_methods(value, depth + 1)?;
+            let callee = |c: Node<'t>| c.field("function").map(|f| self.text(f));
+            match built {
+                Some(previous) if callee(previous) != callee(call) => return None,
+                _ => built = Some(call),
+            }
+        }
+        built
+    }
+
+    /// The element `container[key]` names when the container is a name bound once to a
+    /// list, tuple or dict literal and the key is a literal (`nets[0]`, `nets["g"]`).
+    pub(crate) fn literal_element(&self, subscript: Node<'t>) -> Option<Node<'t>> {
+        let container = unparenthesize(subscript.field("value")?);
+        let key = unparenthesize(subscript.field("subscript")?);
+        if container.kind_name() != "identifier" {
+            return None;
+        }
+        let binding = self.binding_at(self.text(container), container)?;
+        if binding.kind != BindingKind::Assign || self.bindings_in_scope(self.text(container), binding.statement).len() != 1 {
+            return None;
+        }
+        let literal = unparenthesize(binding.value?);
+        match literal.kind_name() {
+            "list" | "tuple" if key.kind_name() == "integer" => {
+                let index: usize = self.text(key).parse().ok()?;
+                let elements = named_children(literal);
+                if elements.iter().any(|e| matches!(e.kind_name(), "list_splat" | "comment")) {
+                    return None;
+                }
+                elements.get(index).copied()
+            }
+            "dictionary" if key.kind_name() == "string" => named_children(literal)
+                .into_iter()
+                .filter(|p| p.kind_name() == "pair")
+                .find(|p| p.field("key").is_some_and(|k| self.text(k) == self.text(key)))
+                .and_then(|p| p.field("value")),
             _ => None,
         }
     }
