@@ -191,3 +191,26 @@ fn modules_under_a_folder_the_script_puts_on_sys_path() {
     // Without the project, what `DGM` is stays unknown.
     assert_eq!(findings("sys_path", &["--no-project"]), Vec::<String>::new());
 }
+
+#[test]
+fn a_script_nobody_imports_is_never_parsed_for_its_summary() {
+    // The pre-filter asks where examples/train.py's imports lead before its tree exists:
+    // the folders it puts on `sys.path` come from its text, not from a summary of it
+    // (which would parse it once more). Only the three modules under lib/ may be read for
+    // their summary.
+    let output = memlint()
+        .current_dir(fixtures().join("sys_path"))
+        .env("MEMLINT_PROJECT_STATS", "1")
+        .args(["check", "--no-cache", "--output-format", "json", "."])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let line = stderr.lines().find(|l| l.starts_with("project:")).unwrap_or_else(|| panic!("no project statistics in: {stderr}"));
+    let parsed_alone: usize = line
+        .split('(')
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected statistics line: {line}"));
+    assert!(parsed_alone <= 3, "{line}");
+}

@@ -71,6 +71,8 @@ fn possible_in_project(source: &str, settings: &LinterSettings, project: &dyn Pr
     if project.is_empty() || possible == settings.rules {
         return possible;
     }
+    // The pre-filter may ask where the file's imports lead before its tree exists.
+    project.note_source(source);
     words.set_project_values(true);
     let with_project = prefilter::possible_rules(&words, &settings.rules);
     if with_project == possible || !uses_project_names(source, &words, project) {

@@ -89,6 +89,10 @@ pub trait ProjectIndex: Sync {
         false
     }
 
+    /// The linted module's text, before it is parsed (the pre-filter's questions come
+    /// first): what the index needs of it to resolve its imports.
+    fn note_source(&self, _source: &str) {}
+
     /// The linter parsed the linted module: a chance to summarize it from that tree.
     fn seed(&self, _tree: &Tree, _source: &str) {}
 

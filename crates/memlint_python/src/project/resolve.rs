@@ -64,11 +64,14 @@ impl<'a> ProjectResolver<'a> {
     /// The module `dotted` as module `m` imports it, through the folders `m` puts on
     /// `sys.path` too.
     fn resolve_module(&self, m: &str, dotted: &str) -> Option<String> {
-        let own = (m == self.from).then(|| self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()).clone()).flatten();
-        let dirs = match own {
-            Some(dirs) => dirs,
-            None if dotted.starts_with('.') => Vec::new(),
-            None => self.loader.summary(m).map(|s| s.import_dirs.clone()).unwrap_or_default(),
+        let dirs = if dotted.starts_with('.') {
+            Vec::new()
+        } else if m == self.from {
+            // Never the linted module's summary: asking for it before its lint would parse
+            // the file a second time. Its folders come from its text or tree.
+            self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
+        } else {
+            self.loader.summary(m).map(|s| s.import_dirs.clone()).unwrap_or_default()
         };
         self.loader.resolve_module_in(m, dotted, &dirs)
     }
@@ -391,6 +394,19 @@ impl ProjectIndex for ProjectResolver<'_> {
             }
         }
         None
+    }
+
+    fn note_source(&self, source: &str) {
+        let mut own = self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner());
+        if own.is_none() {
+            // Rare: parse only a text that touches `sys.path`.
+            *own = Some(if source.contains("sys.path") {
+                let tree = crate::parse_with(source, None);
+                super::syntax::sys_path_dirs(source, tree.root_node())
+            } else {
+                Vec::new()
+            });
+        }
     }
 
     fn seed(&self, tree: &Tree, source: &str) {
