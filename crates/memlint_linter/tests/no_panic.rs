@@ -152,3 +152,12 @@ fn whether_a_method_trains_may_ask_itself_again() {
     let source = "from torch.nn.modules import Module\n\n\nclass Engine(Module):\n    def __init__(self):\n        self.warm_up()\n        self.scheduler = self.build_scheduler()\n\n    def warm_up(self):\n        pass\n\n    def build_scheduler(self):\n        self.scheduler.step()\n";
     exercise(source);
 }
+
+/// Two local functions that return each other's context: asking whether `with a():`
+/// disables gradients must end.
+#[test]
+fn context_factories_returning_each_other_end() {
+    let source = "import torch\nimport torch.nn as nn\n\ndef a():\n    return b()\n\ndef b():\n    return a()\n\nnet = nn.Linear(2, 2)\nwith a():\n    print(net(torch.randn(1, 2)).argmax())\n";
+    let result = memlint_linter::lint(source, &memlint_linter::LinterSettings::default());
+    assert!(result.diagnostics.iter().any(|d| d.rule.code() == "MEM001"), "{:?}", result.diagnostics);
+}

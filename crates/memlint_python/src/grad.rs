@@ -121,7 +121,9 @@ impl<'t> SemanticModel<'t> {
         let mut disabled = None;
         for statement in self.returns.get(&def.id())? {
             let value = unparenthesize(statement.named_child(0)?);
-            if value.kind_name() == "call" && self.local_callee(value).is_some_and(|d| d.id() == def.id()) {
+            // Only what the function itself returns: another local function's context is
+            // not followed (two functions returning each other's would never end).
+            if value.kind_name() == "call" && self.local_callee(value).is_some() {
                 return None;
             }
             match self.grad_effect_of_call(value) {
