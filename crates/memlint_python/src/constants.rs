@@ -60,16 +60,8 @@ fn constant_at<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> O
             }
         }
         "identifier" => {
-            let name = model.text(expr);
-            let binding = model.binding_at(name, expr)?;
-            let scope_bindings = model.bindings_in_scope(name, binding.statement);
-            let all: Vec<_> = if scope_bindings.iter().any(|b| b.statement.id() == binding.statement.id()) {
-                scope_bindings.to_vec()
-            } else {
-                vec![*binding]
-            };
             let mut value = None;
-            for b in all {
+            for b in every_binding(model, expr)? {
                 if b.kind != BindingKind::Assign {
                     return None;
                 }
@@ -107,16 +99,8 @@ pub fn fixed_sequence_length<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> O
                 .then_some(elements.len())
         }
         "identifier" => {
-            let name = model.text(expr);
-            let binding = model.binding_at(name, expr)?;
-            let scope_bindings = model.bindings_in_scope(name, binding.statement);
-            let all: Vec<_> = if scope_bindings.iter().any(|b| b.statement.id() == binding.statement.id()) {
-                scope_bindings.to_vec()
-            } else {
-                vec![*binding]
-            };
             let mut length = None;
-            for b in all {
+            for b in every_binding(model, expr)? {
                 let v = b.value.filter(|_| b.kind == BindingKind::Assign)?;
                 let n = match unparenthesize(v).kind_name() {
                     "list" | "tuple" => fixed_sequence_length(model, v)?,
@@ -132,6 +116,20 @@ pub fn fixed_sequence_length<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> O
         }
         _ => None,
     }
+}
+
+/// Every binding of the name `ident` in the scope of the one it sees (the one it sees alone
+/// when that binding is another scope's): a value fixed by the program must be the same in
+/// each.
+fn every_binding<'t>(model: &SemanticModel<'t>, ident: Node<'t>) -> Option<Vec<crate::semantic::Binding<'t>>> {
+    let name = model.text(ident);
+    let binding = model.binding_at(name, ident)?;
+    let scope_bindings = model.bindings_in_scope(name, binding.statement);
+    Some(if scope_bindings.iter().any(|b| b.statement.id() == binding.statement.id()) {
+        scope_bindings.to_vec()
+    } else {
+        vec![*binding]
+    })
 }
 
 fn parse_int(text: &str) -> Option<i64> {
