@@ -35,6 +35,16 @@ impl<'t> SemanticModel<'t> {
     /// scope: `th.cuda.empty_cache` -> `torch.cuda.empty_cache` after `import torch as th`.
     /// `None` when the first part is not imported.
     pub fn qualified_name(&self, node: Node<'t>) -> Option<String> {
+        let key = crate::semantic::key(node);
+        if let Some(name) = self.qualified_names.borrow().get(&key) {
+            return name.clone();
+        }
+        let name = self.find_qualified_name(node);
+        self.qualified_names.borrow_mut().insert(key, name.clone());
+        name
+    }
+
+    fn find_qualified_name(&self, node: Node<'t>) -> Option<String> {
         let dotted = self.dotted_name(node)?;
         let (first, rest) = match dotted.split_once('.') {
             Some((f, r)) => (f, Some(r)),

@@ -201,6 +201,13 @@ pub struct SemanticModel<'t> {
     pub(crate) forward_methods: RefCell<HashMap<usize, bool>>,
     /// Memo of `some_module_method_runs_forward`, by method name.
     pub(crate) forward_method_names: RefCell<HashMap<String, bool>>,
+    /// Memo of [`SemanticModel::calls_of_function`], by function node id: each use of a
+    /// parameter asks for its function's callers, and finding them filters every call of
+    /// that name in the module.
+    pub(crate) function_calls: RefCell<HashMap<usize, Vec<Node<'t>>>>,
+    /// Memo of [`SemanticModel::qualified_name`]: asked of the same callee by many facts
+    /// (is it a backward call, a project class, a library call).
+    pub(crate) qualified_names: RefCell<HashMap<NodeKey, Option<String>>>,
     /// Memo of [`SemanticModel::function_return_kind`], by function node id.
     pub(crate) return_values: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// (scope, name) of names on which a module-only method is called (`x.eval()`,
@@ -360,6 +367,8 @@ impl<'t> SemanticModel<'t> {
             returns: HashMap::default(),
             forward_methods: RefCell::new(HashMap::default()),
             forward_method_names: RefCell::new(HashMap::default()),
+            function_calls: RefCell::new(HashMap::default()),
+            qualified_names: RefCell::new(HashMap::default()),
             return_values: RefCell::new(HashMap::default()),
             modules_by_use: OnceCell::new(),
             optimizers_by_use: OnceCell::new(),
@@ -423,6 +432,10 @@ impl<'t> SemanticModel<'t> {
             }
         }
         model.compute_no_grad_functions();
+        // Answers given while the model was still being built may rest on facts it had
+        // not yet collected: the memos start afresh.
+        model.function_calls.get_mut().clear();
+        model.qualified_names.get_mut().clear();
         model
     }
 

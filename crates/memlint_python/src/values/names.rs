@@ -244,6 +244,15 @@ impl<'t> SemanticModel<'t> {
     /// it; for a method of class `C`, `self.f(...)` in a method of `C` (or of a class
     /// deriving it here) and `x.f(...)` where `x` holds an instance of `C`.
     pub fn calls_of_function(&self, info: &FunctionInfo<'t>) -> Vec<Node<'t>> {
+        if let Some(calls) = self.function_calls.borrow().get(&info.node.id()) {
+            return calls.clone();
+        }
+        let calls = self.find_calls_of_function(info);
+        self.function_calls.borrow_mut().insert(info.node.id(), calls.clone());
+        calls
+    }
+
+    fn find_calls_of_function(&self, info: &FunctionInfo<'t>) -> Vec<Node<'t>> {
         // `Trainer(model, opt)` calls `Trainer.__init__`.
         if info.name == "__init__" {
             if let Some(class) = &info.class {
