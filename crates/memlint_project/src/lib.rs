@@ -35,6 +35,19 @@ pub const KEPT_TREES_TEXT_BUDGET: usize = 4 << 20;
 /// How many modules one run summarizes at most.
 pub const DEFAULT_MODULE_LIMIT: usize = 50_000;
 
+/// The words of the files of a run, scanned once ([`Project::mentions`]).
+struct Mentions {
+    /// Which files mention each identifier, by index in the run's files (ascending).
+    files_by_word: FxHashMap<String, Vec<u32>>,
+    /// Which files may call each identifier (ascending): the word followed by `(` or by
+    /// `as`, past spaces, line breaks, backslashes and comments. A call of an imported
+    /// name is written one of those ways: `name(`, `m.name(`, or `from m import name as
+    /// alias`.
+    callers_by_word: FxHashMap<String, Vec<u32>>,
+    /// Each file's index, by module key.
+    index_by_key: FxHashMap<String, u32>,
+}
+
 /// One module read from disk.
 struct Module {
     hash: String,
@@ -53,7 +66,7 @@ pub struct Project {
     /// Does this file exist (module resolution asks the same paths again and again)?
     exists: Mutex<HashMap<PathBuf, bool>>,
     /// Which files of the run mention each identifier (built on the first question).
-    mentions: Mutex<Option<Arc<FxHashMap<String, Vec<u32>>>>>,
+    mentions: Mutex<Option<Arc<Mentions>>>,
     /// [`Project::file_hash`]'s answers.
     hashes: Mutex<HashMap<String, Option<String>>>,
     limit: usize,
@@ -256,40 +269,84 @@ impl Project {
         .clone()
     }
 
-    /// Which files of the run mention each identifier: one scan of every file, in
-    /// parallel, on the first question (and again after [`Project::invalidate`]).
-    fn mentions(&self) -> Arc<FxHashMap<String, Vec<u32>>> {
+    /// Which files of the run mention each identifier, and which may call it: one scan of
+    /// every file, in parallel, on the first question (and again after
+    /// [`Project::invalidate`]).
+    fn mentions(&self) -> Arc<Mentions> {
         if let Some(m) = lock(&self.mentions).as_ref() {
             return m.clone();
         }
         let files = lock(&self.files).clone();
-        let per_file: Vec<Vec<String>> = files
+        let per_file: Vec<(Vec<String>, Vec<String>)> = files
             .par_iter()
             .map(|f| {
-                let Ok(bytes) = std::fs::read(f) else { return Vec::new() };
-                // Each word once per file (a set, not a sort of every occurrence).
-                let words: FxHashSet<&[u8]> = bytes
-                    .split(|b| !(b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80))
-                    .filter(|w| !w.is_empty() && !w[0].is_ascii_digit())
-                    .collect();
-                words.into_iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect()
+                let Ok(bytes) = std::fs::read(f) else { return (Vec::new(), Vec::new()) };
+                let (words, called) = scan_words(&bytes);
+                let owned = |set: FxHashSet<&[u8]>| set.into_iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect();
+                (owned(words), owned(called))
             })
             .collect();
-        let mut index: FxHashMap<String, Vec<u32>> = FxHashMap::default();
-        for (i, words) in per_file.into_iter().enumerate() {
-            for w in words {
-                match index.get_mut(w.as_str()) {
-                    Some(files) => files.push(i as u32),
-                    None => {
-                        index.insert(w, vec![i as u32]);
+        let mut files_by_word: FxHashMap<String, Vec<u32>> = FxHashMap::default();
+        let mut callers_by_word: FxHashMap<String, Vec<u32>> = FxHashMap::default();
+        for (i, (words, called)) in per_file.into_iter().enumerate() {
+            for (index, words) in [(&mut files_by_word, words), (&mut callers_by_word, called)] {
+                for w in words {
+                    match index.get_mut(w.as_str()) {
+                        Some(files) => files.push(i as u32),
+                        None => {
+                            index.insert(w, vec![i as u32]);
+                        }
                     }
                 }
             }
         }
-        let index = Arc::new(index);
-        *lock(&self.mentions) = Some(index.clone());
-        index
+        let index_by_key = files.iter().enumerate().map(|(i, f)| (Project::key(f), i as u32)).collect();
+        let mentions = Arc::new(Mentions { files_by_word, callers_by_word, index_by_key });
+        *lock(&self.mentions) = Some(mentions.clone());
+        mentions
     }
+}
+
+/// The words of a file (identifiers, each once), and those of them that may be called
+/// there: followed by `(` or by the keyword `as`, past spaces, line breaks, backslashes
+/// and comments (see [`Mentions::callers_by_word`]).
+fn scan_words(bytes: &[u8]) -> (FxHashSet<&[u8]>, FxHashSet<&[u8]>) {
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    let mut words = FxHashSet::default();
+    let mut called = FxHashSet::default();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !is_word(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && is_word(bytes[i]) {
+            i += 1;
+        }
+        let word = &bytes[start..i];
+        if word[0].is_ascii_digit() {
+            continue;
+        }
+        words.insert(word);
+        let mut j = i;
+        while j < bytes.len() {
+            match bytes[j] {
+                b' ' | b'\t' | b'\r' | b'\n' | b'\\' | b'\x0c' => j += 1,
+                b'#' => {
+                    while j < bytes.len() && bytes[j] != b'\n' {
+                        j += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+        let next_is_as = bytes[j..].starts_with(b"as") && bytes.get(j + 2).is_none_or(|b| !is_word(*b));
+        if bytes.get(j) == Some(&b'(') || next_is_as {
+            called.insert(word);
+        }
+    }
+    (words, called)
 }
 
 /// `dir` joined with the relative folder `relative` (`"../lib"`), `..` taking back a
@@ -366,7 +423,7 @@ impl ModuleLoader for Project {
     fn candidate_callers(&self, key: &str, name: &str) -> Vec<String> {
         let files = lock(&self.files).clone();
         let mentions = self.mentions();
-        let Some(indices) = mentions.get(name) else { return Vec::new() };
+        let Some(indices) = mentions.files_by_word.get(name) else { return Vec::new() };
         let mut words: Vec<String> = Vec::new();
         let path = Path::new(key);
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
@@ -395,7 +452,7 @@ impl ModuleLoader for Project {
             dir = d.parent().map(Path::to_owned);
         }
         let importing: std::collections::HashSet<u32> =
-            words.iter().filter_map(|w| mentions.get(w)).flatten().copied().collect();
+            words.iter().filter_map(|w| mentions.files_by_word.get(w)).flatten().copied().collect();
         indices
             .iter()
             .filter(|i| importing.contains(i))
@@ -403,6 +460,12 @@ impl ModuleLoader for Project {
             .map(|p| Project::key(p))
             .filter(|k| k != key)
             .collect()
+    }
+
+    fn may_call(&self, key: &str, name: &str) -> bool {
+        let mentions = self.mentions();
+        let Some(index) = mentions.index_by_key.get(key) else { return true };
+        mentions.callers_by_word.get(name).is_some_and(|files| files.binary_search(index).is_ok())
     }
 
     fn take_tree(&self, key: &str, text: &str) -> Option<memlint_python::tree_sitter::Tree> {
@@ -472,5 +535,41 @@ mod tests {
         let only_train = Project::new(Vec::new(), vec![train]).keeping_trees();
         assert!(only_train.summary(&key).is_some());
         assert!(only_train.take_tree(&key, &text).is_none(), "models.py is not linted in this run");
+    }
+
+    #[test]
+    fn a_word_may_be_called_when_a_parenthesis_or_an_alias_follows_it() {
+        let text = b"from m import evaluate as ev, score\nrun (x)\nfit \\\n  (y)\nstep # later\n(z)\nmodel.sample(4)\nx = train\nprint(score)\nassert_ok\nfrom n import cases as c2\n";
+        let (words, called) = scan_words(text);
+        let called: Vec<&str> = {
+            let mut v: Vec<&str> = called.iter().map(|w| std::str::from_utf8(w).expect("ascii")).collect();
+            v.sort_unstable();
+            v
+        };
+        // Words in comments and strings count as well (`later`): the scan may say a word
+        // is called when it is not, never the reverse.
+        assert_eq!(called, ["cases", "evaluate", "fit", "later", "print", "run", "sample", "step"]);
+        assert!(words.contains(&b"train"[..]) && words.contains(&b"score"[..]), "every word is mentioned");
+    }
+
+    #[test]
+    fn a_file_that_never_calls_a_name_is_not_parsed_to_look_for_its_calls() {
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let utils = dir.path().join("utils.py");
+        let caller = dir.path().join("caller.py");
+        let mentioner = dir.path().join("mentioner.py");
+        std::fs::write(&utils, "def evaluate(net):\n    return net\n").expect("write utils.py");
+        std::fs::write(&caller, "from utils import evaluate\n\nevaluate(net)\n").expect("write caller.py");
+        std::fs::write(&mentioner, "import utils\n\nhandler = utils.evaluate\n").expect("write mentioner.py");
+        let project = Project::new(Vec::new(), vec![utils.clone(), caller.clone(), mentioner.clone()]);
+        let key = Project::key(&utils);
+        let mut candidates = project.candidate_callers(&key, "evaluate");
+        candidates.sort();
+        let mut expected = vec![Project::key(&caller), Project::key(&mentioner)];
+        expected.sort();
+        assert_eq!(candidates, expected, "both mention the function and its module");
+        assert!(project.may_call(&Project::key(&caller), "evaluate"));
+        assert!(!project.may_call(&Project::key(&mentioner), "evaluate"), "only a reference, never a call");
+        assert!(project.may_call("not/a/file/of/the/run.py", "evaluate"), "unknown files are not ruled out");
     }
 }

@@ -147,6 +147,13 @@ pub trait ModuleLoader: Sync {
     /// The modules that may call the function `name` of module `key`: other modules of
     /// the project whose text mentions `name` (a cheap filter; calls are resolved after).
     fn candidate_callers(&self, key: &str, name: &str) -> Vec<String>;
+    /// May module `key` (one [`Self::candidate_callers`] gave) call a function or method
+    /// named `name`? A loader that scanned the file's text can say no before it is parsed
+    /// (the name is never followed by `(` nor imported under an alias); the answer must
+    /// never be no for a file whose summary records such a call.
+    fn may_call(&self, _key: &str, _name: &str) -> bool {
+        true
+    }
     /// The linted module `key` was parsed anyway: its summary can be made from that tree
     /// instead of reading and parsing the file again (only when `text` is what the file
     /// holds on disk: the CLI's files, not an editor's unsaved buffer).

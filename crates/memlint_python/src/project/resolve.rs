@@ -452,7 +452,7 @@ impl ProjectResolver<'_> {
         };
         let mut found = Vec::new();
         for caller in self.loader.candidate_callers(key, class.unwrap_or(function)) {
-            if caller == key {
+            if caller == key || !self.loader.may_call(&caller, name) {
                 continue;
             }
             let Some(summary) = self.loader.summary(&caller) else { continue };
@@ -492,7 +492,7 @@ impl ProjectResolver<'_> {
         // as one with gradients enabled: it is not known to be this method's).
         if class.is_some() {
             for caller in self.loader.candidate_callers(key, name) {
-                if caller == key {
+                if caller == key || !self.loader.may_call(&caller, name) {
                     continue;
                 }
                 let Some(summary) = self.loader.summary(&caller) else { continue };
