@@ -28,26 +28,112 @@ pub(super) struct CallCollector {
     /// (`trainer = MUNIT_Trainer(c)` in one branch, `UNIT_Trainer(c)` in another) calls
     /// the method of whichever it holds.
     instances: HashMap<String, Vec<String>>,
-    /// What [`result_kept`] asks of the functions (and the module) around the walk's place,
-    /// innermost last: read once per scope when the walk enters it, not once per call in it
-    /// (a module-level script has thousands of calls).
-    scopes: Vec<ScopeFacts>,
+    /// The functions (and the module) around the walk's place, innermost last: what
+    /// [`result_kept`] needs of each, gathered by the same walk that finds the calls.
+    scopes: Vec<Scope>,
 }
 
-/// Of one function body (or the module): does it run a backward pass, and which words
-/// appear in what it returns or yields and in what it stores on attributes or items.
-struct ScopeFacts {
+/// Of one function body (or the module): does it run a backward pass, which words appear
+/// in what it returns or yields and in what it stores on attributes or items (nested
+/// definitions and class bodies left out), and the calls recorded in it whose result is
+/// kept if a name they are assigned to is one of those words, decided when the walk
+/// leaves the scope (a `return` may come after the call).
+struct Scope {
     backward: bool,
     kept_words: std::collections::HashSet<String>,
+    /// How many class bodies around the walk's place are inside this scope: what is
+    /// returned or stored there is not this scope's.
+    class_depth: usize,
+    pending: Vec<(Recorded, Vec<String>)>,
+}
+
+/// A call recorded by the walk: its index among the calls, or among the receiver calls.
+#[derive(Clone, Copy)]
+enum Recorded {
+    Call(usize),
+    Receiver(usize),
+}
+
+/// What the walk knows of whether a call's result is kept when it meets the call.
+enum Kept {
+    Known(bool),
+    /// Kept if one of these names (what it is assigned to) is kept in its scope.
+    IfNameKept(Vec<String>),
 }
 
 impl CallCollector {
     /// The walk enters `scope` (a function definition, or the module).
     pub(super) fn enter_scope(&mut self, source: &str, scope: Node<'_>) {
-        self.scopes.push(scope_facts(source, scope));
+        let body = scope.field("body").unwrap_or(scope);
+        self.scopes.push(Scope { backward: runs_backward(source, body), kept_words: Default::default(), class_depth: 0, pending: Vec::new() });
+    }
+
+    /// The walk leaves the innermost scope: the results of the calls recorded in it are
+    /// decided.
+    pub(super) fn exit_scope(&mut self) {
+        let Some(scope) = self.scopes.pop() else { return };
+        for (recorded, names) in scope.pending {
+            let kept = names.iter().any(|name| scope.kept_words.contains(name));
+            match recorded {
+                Recorded::Call(i) => self.calls[i].result_kept = kept,
+                Recorded::Receiver(i) => self.receiver_calls[i].3 = kept,
+            }
+        }
+    }
+
+    /// `node`, met by the walk in the innermost scope: what it returns, yields or stores
+    /// (outside class bodies) is kept.
+    fn note_kept(&mut self, source: &str, node: Node<'_>) {
+        let Some(scope) = self.scopes.last_mut().filter(|s| s.class_depth == 0) else { return };
+        let words = match node.kind_name() {
+            "return_statement" | "yield" => text(source, node),
+            "assignment" => match (node.field("left"), node.field("right")) {
+                (Some(left), Some(right)) if matches!(left.kind_name(), "attribute" | "subscript") => text(source, right),
+                _ => return,
+            },
+            _ => return,
+        };
+        for w in words.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()) {
+            if !scope.kept_words.contains(w) {
+                scope.kept_words.insert(w.to_owned());
+            }
+        }
+    }
+
+    fn enter_class(&mut self) {
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.class_depth += 1;
+        }
+    }
+
+    fn exit_class(&mut self) {
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.class_depth -= 1;
+        }
+    }
+
+    /// Records whether the result of the call just recorded as `recorded` is kept.
+    fn decide(&mut self, recorded: Recorded, kept: Kept) {
+        let kept = match kept {
+            Kept::Known(kept) => kept,
+            Kept::IfNameKept(names) => match self.scopes.last_mut() {
+                Some(scope) => {
+                    scope.pending.push((recorded, names));
+                    return;
+                }
+                None => true,
+            },
+        };
+        match recorded {
+            Recorded::Call(i) => self.calls[i].result_kept = kept,
+            Recorded::Receiver(i) => self.receiver_calls[i].3 = kept,
+        }
     }
 
     pub(super) fn finish(mut self) -> Vec<ImportedCall> {
+        while !self.scopes.is_empty() {
+            self.exit_scope();
+        }
         for (receiver, method, grad_disabled, result_kept) in std::mem::take(&mut self.receiver_calls) {
             match self.instances.get(&receiver) {
                 Some(classes) if !classes.is_empty() => {
@@ -69,7 +155,7 @@ impl ModuleSummary {
     /// The calls of imported names under `node`, with whether gradients are disabled there
     /// (`with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(False)`, a function
     /// decorated with them). One walk; the module's own call graph is not followed.
-    pub(super) fn collect_calls(&self, source: &str, node: Node<'_>, disabled: bool, out: &mut CallCollector) {
+    pub(super) fn collect_calls<'t>(&self, source: &str, node: Node<'t>, disabled: bool, out: &mut CallCollector) {
         self.collect_calls_at(source, &mut node.walk(), disabled, out);
     }
 
@@ -84,10 +170,21 @@ impl ModuleSummary {
             if child.is_named() && !self.collect_calls_of_definition(source, child, disabled, out) {
                 match child.kind_name() {
                     "call" => self.record_call(source, cursor, disabled, out),
-                    "assignment" => self.record_instance(source, child, out),
+                    "assignment" => {
+                        self.record_instance(source, child, out);
+                        out.note_kept(source, child);
+                    }
+                    "return_statement" | "yield" => out.note_kept(source, child),
                     _ => {}
                 }
+                let class = child.kind_name() == "class_definition";
+                if class {
+                    out.enter_class();
+                }
                 self.collect_calls_at(source, cursor, disabled, out);
+                if class {
+                    out.exit_class();
+                }
             }
             if !cursor.goto_next_sibling() {
                 break;
@@ -100,7 +197,7 @@ impl ModuleSummary {
     /// collects their calls and returns true; false for any other node. Out of
     /// [`Self::collect_calls_at`] so that its recursion's frame stays small.
     #[inline(never)]
-    fn collect_calls_of_definition(&self, source: &str, child: Node<'_>, disabled: bool, out: &mut CallCollector) -> bool {
+    fn collect_calls_of_definition<'t>(&self, source: &str, child: Node<'t>, disabled: bool, out: &mut CallCollector) -> bool {
         match child.kind_name() {
             "decorated_definition" => {
                 let decorators = named_children(child).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0));
@@ -111,10 +208,14 @@ impl ModuleSummary {
                         let function = def.kind_name() == "function_definition";
                         if function {
                             out.enter_scope(source, def);
+                        } else {
+                            out.enter_class();
                         }
                         self.collect_calls(source, body, inner, out);
                         if function {
-                            out.scopes.pop();
+                            out.exit_scope();
+                        } else {
+                            out.exit_class();
                         }
                     }
                 }
@@ -125,7 +226,7 @@ impl ModuleSummary {
                 if let Some(body) = child.field("body") {
                     out.enter_scope(source, child);
                     self.collect_calls(source, body, false, out);
-                    out.scopes.pop();
+                    out.exit_scope();
                 }
                 true
             }
@@ -144,7 +245,7 @@ impl ModuleSummary {
     }
 
     /// A call of an imported name (not torch's), with its gradient context.
-    fn record_call(&self, source: &str, at: &tree_sitter::TreeCursor<'_>, disabled: bool, out: &mut CallCollector) {
+    fn record_call<'t>(&self, source: &str, at: &tree_sitter::TreeCursor<'t>, disabled: bool, out: &mut CallCollector) {
         let call = at.node();
         let Some(callee) = call.field("function").and_then(|f| dotted(source, f)) else { return };
         let (first, rest) = match callee.split_once('.') {
@@ -159,7 +260,11 @@ impl ModuleSummary {
             None => None,
         };
         match qualified {
-            Some(q) if !q.starts_with("torch.") => out.calls.push(ImportedCall { callee: q, grad_disabled: disabled, result_kept: result_kept(source, at, out.scopes.last()) }),
+            Some(q) if !q.starts_with("torch.") => {
+                let kept = result_kept(source, at, out.scopes.last());
+                out.calls.push(ImportedCall { callee: q, grad_disabled: disabled, result_kept: true });
+                out.decide(Recorded::Call(out.calls.len() - 1), kept);
+            }
             Some(_) => {}
             // `ddpm.sample(...)` on a name this module binds, `self.model.sample(...)` on an
             // attribute of `self`: a method of what it holds.
@@ -171,7 +276,8 @@ impl ModuleSummary {
                 if let Some((receiver, method)) = receiver {
                     if self.function(first).is_none() && self.class(first).is_none() {
                         let kept = result_kept(source, at, out.scopes.last());
-                        out.receiver_calls.push((receiver, method.to_owned(), disabled, kept));
+                        out.receiver_calls.push((receiver, method.to_owned(), disabled, true));
+                        out.decide(Recorded::Receiver(out.receiver_calls.len() - 1), kept);
                     }
                 }
             }
@@ -191,7 +297,7 @@ impl ModuleSummary {
 
     /// `ddpm = DDPM(...)` (also `DDPM(...).to(device)`, `.cuda()`, `.eval()`): the name
     /// holds an instance of an imported class, for the method calls on it.
-    fn record_instance(&self, source: &str, assignment: Node<'_>, out: &mut CallCollector) {
+    fn record_instance<'t>(&self, source: &str, assignment: Node<'t>, out: &mut CallCollector) {
         let (Some(left), Some(value)) = (assignment.field("left"), assignment.field("right")) else { return };
         let name = match left.kind_name() {
             "identifier" => text(source, left).to_owned(),
@@ -213,10 +319,10 @@ impl ModuleSummary {
 /// May the result of `call` reach a backward pass or leave its caller? Its function (or the
 /// module) runs a backward pass, or the call is returned or yielded, stored on an
 /// attribute or item, or assigned to a name the function returns, yields or stores.
-fn result_kept(source: &str, at: &tree_sitter::TreeCursor<'_>, scope: Option<&ScopeFacts>) -> bool {
-    let Some(facts) = scope else { return true };
-    if facts.backward {
-        return true;
+fn result_kept(source: &str, at: &tree_sitter::TreeCursor<'_>, scope: Option<&Scope>) -> Kept {
+    let Some(scope) = scope else { return Kept::Known(true) };
+    if scope.backward {
+        return Kept::Known(true);
     }
     // The cursor's ancestors are kept on its stack: walking up costs nothing (a node's
     // `parent()` searches down from the root).
@@ -226,15 +332,15 @@ fn result_kept(source: &str, at: &tree_sitter::TreeCursor<'_>, scope: Option<&Sc
     while up.goto_parent() {
         let parent = up.node();
         match parent.kind_name() {
-            "return_statement" | "yield" => return true,
+            "return_statement" | "yield" => return Kept::Known(true),
             "assignment" | "augmented_assignment" => {
-                let Some(left) = parent.field("left") else { return true };
+                let Some(left) = parent.field("left") else { return Kept::Known(true) };
                 let mut targets = vec![left];
                 while let Some(t) = targets.pop() {
                     match t.kind_name() {
                         "identifier" => names.push(text(source, t).to_owned()),
                         "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list" => targets.extend(named_children(t)),
-                        _ => return true,
+                        _ => return Kept::Known(true),
                     }
                 }
                 break;
@@ -243,37 +349,12 @@ fn result_kept(source: &str, at: &tree_sitter::TreeCursor<'_>, scope: Option<&Sc
             _ => {}
         }
     }
-    // A name the result is assigned to, returned, yielded or stored later.
-    names.iter().any(|name| facts.kept_words.contains(name))
-}
-
-/// [`ScopeFacts`] of `scope`, from one walk of its body (nested definitions left out).
-fn scope_facts(source: &str, scope: Node<'_>) -> ScopeFacts {
-    let body = scope.field("body").unwrap_or(scope);
-    let mut kept_words = std::collections::HashSet::new();
-    let mut add_words = |t: &str| {
-        for w in t.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()) {
-            kept_words.insert(w.to_owned());
-        }
-    };
-    let mut cursor = body.walk();
-    let mut stack = vec![body];
-    while let Some(n) = stack.pop() {
-        match n.kind_name() {
-            "return_statement" | "yield" => add_words(text(source, n)),
-            "assignment" => {
-                if let (Some(left), Some(right)) = (n.field("left"), n.field("right")) {
-                    if matches!(left.kind_name(), "attribute" | "subscript") {
-                        add_words(text(source, right));
-                    }
-                }
-            }
-            "function_definition" | "class_definition" if n.id() != body.id() && n.id() != scope.id() => continue,
-            _ => {}
-        }
-        stack.extend(n.named_children(&mut cursor));
+    // A name the result is assigned to, returned, yielded or stored later in the scope.
+    if names.is_empty() {
+        Kept::Known(false)
+    } else {
+        Kept::IfNameKept(names)
     }
-    ScopeFacts { backward: runs_backward(source, body), kept_words }
 }
 
 #[cfg(test)]
@@ -336,6 +417,28 @@ mod tests {
                 call("?.backward", false, true),
                 // `self.model` holds a `Net`.
                 call(".models.Net.sample", false, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_result_is_kept_by_what_its_own_scope_returns_or_stores_later() {
+        let found = calls(
+            "from .utils import evaluate\n\n\
+             def later_returned(net):\n    out = evaluate(net)\n    print(out)\n    return out\n\n\
+             def stored(net, log):\n    out = evaluate(net)\n    log['out'] = out\n\n\
+             def only_read(net):\n    out = evaluate(net)\n    class Holder:\n        kept = out\n        def get(self):\n            return out\n    print(out)\n\n\
+             def nested_returns_are_not_its_own(net):\n    out = evaluate(net)\n    def inner():\n        return out\n    print(out)\n",
+        );
+        assert_eq!(
+            found,
+            [
+                // Returned after the call: the walk decides when it leaves the function.
+                call(".utils.evaluate", false, true),
+                call(".utils.evaluate", false, true),
+                // What a class body or a nested function returns or stores is theirs.
+                call(".utils.evaluate", false, false),
+                call(".utils.evaluate", false, false),
             ]
         );
     }

@@ -191,13 +191,31 @@ pub(super) struct BackwardCalls;
 
 impl BackwardCalls {
     pub(super) fn of_module(source: &str, root: Node<'_>) -> BackwardCalls {
+        // A backward call's callee is an attribute ending with the identifier `backward`
+        // or `grad` (see [`is_backward_call`]): the calls are found from those words in
+        // the text, not by a walk of the whole tree.
+        let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+        let bytes = source.as_bytes();
         let mut starts = Vec::new();
-        let mut stack = vec![root];
-        while let Some(n) = stack.pop() {
-            if n.kind_name() == "call" && is_backward_call(source, n) {
-                starts.push(n.start_byte());
+        for word in ["backward", "grad"] {
+            for (at, _) in source.match_indices(word) {
+                let end = at + word.len();
+                if (at > 0 && is_word(bytes[at - 1])) || bytes.get(end).is_some_and(|b| is_word(*b)) {
+                    continue;
+                }
+                let Some(identifier) = root.named_descendant_for_byte_range(at, end).filter(|n| n.kind_name() == "identifier" && n.start_byte() == at && n.end_byte() == end) else {
+                    continue;
+                };
+                let Some(callee) = identifier.parent().filter(|p| p.kind_name() == "attribute" && p.field("attribute").is_some_and(|a| a.id() == identifier.id())) else {
+                    continue;
+                };
+                let Some(call) = callee.parent().filter(|c| c.kind_name() == "call" && c.field("function").is_some_and(|f| f.id() == callee.id())) else {
+                    continue;
+                };
+                if is_backward_call(source, call) {
+                    starts.push(call.start_byte());
+                }
             }
-            stack.extend(named_children(n));
         }
         starts.sort_unstable();
         BACKWARD_CALLS.with(|c| *c.borrow_mut() = Some((source.as_ptr() as usize, source.len(), starts)));
@@ -273,6 +291,43 @@ mod tests {
         let parsed = crate::parse(source);
         let statement = parsed.tree.root_node().named_child(0).expect("a statement");
         check(source, statement.named_child(0).expect("an expression"))
+    }
+
+    /// For each top-level statement of `source`: does it run a backward pass, answered
+    /// from the module's backward calls (found in its text) and by a walk of the statement
+    /// (without them)? The two must agree.
+    fn backward_by_statement(source: &str) -> Vec<bool> {
+        let parsed = crate::parse(source);
+        let root = parsed.tree.root_node();
+        let walked: Vec<bool> = named_children(root).into_iter().map(|s| runs_backward(source, s)).collect();
+        let _found = BackwardCalls::of_module(source, root);
+        let answered: Vec<bool> = named_children(root).into_iter().map(|s| runs_backward(source, s)).collect();
+        assert_eq!(walked, answered, "the module's backward calls and a walk disagree");
+        answered
+    }
+
+    #[test]
+    fn backward_calls_are_found_from_their_words() {
+        let source = "loss.backward()
+                      x.sum().backward(retain_graph=True)
+                      torch.autograd.grad(y, x)
+                      loss . backward ()
+                      (loss
+  .backward)()
+                      backward(loss)
+                      g = p.grad
+                      s = 'loss.backward()'  # loss.backward()
+                      torch.autograd.backward(loss)
+                      from torch.autograd import grad
+                      grad(y, x)
+                      loss.backward_hook()
+";
+        // A parenthesized callee is not read as one (by either); the comment is a statement
+        // of its own.
+        assert_eq!(
+            backward_by_statement(source),
+            [true, true, true, true, false, false, false, false, false, true, false, false, false]
+        );
     }
 
     /// Runs `check` on the decorator of the definition `source` starts with.
