@@ -10,6 +10,13 @@
 //! With `--files-from LIST` it parses the files named in LIST (one path a line) instead:
 //! `scripts/bench-check.sh` gives it the files memlint reports findings in, the least that
 //! any linter built on tree-sitter must parse to report them.
+//!
+//! With `--walk` (before the other arguments) each tree is also walked once after its
+//! parse, every node visited with one `TreeCursor` and its kind and byte range read: what
+//! one pass of analysis over a tree costs before it does anything, the unit in which
+//! memlint's passes (the semantic model's walk, a summary's walks, the rules' own) add up.
+//! `--walk-named` walks the way most of memlint's passes do, a stack of each node's named
+//! children (`stack.extend(node.named_children(&mut cursor))`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,7 +39,15 @@ fn python_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let walk = match args.first().map(String::as_str) {
+        Some("--walk") => Some(false),
+        Some("--walk-named") => Some(true),
+        _ => None,
+    };
+    if walk.is_some() {
+        args.remove(0);
+    }
     let mut files = Vec::new();
     match args.as_slice() {
         [flag, list] if flag == "--files-from" => match std::fs::read_to_string(list) {
@@ -44,7 +59,7 @@ fn main() {
         },
         [dir] if !dir.starts_with("--") => python_files(Path::new(dir), &mut files),
         _ => {
-            eprintln!("usage: parse_tree TREE | parse_tree --files-from LIST");
+            eprintln!("usage: parse_tree [--walk | --walk-named] (TREE | --files-from LIST)");
             std::process::exit(2);
         }
     }
@@ -63,9 +78,57 @@ fn main() {
                 lines.fetch_add(text.lines().count(), Ordering::Relaxed);
                 let tree = memlint_python::parse_with(&text, None);
                 std::hint::black_box(tree.root_node().child_count());
+                match walk {
+                    Some(false) => {
+                        std::hint::black_box(cursor_walk(&tree));
+                    }
+                    Some(true) => {
+                        std::hint::black_box(named_stack_walk(&tree));
+                    }
+                    None => {}
+                }
             });
         }
     });
     let seconds = started.elapsed().as_secs_f64();
-    println!("parse alone: {} files, {} lines, {threads} threads: {seconds:.3} s", files.len(), lines.load(Ordering::Relaxed));
+    let what = match walk {
+        None => "parse alone",
+        Some(false) => "parse and one cursor walk",
+        Some(true) => "parse and one named-children walk",
+    };
+    println!("{what}: {} files, {} lines, {threads} threads: {seconds:.3} s", files.len(), lines.load(Ordering::Relaxed));
+}
+
+/// Every node once, with one cursor: the sum of their kinds and byte ranges.
+fn cursor_walk(tree: &memlint_python::tree_sitter::Tree) -> usize {
+    let mut cursor = tree.walk();
+    let mut sum = 0usize;
+    loop {
+        let node = cursor.node();
+        sum = sum.wrapping_add(node.kind_id() as usize + node.start_byte() + node.end_byte());
+        if cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return sum;
+            }
+        }
+    }
+}
+
+/// Every named node once, through a stack of each node's named children.
+fn named_stack_walk(tree: &memlint_python::tree_sitter::Tree) -> usize {
+    let root = tree.root_node();
+    let mut cursor = root.walk();
+    let mut stack = vec![root];
+    let mut sum = 0usize;
+    while let Some(node) = stack.pop() {
+        sum = sum.wrapping_add(node.kind_id() as usize + node.start_byte() + node.end_byte());
+        stack.extend(node.named_children(&mut cursor));
+    }
+    sum
 }
