@@ -144,6 +144,7 @@ impl<'t> SemanticModel<'t> {
     /// Every identifier (and attribute's last part) inside an expression, as dotted names.
     pub fn identifiers_in(&self, expr: Node<'t>) -> Vec<String> {
         let mut names = Vec::new();
+        let mut cursor = expr.walk();
         let mut stack = vec![expr];
         while let Some(n) = stack.pop() {
             match n.kind_name() {
@@ -157,7 +158,7 @@ impl<'t> SemanticModel<'t> {
                     }
                 }
                 "string" => {}
-                _ => stack.extend(named_children(n)),
+                _ => stack.extend(n.named_children(&mut cursor)),
             }
         }
         names

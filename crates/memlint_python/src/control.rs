@@ -371,6 +371,7 @@ impl<'t> SemanticModel<'t> {
     /// Does `body` hold a loop over batches (or epochs), itself or in a local function it
     /// calls (`for epoch in range(n): train(model, loader)`)?
     pub(crate) fn contains_nested_step_loop(&self, body: Node<'t>) -> bool {
+        let mut cursor = body.walk();
         let mut stack = named_children(body);
         while let Some(n) = stack.pop() {
             match n.kind_name() {
@@ -385,9 +386,9 @@ impl<'t> SemanticModel<'t> {
                     if self.local_callee(n).is_some_and(|def| self.function_has_step_loop(def)) {
                         return true;
                     }
-                    stack.extend(named_children(n));
+                    stack.extend(n.named_children(&mut cursor));
                 }
-                _ => stack.extend(named_children(n)),
+                _ => stack.extend(n.named_children(&mut cursor)),
             }
         }
         false
@@ -454,6 +455,7 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn step_in(&self, body: Node<'t>, through_calls: bool) -> bool {
+        let mut cursor = body.walk();
         let mut stack = named_children(body);
         while let Some(n) = stack.pop() {
             match n.kind_name() {
@@ -465,9 +467,9 @@ impl<'t> SemanticModel<'t> {
                     if through_calls && self.local_callee(n).is_some_and(|def| self.function_runs_a_step(def)) {
                         return true;
                     }
-                    stack.extend(named_children(n));
+                    stack.extend(n.named_children(&mut cursor));
                 }
-                _ => stack.extend(named_children(n)),
+                _ => stack.extend(n.named_children(&mut cursor)),
             }
         }
         false

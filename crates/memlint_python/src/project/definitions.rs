@@ -94,6 +94,7 @@ fn attribute_calls(source: &str, body: Node<'_>, out: &mut Vec<(String, String)>
 /// The calls under `node` that may load a pretrained network: `from_pretrained`, a call
 /// given `pretrained=` or `weights=`, a `load` (`torch.hub.load`).
 fn pretrained_calls_in(source: &str, node: Node<'_>, out: &mut Vec<PretrainedCall>) {
+    let mut cursor = node.walk();
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
         if matches!(n.kind_name(), "function_definition" | "class_definition" | "lambda") && n.id() != node.id() {
@@ -116,7 +117,7 @@ fn pretrained_calls_in(source: &str, node: Node<'_>, out: &mut Vec<PretrainedCal
                 }
             }
         }
-        stack.extend(named_children(n));
+        stack.extend(n.named_children(&mut cursor));
     }
 }
 
@@ -224,6 +225,7 @@ fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>, Vec<Stri
             _ => None,
         }
     };
+    let mut cursor = body.walk();
     let mut stack: Vec<(Node<'_>, bool)> = vec![(body, false)];
     while let Some((n, off)) = stack.pop() {
         match n.kind_name() {
@@ -263,9 +265,7 @@ fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>, Vec<Stri
             }
             _ => {}
         }
-        for c in named_children(n) {
-            stack.push((c, off));
-        }
+        stack.extend(n.named_children(&mut cursor).map(|c| (c, off)));
     }
     (with_grad, without_grad, called_with_grad)
 }

@@ -75,6 +75,7 @@ pub(super) fn decorator_disables_grad(source: &str, decorator: Node<'_>) -> bool
 /// constant, its own attribute, an argument with a constant default, nor a call).
 pub(crate) fn parameter_free_stores(source: &str, class_body: Node<'_>) -> Option<Vec<String>> {
     let mut callees = Vec::new();
+    let mut cursor = class_body.walk();
     let mut stack = vec![class_body];
     while let Some(n) = stack.pop() {
         match n.kind_name() {
@@ -95,7 +96,7 @@ pub(crate) fn parameter_free_stores(source: &str, class_body: Node<'_>) -> Optio
             }
             _ => {}
         }
-        stack.extend(named_children(n));
+        stack.extend(n.named_children(&mut cursor));
     }
     Some(callees)
 }

@@ -259,12 +259,13 @@ pub(super) fn collect_returns<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
 
 /// The identifier `name` inside a target pattern (the pattern itself when absent).
 pub(super) fn binding_target<'t>(model: &SemanticModel<'t>, target: Node<'t>, name: &str) -> Node<'t> {
+    let mut cursor = target.walk();
     let mut stack = vec![target];
     while let Some(n) = stack.pop() {
         if n.kind_name() == "identifier" && model.text(n) == name {
             return n;
         }
-        stack.extend(named_children(n));
+        stack.extend(n.named_children(&mut cursor));
     }
     target
 }
