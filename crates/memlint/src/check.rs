@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use memlint_config::{ConfigError, Overrides, Resolver, Settings};
 use memlint_linter::{apply_fixes_in_project, lint_in_project, Applicability, Diagnostic, FixMode, LinterSettings, ProjectIndex, Rule, SyntaxError};
-use memlint_project::Project;
+use memlint_project::{Project, SummaryStore};
 
 use crate::cache::Cache;
 use crate::exit;
@@ -276,7 +276,11 @@ pub fn run_once(args: &CheckArgs) -> u8 {
         Ok(o) => o,
         Err(e) => return write_failed(args, e),
     };
-    let project = (!args.no_project).then(|| crate::project::for_files(&files));
+    // The summaries of the project's modules are kept beside the results, and like them
+    // only when the cache is on: a re-run parses the files that changed, not the modules
+    // around them.
+    let summary_store = || cache.as_ref().and_then(|_| SummaryStore::open(&args.cache_dir.join(env!("CARGO_PKG_VERSION")), crate::cache::BUILD_ID));
+    let project = (!args.no_project).then(|| crate::project::for_files(&files).with_summary_store(summary_store()));
     let checked = check_in_order(&files, |file| {
         let mode = fix_mode(args, &file.settings);
         let mut report = check_file(file, mode, args.diff, cache.as_ref(), args.no_prefilter, project.as_ref());
@@ -294,11 +298,12 @@ pub fn run_once(args: &CheckArgs) -> u8 {
     }
     if let (Some(p), Some(_)) = (&project, std::env::var_os("MEMLINT_PROJECT_STATS")) {
         eprintln!(
-            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone, of which {} trees went on to their file's lint)",
+            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone, of which {} trees went on to their file's lint; {} summaries read from the cache)",
             p.modules_summarized(),
             files.len(),
             p.modules_parsed_for_summary(),
-            p.trees_handed_to_lint()
+            p.trees_handed_to_lint(),
+            p.summaries_read_from_store()
         );
     }
     if project.as_ref().map(Project::limit_reached).unwrap_or(false) {

@@ -159,6 +159,60 @@ fn a_changed_sibling_module_relints_the_importing_file() {
 }
 
 #[test]
+fn a_rerun_reads_the_summaries_of_unchanged_modules_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.body = nn.Linear(8, 8)\n\n    def forward(self, z):\n        return self.body(z)\n";
+    let preview = "from models import Synth\n\n\ndef show(loader):\n    g = Synth()\n    for z in loader:\n        print(g(z))\n";
+    fs::write(dir.path().join("models.py"), models).unwrap();
+    fs::write(dir.path().join("preview.py"), preview).unwrap();
+    let cache = dir.path().join("cache");
+    // (findings, the project's statistics line)
+    let run = |extra: &[&str]| {
+        let output = memlint()
+            .current_dir(dir.path())
+            .env("MEMLINT_PROJECT_STATS", "1")
+            .args(["check", "--output-format", "concise", "--cache-dir"])
+            .arg(&cache)
+            .args(extra)
+            .arg("preview.py")
+            .output()
+            .unwrap();
+        let stats = String::from_utf8(output.stderr).unwrap().lines().find(|l| l.starts_with("project:")).unwrap_or_default().to_owned();
+        (String::from_utf8(output.stdout).unwrap(), stats)
+    };
+    let (first, stats) = run(&[]);
+    assert!(first.contains("preview.py:7:15: MEM001"), "{first}");
+    assert!(stats.contains("1 read and parsed for their summary alone") && stats.contains("0 summaries read from the cache"), "{stats}");
+    // preview.py changes, models.py does not: its summary comes from the cache, unparsed.
+    fs::write(dir.path().join("preview.py"), preview.replace("print(g(z))", "print(g(z))  # shown")).unwrap();
+    let (second, stats) = run(&[]);
+    assert!(second.contains("preview.py:7:15: MEM001"), "{second}");
+    assert!(stats.contains("0 read and parsed for their summary alone") && stats.contains("1 summaries read from the cache"), "{stats}");
+    // A damaged entry is not read: the module is parsed again, the findings are the same.
+    let mut entries = 0;
+    let mut stack = vec![cache.clone()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "summary") {
+                fs::write(&p, b"\xff\x00 not a summary").unwrap();
+                entries += 1;
+            }
+        }
+    }
+    assert!(entries >= 1, "summaries are kept in the cache folder");
+    fs::write(dir.path().join("preview.py"), preview.replace("print(g(z))", "print(g(z))  # again")).unwrap();
+    let (third, stats) = run(&[]);
+    assert_eq!(third, second, "{stats}");
+    assert!(stats.contains("1 read and parsed for their summary alone"), "{stats}");
+    // `--no-cache` neither reads nor writes summaries.
+    let (_, stats) = run(&["--no-cache"]);
+    assert!(stats.contains("0 summaries read from the cache"), "{stats}");
+}
+
+#[test]
 fn a_project_module_that_does_not_parse_or_read_is_unknown_not_an_error() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("models.py"), b"class Generator(nn.Module:\n  \xff\xfe broken").unwrap();

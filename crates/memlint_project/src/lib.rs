@@ -13,6 +13,13 @@
 //! - `a.b` is the file `a/b.py`, else the package `a/b/__init__.py`. A name that no such
 //!   file holds is not the project's (a library): nothing is known of it.
 //!
+//! ## Summaries kept between runs
+//! With a [`SummaryStore`] ([`Project::with_summary_store`]; the CLI's cache folder unless
+//! `--no-cache`), each summary made is also written to disk under its module's content
+//! hash, and a module whose text hashes the same in a later run is summarized from there
+//! without being parsed: a re-run in which one file changed parses that file and reads
+//! the summaries of the modules around it.
+//!
 //! Limits: modules larger than [`MAX_MODULE_BYTES`] are not read, and at most
 //! [`Project::with_limit`] modules (default [`DEFAULT_MODULE_LIMIT`]) are summarized in
 //! one run; past the limit, names from further modules are unknown (as if the project
@@ -46,6 +53,48 @@ struct Mentions {
     callers_by_word: FxHashMap<String, Vec<u32>>,
     /// Each file's index, by module key.
     index_by_key: FxHashMap<String, u32>,
+}
+
+/// Module summaries on disk, one small file per module text (named by its content hash;
+/// postcard, a compact serde encoding: JSON took several times the room and the time) in
+/// a folder of this build: a build that summarizes differently never reads
+/// another's. Written through a temporary file and a rename, so concurrent runs never
+/// read half an entry; an entry that does not decode is ignored (and written again).
+pub struct SummaryStore {
+    dir: PathBuf,
+}
+
+impl SummaryStore {
+    /// The store of build `build` under `dir` (created); `None` when it cannot be created
+    /// (summaries are then made from parses only).
+    pub fn open(dir: &Path, build: &str) -> Option<SummaryStore> {
+        let dir = dir.join("summaries").join(&blake3::hash(build.as_bytes()).to_hex()[..16]);
+        std::fs::create_dir_all(&dir).ok()?;
+        Some(SummaryStore { dir })
+    }
+
+    fn path(&self, hash: &str) -> PathBuf {
+        self.dir.join(&hash[..2]).join(format!("{hash}.summary"))
+    }
+
+    fn get(&self, hash: &str) -> Option<ModuleSummary> {
+        let bytes = std::fs::read(self.path(hash)).ok()?;
+        postcard::from_bytes(&bytes).ok()
+    }
+
+    fn put(&self, hash: &str, summary: &ModuleSummary) {
+        let path = self.path(hash);
+        let Some(folder) = path.parent() else { return };
+        let Ok(bytes) = postcard::to_stdvec(summary) else { return };
+        if std::fs::create_dir_all(folder).is_err() {
+            return;
+        }
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let temporary = folder.join(format!(".{hash}.{}.{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+        if std::fs::write(&temporary, bytes).is_ok() && std::fs::rename(&temporary, &path).is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+    }
 }
 
 /// One module read from disk.
@@ -84,6 +133,9 @@ pub struct Project {
     /// dropped (its file is parsed again for its lint).
     kept_bytes: AtomicUsize,
     trees_taken: AtomicUsize,
+    store: Option<SummaryStore>,
+    /// How many summaries came from [`Project::store`] instead of a parse.
+    stored_summaries_read: AtomicUsize,
 }
 
 impl Project {
@@ -109,6 +161,8 @@ impl Project {
             kept_trees: Mutex::new(FxHashMap::default()),
             kept_bytes: AtomicUsize::new(0),
             trees_taken: AtomicUsize::new(0),
+            store: None,
+            stored_summaries_read: AtomicUsize::new(0),
         }
     }
 
@@ -119,6 +173,17 @@ impl Project {
     pub fn keeping_trees(mut self) -> Project {
         self.pending_lints = Some(lock(&self.files).iter().cloned().collect());
         self
+    }
+
+    /// Reads and writes summaries in `store` (see the crate's documentation).
+    pub fn with_summary_store(mut self, store: Option<SummaryStore>) -> Project {
+        self.store = store;
+        self
+    }
+
+    /// How many summaries were read from the [`SummaryStore`] instead of made from a parse.
+    pub fn summaries_read_from_store(&self) -> usize {
+        self.stored_summaries_read.load(Ordering::Relaxed)
     }
 
     /// How many modules this project summarized (read and parsed, or seeded by a lint).
@@ -253,10 +318,17 @@ impl Project {
             }
             let bytes = std::fs::read(&path).ok()?;
             let hash = Project::hash_text(&bytes);
+            if let Some(summary) = self.store.as_ref().and_then(|store| store.get(&hash)) {
+                self.stored_summaries_read.fetch_add(1, Ordering::Relaxed);
+                return Some(Arc::new(Module { hash, summary: Arc::new(summary) }));
+            }
             let text = String::from_utf8_lossy(&bytes);
             self.parsed_for_summary.fetch_add(1, Ordering::Relaxed);
             let tree = memlint_python::parse_with(&text, None);
             let summary = Arc::new(ModuleSummary::new(&tree, &text));
+            if let Some(store) = &self.store {
+                store.put(&hash, &summary);
+            }
             if self.pending_lints.as_ref().is_some_and(|files| files.contains(&path)) {
                 if self.kept_bytes.fetch_add(text.len(), Ordering::Relaxed) + text.len() <= KEPT_TREES_TEXT_BUDGET {
                     lock(&self.kept_trees).insert(path.clone(), (text.into_owned(), tree));
@@ -487,7 +559,22 @@ impl ModuleLoader for Project {
             self.limit_reached.store(true, Ordering::Relaxed);
             return;
         }
-        let _ = cell.set(Some(Arc::new(Module { hash: Project::hash_text(text.as_bytes()), summary: Arc::new(summary()) })));
+        let hash = Project::hash_text(text.as_bytes());
+        let summary = match &self.store {
+            Some(store) => match store.get(&hash) {
+                Some(stored) => {
+                    self.stored_summaries_read.fetch_add(1, Ordering::Relaxed);
+                    stored
+                }
+                None => {
+                    let made = summary();
+                    store.put(&hash, &made);
+                    made
+                }
+            },
+            None => summary(),
+        };
+        let _ = cell.set(Some(Arc::new(Module { hash, summary: Arc::new(summary) })));
     }
 
 }
@@ -571,5 +658,27 @@ mod tests {
         assert!(project.may_call(&Project::key(&caller), "evaluate"));
         assert!(!project.may_call(&Project::key(&mentioner), "evaluate"), "only a reference, never a call");
         assert!(project.may_call("not/a/file/of/the/run.py", "evaluate"), "unknown files are not ruled out");
+    }
+
+    #[test]
+    fn a_summary_read_from_the_store_is_the_one_a_parse_gives() {
+        let (dir, models, train) = two_files();
+        let store = || SummaryStore::open(&dir.path().join("cache"), "build-a");
+        let key = Project::key(&models);
+        let first = Project::new(Vec::new(), vec![models.clone(), train.clone()]).with_summary_store(store());
+        let parsed = first.summary(&key).expect("models.py is summarized");
+        assert_eq!((first.modules_parsed_for_summary(), first.summaries_read_from_store()), (1, 0));
+        let second = Project::new(Vec::new(), vec![models.clone(), train.clone()]).with_summary_store(store());
+        let stored = second.summary(&key).expect("models.py is summarized");
+        assert_eq!((second.modules_parsed_for_summary(), second.summaries_read_from_store()), (0, 1), "read, not parsed");
+        assert_eq!(*stored, *parsed);
+        // Another build keeps its own summaries; a changed text is parsed again.
+        let other_build = Project::new(Vec::new(), vec![models.clone()]).with_summary_store(SummaryStore::open(&dir.path().join("cache"), "build-b"));
+        other_build.summary(&key);
+        assert_eq!(other_build.summaries_read_from_store(), 0);
+        std::fs::write(&models, "class Net:\n    pass\n").expect("write models.py");
+        let changed = Project::new(Vec::new(), vec![models, train]).with_summary_store(store());
+        assert!(changed.summary(&key).is_some_and(|s| *s != *parsed));
+        assert_eq!(changed.summaries_read_from_store(), 0);
     }
 }

@@ -19,7 +19,7 @@ use crate::NodeExt;
 
 /// How a function stores one of its arguments into state that outlives the call
 /// (`self.total += val`, `self.preds.append(preds)`, a module-level list).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StoreKind {
     /// Added into a running total (`self.total += val`, `self.sum = self.sum + val * n`).
     Accumulates,
@@ -28,7 +28,7 @@ pub enum StoreKind {
 }
 
 /// One argument a function stores beyond the call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StoredArgument {
     /// Its position among the arguments a caller passes (`self` not counted for methods).
     pub position: usize,
@@ -40,7 +40,7 @@ pub struct StoredArgument {
 }
 
 /// A function or method, as other modules see it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FunctionSummary {
     pub name: String,
     /// Decorated with `torch.no_grad()` / `torch.inference_mode()`.
@@ -147,7 +147,7 @@ pub fn method_runs_forward(methods: &[FunctionSummary], submodules: &[String], n
 }
 
 /// A class, as other modules see it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClassSummary {
     pub name: String,
     /// The bases, dotted as this module spells them (resolved through its imports later).
@@ -173,7 +173,7 @@ pub struct ClassSummary {
 
 /// A call that may load a pretrained network: the callee as the module spells it, and
 /// its keyword arguments that decide (`pretrained`, `weights`, `is_trainable`) as written.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PretrainedCall {
     pub callee: String,
     pub keywords: Vec<(String, String)>,
@@ -194,7 +194,7 @@ pub(super) const PRETRAINED_KEYWORDS: &[&str] = &["pretrained", "weights", "is_t
 /// What other files need to know of one module, computed from its tree in one walk of its
 /// top-level statements and class bodies (function bodies only for their returns and
 /// stores).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ModuleSummary {
     pub classes: Vec<ClassSummary>,
     pub functions: Vec<FunctionSummary>,
@@ -218,7 +218,7 @@ pub struct ModuleSummary {
 
 /// A call of an imported name, with the gradient context it runs in: what a module that
 /// defines the function needs to know of its callers elsewhere.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ImportedCall {
     /// The callee through this module's imports (`.utils.evaluate`), or a plain name
     /// this module does not bind (possibly from a star import).
