@@ -107,11 +107,13 @@ pub struct CheckArgs {
     #[arg(long)]
     pub no_project: bool,
 
-    /// Lint every file again instead of reusing the results cached for unchanged files.
+    /// Lint every file again instead of reusing the results cached for unchanged files
+    /// (nor the summaries cached for unchanged project modules: every module read is
+    /// parsed).
     #[arg(long, env = "MEMLINT_NO_CACHE")]
     pub no_cache: bool,
 
-    /// Where to keep the cache.
+    /// Where to keep the cache (results of files and summaries of project modules).
     #[arg(long, value_name = "DIR", env = "MEMLINT_CACHE_DIR", default_value = ".memlint_cache")]
     pub cache_dir: PathBuf,
 
