@@ -25,7 +25,6 @@
 //! one run; past the limit, names from further modules are unknown (as if the project
 //! were a library) and [`Project::limit_reached`] says so.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -111,13 +110,13 @@ pub struct Project {
     /// The files of the run (the CLI's files to check, the server's workspace files):
     /// where callers of a function are looked for.
     files: Mutex<Arc<Vec<PathBuf>>>,
-    modules: Mutex<HashMap<PathBuf, Arc<OnceLock<Option<Arc<Module>>>>>>,
+    modules: Mutex<FxHashMap<PathBuf, Arc<OnceLock<Option<Arc<Module>>>>>>,
     /// Does this file exist (module resolution asks the same paths again and again)?
-    exists: Mutex<HashMap<PathBuf, bool>>,
+    exists: Mutex<FxHashMap<PathBuf, bool>>,
     /// Which files of the run mention each identifier (built on the first question).
     mentions: Mutex<Option<Arc<Mentions>>>,
     /// [`Project::file_hash`]'s answers.
-    hashes: Mutex<HashMap<String, Option<String>>>,
+    hashes: Mutex<FxHashMap<String, Option<String>>>,
     limit: usize,
     summarized: AtomicUsize,
     /// Of those, how many were read and parsed for their summary alone (the others came
@@ -149,10 +148,10 @@ impl Project {
         Project {
             roots,
             files: Mutex::new(Arc::new(files)),
-            modules: Mutex::new(HashMap::new()),
-            exists: Mutex::new(HashMap::new()),
+            modules: Mutex::new(FxHashMap::default()),
+            exists: Mutex::new(FxHashMap::default()),
             mentions: Mutex::new(None),
-            hashes: Mutex::new(HashMap::new()),
+            hashes: Mutex::new(FxHashMap::default()),
             limit,
             summarized: AtomicUsize::new(0),
             parsed_for_summary: AtomicUsize::new(0),
