@@ -4,7 +4,7 @@
 # no difference on the fixtures and the bundled examples, and that it does find one when
 # an entry point drops a finding), the scaling example, scripts/fetch-engine-tree.sh on
 # local git snapshots, the single-file figure of scripts/bench-check.sh, and
-# scripts/bench-output.sh.
+# scripts/bench-output.sh and scripts/bench-rerun.sh.
 # Debug builds: these check behaviour and output, not speed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -146,6 +146,17 @@ grep -qE "^memlint check / tree-sitter parse of every file \(median of 1 rounds\
     fail "bench-check.sh did not print memlint / parse"
 grep -qE "^project pass: memlint check takes -?[0-9]+% more than --no-project \(median of 1 rounds\)$" "$TMP/bench.txt" ||
     fail "bench-check.sh did not print the project pass's share"
+
+step "bench-rerun.sh: a re-run after one file changed, with and without kept summaries"
+MEMLINT="$MEMLINT" scripts/bench-rerun.sh "$TMP/tree" "$TMP/tree/huggingface+peft/tests/test_gpu_examples.py" 1 | tee "$TMP/rerun.txt"
+grep -qE "^tree: .* \(5 files\), changed file: huggingface\+peft/tests/test_gpu_examples.py, cores: [0-9]+$" "$TMP/rerun.txt" || fail "bench-rerun.sh: no tree line"
+for label in "cold, empty cache" "unchanged \(every result reused\)" "one file changed, summaries not kept" "one file changed, summaries kept"; do
+    grep -qE "^$label +[0-9.]+ s$" "$TMP/rerun.txt" || fail "bench-rerun.sh: no figure for $label"
+done
+grep -qE "^kept / not kept +[0-9.]+$" "$TMP/rerun.txt" || fail "bench-rerun.sh: no ratio"
+[[ -z "$(tail -c 200 "$TMP/tree/huggingface+peft/tests/test_gpu_examples.py" | grep 'bench-rerun edit')" ]] || fail "bench-rerun.sh edited the tree it was given, not its copy"
+status=0; scripts/bench-rerun.sh "$TMP/tree" README.md > /dev/null 2> "$TMP/err" || status=$?
+[[ $status -eq 2 ]] && grep -q "is not inside" "$TMP/err" || fail "bench-rerun.sh with a file outside the tree: status $status, $(cat "$TMP/err")"
 
 step "bench-output.sh: the output formats timed on a small dense file"
 MEMLINT="$MEMLINT" STDIO_CLIENT="$CLIENT" scripts/bench-output.sh 300 1 | tee "$TMP/output.txt"
