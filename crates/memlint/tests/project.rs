@@ -126,13 +126,18 @@ fn a_library_module_brought_by_a_star_import() {
     assert!(findings("star_library", &["--no-project"]).is_empty(), "alone, `nn` is unknown");
 }
 
+/// A network class, and a file that uses it with nothing of its own saying `g` is a
+/// network (no `.eval()`, a name that says nothing): only models.py does.
+const SYNTH_MODELS: &str = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.body = nn.Linear(8, 8)\n\n    def forward(self, z):\n        return self.body(z)\n";
+const SYNTH_PREVIEW: &str = "from models import Synth\n\n\ndef show(loader):\n    g = Synth()\n    for z in loader:\n        print(g(z))\n";
+
 #[test]
 fn a_changed_sibling_module_relints_the_importing_file() {
     let dir = tempfile::tempdir().unwrap();
     // Nothing in preview.py says `g` is a network (no `.eval()`, a name that says nothing):
     // only models.py does.
-    let models = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.body = nn.Linear(8, 8)\n\n    def forward(self, z):\n        return self.body(z)\n";
-    let preview = "from models import Synth\n\n\ndef show(loader):\n    g = Synth()\n    for z in loader:\n        print(g(z))\n";
+    let models = SYNTH_MODELS;
+    let preview = SYNTH_PREVIEW;
     fs::write(dir.path().join("models.py"), models).unwrap();
     fs::write(dir.path().join("preview.py"), preview).unwrap();
     let cache = dir.path().join("cache");
@@ -161,8 +166,8 @@ fn a_changed_sibling_module_relints_the_importing_file() {
 #[test]
 fn a_rerun_reads_the_summaries_of_unchanged_modules_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let models = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.body = nn.Linear(8, 8)\n\n    def forward(self, z):\n        return self.body(z)\n";
-    let preview = "from models import Synth\n\n\ndef show(loader):\n    g = Synth()\n    for z in loader:\n        print(g(z))\n";
+    let models = SYNTH_MODELS;
+    let preview = SYNTH_PREVIEW;
     fs::write(dir.path().join("models.py"), models).unwrap();
     fs::write(dir.path().join("preview.py"), preview).unwrap();
     let cache = dir.path().join("cache");

@@ -73,11 +73,14 @@ impl CallCollector {
     pub(super) fn exit_scope(&mut self) {
         let Some(scope) = self.scopes.pop() else { return };
         for (recorded, names) in scope.pending {
-            let kept = names.iter().any(|name| scope.kept_words.contains(name));
-            match recorded {
-                Recorded::Call(i) => self.calls[i].result_kept = kept,
-                Recorded::Receiver(i) => self.receiver_calls[i].3 = kept,
-            }
+            self.set_kept(recorded, names.iter().any(|name| scope.kept_words.contains(name)));
+        }
+    }
+
+    fn set_kept(&mut self, recorded: Recorded, kept: bool) {
+        match recorded {
+            Recorded::Call(i) => self.calls[i].result_kept = kept,
+            Recorded::Receiver(i) => self.receiver_calls[i].3 = kept,
         }
     }
 
@@ -124,10 +127,7 @@ impl CallCollector {
                 None => true,
             },
         };
-        match recorded {
-            Recorded::Call(i) => self.calls[i].result_kept = kept,
-            Recorded::Receiver(i) => self.receiver_calls[i].3 = kept,
-        }
+        self.set_kept(recorded, kept);
     }
 
     pub(super) fn finish(mut self) -> Vec<ImportedCall> {
