@@ -15,6 +15,9 @@ mod watch;
 
 use std::process::ExitCode;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Exit statuses: a public contract (CI configurations depend on them).
