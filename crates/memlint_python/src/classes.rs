@@ -303,7 +303,13 @@ impl<'t> SemanticModel<'t> {
     /// The local module class an expression is an instance of, when it was built from one
     /// (`Policy()`, `Net().cuda()`, `self.actor` set to `Actor(...)` in `__init__`).
     pub fn instance_class(&self, expr: Node<'t>) -> Option<&'t str> {
-        self.instance_class_at(expr, 0)
+        let key = crate::semantic::key(expr);
+        if let Some(known) = self.instance_classes.borrow().get(&key) {
+            return *known;
+        }
+        let class = self.instance_class_at(expr, 0);
+        self.instance_classes.borrow_mut().insert(key, class);
+        class
     }
 
     pub(crate) fn instance_class_at(&self, expr: Node<'t>, depth: usize) -> Option<&'t str> {

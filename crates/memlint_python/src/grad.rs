@@ -268,25 +268,12 @@ impl<'t> SemanticModel<'t> {
         let instance = self.forward_instance(call)?;
         if let Some(class) = self.instance_class(instance) {
             let forward = self.method_of(class, "forward")?;
-            let info = self.functions.get(&forward.id())?;
-            if let Some(decorator) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
-                return Some(format!("`{class}.forward` is decorated `@{}`", self.text(*decorator)));
+            if let Some(known) = self.local_forwards_without_grad.borrow().get(&(forward.id(), class)) {
+                return known.clone();
             }
-            // Its submodules run only under `with torch.no_grad()` blocks (in `forward` or
-            // the methods it calls), as the project summarizes the class.
-            let owner = self.parent(forward).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition")?;
-            let summary = crate::project::class_summary(self.source, owner);
-            let submodules: Vec<String> = summary
-                .attributes
-                .iter()
-                .filter(|(_, callee)| {
-                    let qualified = self.through_module_imports(callee).unwrap_or_else(|| callee.clone());
-                    self.is_module_class(callee) || crate::library::library_module_class(&qualified)
-                })
-                .map(|(attribute, _)| attribute.clone())
-                .collect();
-            return crate::project::forward_runs_submodules_without_grad(&summary.methods, &submodules)
-                .then(|| format!("`{class}.forward` runs its submodules only under `with torch.no_grad()`"));
+            let answer = self.local_forward_disables_grad(class, forward);
+            self.local_forwards_without_grad.borrow_mut().insert((forward.id(), class), answer.clone());
+            return answer;
         }
         let construction = self.constructor_through_methods(instance, 0)?;
         match self.project_class_built_by(construction)? {
@@ -300,6 +287,30 @@ impl<'t> SemanticModel<'t> {
             }
             _ => None,
         }
+    }
+
+    /// Why `forward`, the method of the local class `class`, runs without gradients: it
+    /// is decorated so, or it runs its submodules only under `with torch.no_grad()` blocks.
+    fn local_forward_disables_grad(&self, class: &str, forward: Node<'t>) -> Option<String> {
+        let info = self.functions.get(&forward.id())?;
+        if let Some(decorator) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
+            return Some(format!("`{class}.forward` is decorated `@{}`", self.text(*decorator)));
+        }
+        // Its submodules run only under `with torch.no_grad()` blocks (in `forward` or
+        // the methods it calls), as the project summarizes the class.
+        let owner = self.parent(forward).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition")?;
+        let summary = crate::project::class_summary(self.source, owner);
+        let submodules: Vec<String> = summary
+            .attributes
+            .iter()
+            .filter(|(_, callee)| {
+                let qualified = self.through_module_imports(callee).unwrap_or_else(|| callee.clone());
+                self.is_module_class(callee) || crate::library::library_module_class(&qualified)
+            })
+            .map(|(attribute, _)| attribute.clone())
+            .collect();
+        crate::project::forward_runs_submodules_without_grad(&summary.methods, &submodules)
+            .then(|| format!("`{class}.forward` runs its submodules only under `with torch.no_grad()`"))
     }
 
     /// Does the forward pass `call` run a training step itself: its class's `forward`

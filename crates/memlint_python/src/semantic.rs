@@ -208,6 +208,14 @@ pub struct SemanticModel<'t> {
     /// Memo of [`SemanticModel::qualified_name`]: asked of the same callee by many facts
     /// (is it a backward call, a project class, a library call).
     pub(crate) qualified_names: RefCell<HashMap<NodeKey, Option<String>>>,
+    /// Memo of whether a local module class's `forward` runs without gradients (and why),
+    /// by the id of its `forward`: asked at every forward call of an instance, and the
+    /// answer summarizes the whole class. Keyed with the class too: a subclass's instances
+    /// run their base's `forward`, and the reason names the class.
+    pub(crate) local_forwards_without_grad: RefCell<HashMap<(usize, &'t str), Option<String>>>,
+    /// Memo of [`SemanticModel::instance_class`]: asked of the callee of every forward call
+    /// by several facts, and `self.x` follows every assignment of `self.x` in the module.
+    pub(crate) instance_classes: RefCell<HashMap<NodeKey, Option<&'t str>>>,
     /// Memo of [`SemanticModel::function_return_kind`], by function node id.
     pub(crate) return_values: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// (scope, name) of names on which a module-only method is called (`x.eval()`,
@@ -369,6 +377,8 @@ impl<'t> SemanticModel<'t> {
             forward_method_names: RefCell::new(HashMap::default()),
             function_calls: RefCell::new(HashMap::default()),
             qualified_names: RefCell::new(HashMap::default()),
+            local_forwards_without_grad: RefCell::new(HashMap::default()),
+            instance_classes: RefCell::new(HashMap::default()),
             return_values: RefCell::new(HashMap::default()),
             modules_by_use: OnceCell::new(),
             optimizers_by_use: OnceCell::new(),
@@ -436,6 +446,8 @@ impl<'t> SemanticModel<'t> {
         // not yet collected: the memos start afresh.
         model.function_calls.get_mut().clear();
         model.qualified_names.get_mut().clear();
+        model.local_forwards_without_grad.get_mut().clear();
+        model.instance_classes.get_mut().clear();
         model
     }
 

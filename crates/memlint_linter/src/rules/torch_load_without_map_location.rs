@@ -76,6 +76,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         names.extend(model.names_imported_as(qualified));
     }
     let candidates: Vec<_> = names.iter().flat_map(|n| model.calls_named(n)).copied().collect();
+    let module = ModuleFacts::default();
     for m in checker.matches_at(&candidates) {
         let Some(call) = m.get("call") else { continue };
         if model.call_resolves_to(call, TORCH_LOAD).is_none() || !has_argument_list(call) {
@@ -84,7 +85,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if has_splat(call) || keyword_argument(model, call, "map_location").is_some() || positional_arguments(call).len() >= 2 {
             continue;
         }
-        if runs_in_a_program_without_cuda(model, call) || loads_what_this_module_saved_from_the_cpu(model, call) {
+        if runs_in_a_program_without_cuda(model, call, &module) || loads_what_this_module_saved_from_the_cpu(model, call) {
             continue;
         }
         let fix = append_argument(model, call, "map_location=\"cpu\"").map(|edit| {
@@ -136,22 +137,35 @@ const DEVICE_NAMES: &[&str] = &[
 /// file, and `"cuda"` appears in no string except the flags of `add_argument(...)` (a
 /// `--cuda` flag that nothing reads is not a use). A library module (functions only, no
 /// `__main__`) may be called from a CUDA program, so it is never exempt.
-fn runs_in_a_program_without_cuda<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
+fn runs_in_a_program_without_cuda<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: &ModuleFacts) -> bool {
+    let is_program = model.enclosing_function(call).is_none() || *module.main_guard.get_or_init(|| has_main_guard(model));
+    is_program && *module.without_cuda.get_or_init(|| never_uses_cuda(model))
+}
+
+/// What [`runs_in_a_program_without_cuda`] asks of the whole module: found once per lint,
+/// when a first call needs it (asking per call made a file of many loads quadratic).
+#[derive(Default)]
+struct ModuleFacts {
+    main_guard: std::cell::OnceCell<bool>,
+    without_cuda: std::cell::OnceCell<bool>,
+}
+
+/// Has the module an `if __name__ == "__main__":` guard at top level?
+fn has_main_guard(model: &SemanticModel<'_>) -> bool {
+    let root = model.root();
+    let mut cursor = root.walk();
+    let found = root.named_children(&mut cursor).any(|statement| {
+        statement.kind_name() == "if_statement"
+            && statement.field("condition").map(|c| model.text(c)).is_some_and(|c| c.contains("__name__") && c.contains("__main__"))
+    });
+    found
+}
+
+/// No name of [`DEVICE_NAMES`] is used, and `"cuda"` is in no code or string but comments,
+/// docstrings and the flags of `add_argument(...)`.
+fn never_uses_cuda(model: &SemanticModel<'_>) -> bool {
     let source = model.source();
     let whole = 0..source.len();
-    let main_guard = || {
-        let root = model.root();
-        let mut cursor = root.walk();
-        let found = root.named_children(&mut cursor).any(|statement| {
-            statement.kind_name() == "if_statement"
-                && statement.field("condition").map(|c| model.text(c)).is_some_and(|c| c.contains("__name__") && c.contains("__main__"))
-        });
-        found
-    };
-    let is_program = model.enclosing_function(call).is_none() || main_guard();
-    if !is_program {
-        return false;
-    }
     if DEVICE_NAMES
         .iter()
         .any(|name| !model.identifiers_named_in(name, whole.clone()).is_empty() || !model.attributes_named_in(name, whole.clone()).is_empty())
