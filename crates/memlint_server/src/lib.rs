@@ -37,12 +37,27 @@ pub struct Service {
     client: Client,
 }
 
+/// How the server is run (the `memlint` binary passes its build identity).
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The build identity of the linter (as `memlint check` caches under): with it, a
+    /// workspace whose cache folder exists (`.memlint_cache`, or `MEMLINT_CACHE_DIR`) has
+    /// its module summaries read from and written to that folder's summary store, shared
+    /// with `memlint check`. The server never creates a cache folder of its own.
+    pub summary_build: Option<String>,
+}
+
 /// The service for in-process use (tests, the latency benchmark) or any transport.
 pub fn service() -> (Service, ClientSocket) {
+    service_with(Options::default())
+}
+
+/// [`service`] with `options`.
+pub fn service_with(options: Options) -> (Service, ClientSocket) {
     let mut client = None;
     let (inner, socket) = LspService::build(|c| {
         client = Some(c.clone());
-        Server::new(c)
+        Server::with_options(c, options)
     })
     .custom_method(MALFORMED, Server::malformed_message)
     .finish();
@@ -116,9 +131,18 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
+    serve_with(input, output, Options::default()).await
+}
+
+/// [`serve`] with `options`.
+pub async fn serve_with<I, O>(input: I, output: O, options: Options)
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
     let (filtered, server_input) = tokio::io::duplex(1 << 20);
     let filter = tokio::spawn(filter_input(input, filtered));
-    let (service, socket) = service();
+    let (service, socket) = service_with(options);
     tower_lsp_server::Server::new(server_input, output, socket).serve(service).await;
     // After `exit` the filter may still be waiting on a client that keeps its end open.
     filter.abort();
@@ -191,7 +215,7 @@ fn malformed(problem: &str) -> Vec<u8> {
 }
 
 /// Serves LSP over standard input and output until the client exits; returns the exit status.
-pub fn run_stdio() -> u8 {
+pub fn run_stdio(options: Options) -> u8 {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -199,7 +223,7 @@ pub fn run_stdio() -> u8 {
             return 2;
         }
     };
-    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout()));
+    runtime.block_on(serve_with(tokio::io::stdin(), tokio::io::stdout(), options));
     // Do not wait for lint jobs still running for a client that has gone.
     runtime.shutdown_background();
     0

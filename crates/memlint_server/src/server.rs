@@ -141,6 +141,8 @@ struct State {
     /// For each open document: the project modules its last lint read (a change to one
     /// of them re-lints it).
     dependencies: HashMap<Uri, Vec<PathBuf>>,
+    /// The build identity summaries are stored under (see [`crate::Options`]).
+    summary_build: Option<String>,
 }
 
 /// Work for one lint: a file, or every Python cell of a notebook.
@@ -379,6 +381,7 @@ impl State {
             shown: HashSet::new(),
             project: None,
             dependencies: HashMap::new(),
+            summary_build: None,
         }
     }
 
@@ -416,9 +419,13 @@ impl State {
     /// `None` for a document that is not a file.
     fn project_for(&mut self, uri: &Uri) -> Option<(Arc<memlint_project::Project>, PathBuf)> {
         let path = file_path(uri)?;
+        let (roots, build) = (&self.roots, self.summary_build.as_deref());
         let project = self
             .project
-            .get_or_insert_with(|| Arc::new(memlint_project::Project::new(self.roots.clone(), crate::workspace::python_files(&self.roots))))
+            .get_or_insert_with(|| {
+                let store = build.and_then(|b| crate::workspace::summary_store(roots, b));
+                Arc::new(memlint_project::Project::new(roots.clone(), crate::workspace::python_files(roots)).with_summary_store(store))
+            })
             .clone();
         Some((project, path))
     }
@@ -535,10 +542,16 @@ impl State {
 
 impl Server {
     pub fn new(client: Client) -> Server {
+        Server::with_options(client, crate::Options::default())
+    }
+
+    pub fn with_options(client: Client, options: crate::Options) -> Server {
+        let mut state = State::new();
+        state.summary_build = options.summary_build;
         Server {
             client,
             raw_refresh_support: Arc::new(AtomicBool::new(false)),
-            state: Arc::new(Mutex::new(State::new())),
+            state: Arc::new(Mutex::new(state)),
             publish_lock: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
@@ -790,6 +803,7 @@ impl LanguageServer for Server {
                 roots,
                 store,
                 pending_messages: problems.into_iter().map(|p| (MessageType::ERROR, p)).collect(),
+                summary_build: state.summary_build.take(),
                 ..State::new()
             };
         }

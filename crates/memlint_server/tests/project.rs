@@ -100,3 +100,72 @@ async fn python_files_are_watched_when_the_client_registers_watchers_dynamically
     assert!(globs.iter().any(|g| g == "**/*.py"), "{globs:?}");
     assert!(globs.iter().any(|g| g == "**/pyproject.toml"), "{globs:?}");
 }
+
+/// The `.summary` files under `dir`, by file name (the content hash of their module).
+fn summary_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "summary") {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+async fn diagnostics_of_preview(root_uri: &str, build: &str) -> Vec<(String, Value)> {
+    let mut client = TestClient::start_with(memlint_server::Options { summary_build: Some(build.to_owned()) });
+    client.initialize(push_client(), Value::Null, Some(root_uri)).await;
+    let uri = format!("{root_uri}/preview.py");
+    client.open(&uri, PREVIEW).await;
+    let found = codes_and_ranges(&client.diagnostics_for(&uri).await);
+    client.shutdown().await;
+    found
+}
+
+#[tokio::test]
+async fn the_server_shares_the_summary_store_of_an_existing_cache_folder() {
+    let version = env!("CARGO_PKG_VERSION");
+    // No cache folder: the server creates none.
+    let (_dir, root, root_uri) = workspace();
+    let found = diagnostics_of_preview(&root_uri, "test-build").await;
+    assert!(!found.is_empty(), "the project makes `g` a network");
+    assert!(!root.join(".memlint_cache").exists(), "the server created a cache folder in the workspace");
+
+    // A cache folder (as `memlint check` leaves): the summary of models.py is written there.
+    let cache = root.join(".memlint_cache").join(version);
+    std::fs::create_dir_all(&cache).unwrap();
+    assert_eq!(diagnostics_of_preview(&root_uri, "test-build").await, found);
+    let models_hash = memlint_project::Project::hash_text(MODELS.as_bytes());
+    let written = summary_files(&cache);
+    let models_entry = written
+        .iter()
+        .find(|p| p.file_stem().is_some_and(|s| s.to_string_lossy() == models_hash))
+        .unwrap_or_else(|| panic!("no summary of models.py among {written:?}"))
+        .clone();
+
+    // A fresh server reads it: in place of models.py's summary, put the one of a models.py
+    // whose `Synth` is no network (made by the server in another workspace), and the
+    // finding that rests on `Synth` being a network is gone.
+    let plain = MODELS.replace("class Synth(nn.Module):", "class Synth:");
+    let other = tempfile::tempdir().unwrap();
+    let other_root = other.path().canonicalize().unwrap();
+    std::fs::write(other_root.join("models.py"), &plain).unwrap();
+    std::fs::write(other_root.join("preview.py"), PREVIEW).unwrap();
+    std::fs::create_dir_all(other_root.join(".memlint_cache").join(version)).unwrap();
+    assert!(diagnostics_of_preview(&format!("file://{}", other_root.display()), "test-build").await.is_empty());
+    let plain_hash = memlint_project::Project::hash_text(plain.as_bytes());
+    let plain_entry = summary_files(&other_root.join(".memlint_cache"))
+        .into_iter()
+        .find(|p| p.file_stem().is_some_and(|s| s.to_string_lossy() == plain_hash))
+        .expect("the other workspace's summary of its models.py");
+    std::fs::copy(&plain_entry, &models_entry).unwrap();
+    assert!(diagnostics_of_preview(&root_uri, "test-build").await.is_empty(), "the server did not read the store");
+    // Another build reads nothing of it.
+    assert_eq!(diagnostics_of_preview(&root_uri, "other-build").await, found);
+}

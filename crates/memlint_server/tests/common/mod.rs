@@ -24,9 +24,14 @@ pub struct TestClient {
 impl TestClient {
     /// Starts the real server (`memlint_server::service`) on an in-memory pipe.
     pub fn start() -> TestClient {
+        TestClient::start_with(memlint_server::Options::default())
+    }
+
+    /// [`TestClient::start`] with the server's `options`.
+    pub fn start_with(options: memlint_server::Options) -> TestClient {
         let (client_end, server_end) = tokio::io::duplex(1 << 22);
         let (server_read, server_write) = tokio::io::split(server_end);
-        let server = tokio::spawn(memlint_server::serve(server_read, server_write));
+        let server = tokio::spawn(memlint_server::serve_with(server_read, server_write, options));
         let (read, writer) = tokio::io::split(client_end);
         TestClient { reader: BufReader::new(read), writer, next_id: 1, inbox: VecDeque::new(), server }
     }
