@@ -112,7 +112,7 @@ pub struct Project {
     files: Mutex<Arc<Vec<PathBuf>>>,
     modules: Mutex<FxHashMap<PathBuf, Arc<OnceLock<Option<Arc<Module>>>>>>,
     /// Does this file exist (module resolution asks the same paths again and again)?
-    exists: Mutex<FxHashMap<PathBuf, bool>>,
+    exists: Mutex<FxHashMap<std::ffi::OsString, bool>>,
     /// Which files of the run mention each identifier (built on the first question).
     mentions: Mutex<Option<Arc<Mentions>>>,
     /// [`Project::file_hash`]'s answers.
@@ -225,9 +225,9 @@ impl Project {
     pub fn invalidate(&self, path: &Path, files: Option<Vec<PathBuf>>) {
         lock(&self.modules).remove(path);
         let mut exists = lock(&self.exists);
-        exists.remove(path);
+        exists.remove(path.as_os_str());
         // A created or deleted `__init__.py` changes package roots: forget them all.
-        exists.retain(|p, _| p.file_name().map(|n| n != "__init__.py").unwrap_or(true));
+        exists.retain(|p, _| Path::new(p).file_name().map(|n| n != "__init__.py").unwrap_or(true));
         drop(exists);
         *lock(&self.mentions) = None;
         lock(&self.hashes).remove(&Project::key(path));
@@ -263,11 +263,13 @@ impl Project {
     }
 
     fn exists(&self, path: &Path) -> bool {
-        if let Some(e) = lock(&self.exists).get(path) {
+        // Keyed by the path's bytes: hashing a `Path` hashes it component by component,
+        // and import resolution asks here for every candidate file.
+        if let Some(e) = lock(&self.exists).get(path.as_os_str()) {
             return *e;
         }
         let e = path.is_file();
-        lock(&self.exists).insert(path.to_owned(), e);
+        lock(&self.exists).insert(path.as_os_str().to_owned(), e);
         e
     }
 
