@@ -11,7 +11,24 @@ use crate::library::*;
 impl<'t> SemanticModel<'t> {
     /// Whether `node` runs with gradients disabled, and by what.
     pub fn grad_context(&self, node: Node<'t>) -> GradContext {
-        self.grad_context_with(node, &self.no_grad_functions)
+        match self.no_grad_functions() {
+            Some(no_grad) => self.grad_context_with(node, no_grad),
+            None => self.grad_context_with(node, &HashMap::default()),
+        }
+    }
+
+    /// The functions that always run without gradients, found on first use; `None` while
+    /// they are being found (a question asked by the fixed point itself).
+    fn no_grad_functions(&self) -> Option<&HashMap<usize, String>> {
+        if let Some(found) = self.no_grad_functions.get() {
+            return Some(found);
+        }
+        if self.finding_no_grad_functions.replace(true) {
+            return None;
+        }
+        let found = self.find_no_grad_functions();
+        self.finding_no_grad_functions.set(false);
+        Some(self.no_grad_functions.get_or_init(|| found))
     }
 
     pub(crate) fn grad_context_with(&self, node: Node<'t>, no_grad_fns: &HashMap<usize, String>) -> GradContext {
@@ -197,7 +214,7 @@ impl<'t> SemanticModel<'t> {
         last.contains("no_grad") || last.contains("nograd") || last.contains("inference")
     }
 
-    pub(crate) fn compute_no_grad_functions(&mut self) {
+    fn find_no_grad_functions(&self) -> HashMap<usize, String> {
         let mut no_grad: HashMap<usize, String> = HashMap::default();
         for info in self.functions() {
             if let Some(d) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
@@ -248,7 +265,7 @@ impl<'t> SemanticModel<'t> {
                 break;
             }
         }
-        self.no_grad_functions = no_grad;
+        no_grad
     }
 
     /// The network whose `forward` the call `call` runs: its callee, or `m` of `m.forward(x)`.

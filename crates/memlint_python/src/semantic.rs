@@ -225,8 +225,13 @@ pub struct SemanticModel<'t> {
     /// Like `modules_by_use`, for optimizers (`x.zero_grad()` and `x.step()`, `x.param_groups`).
     pub(crate) optimizers_by_use: OnceCell<HashMap<(ScopeId, &'t str), Node<'t>>>,
     /// Functions that always run with gradients disabled (decorated, framework hooks,
-    /// or only ever called from a no-grad context).
-    pub(crate) no_grad_functions: HashMap<usize, String>,
+    /// or only ever called from a no-grad context): found on the first question of a
+    /// gradient context, not while the model is built, since the fixed point may ask other
+    /// modules for a function's callers and most lints never ask.
+    pub(crate) no_grad_functions: OnceCell<HashMap<usize, String>>,
+    /// The fixed point of `no_grad_functions` is being computed: a gradient context asked
+    /// meanwhile sees no function as no-grad yet.
+    pub(crate) finding_no_grad_functions: Cell<bool>,
     pub(crate) value_cache: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
@@ -382,7 +387,8 @@ impl<'t> SemanticModel<'t> {
             return_values: RefCell::new(HashMap::default()),
             modules_by_use: OnceCell::new(),
             optimizers_by_use: OnceCell::new(),
-            no_grad_functions: HashMap::default(),
+            no_grad_functions: OnceCell::new(),
+            finding_no_grad_functions: Cell::new(false),
             value_cache: RefCell::new(HashMap::default()),
             parents: HashMap::default(),
             scope_segments: Vec::new(),
@@ -441,7 +447,6 @@ impl<'t> SemanticModel<'t> {
                 model.methods_by_name.entry(f.name.clone()).or_default().push((class.clone(), f.node));
             }
         }
-        model.compute_no_grad_functions();
         // Answers given while the model was still being built may rest on facts it had
         // not yet collected: the memos start afresh.
         model.function_calls.get_mut().clear();
