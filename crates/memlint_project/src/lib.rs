@@ -67,8 +67,12 @@ impl SummaryStore {
     /// The store of build `build` under `dir` (created); `None` when it cannot be created
     /// (summaries are then made from parses only).
     pub fn open(dir: &Path, build: &str) -> Option<SummaryStore> {
-        let dir = dir.join("summaries").join(&blake3::hash(build.as_bytes()).to_hex()[..16]);
+        let all = dir.join("summaries");
+        let dir = all.join(&blake3::hash(build.as_bytes()).to_hex()[..16]);
         std::fs::create_dir_all(&dir).ok()?;
+        // When this build last used its folder: what tells a stale folder from a live one.
+        let _ = std::fs::write(dir.join(LAST_USED), build.as_bytes());
+        prune_stale_builds(&all, &dir);
         Some(SummaryStore { dir })
     }
 
@@ -92,6 +96,32 @@ impl SummaryStore {
         let temporary = folder.join(format!(".{hash}.{}.{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
         if std::fs::write(&temporary, bytes).is_ok() && std::fs::rename(&temporary, &path).is_err() {
             let _ = std::fs::remove_file(&temporary);
+        }
+    }
+}
+
+/// The file a build's summary folder is marked with each time a store opens it.
+const LAST_USED: &str = "last-used";
+
+/// A folder of summaries of another build, unused this long, is deleted when a store
+/// opens: a build never reads another's, and each release (and, in development, each change
+/// to the linter's sources) makes a folder of its own, so they would pile up.
+pub const STALE_BUILD_AFTER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// Deletes the folders under `all` but `current` last used before [`STALE_BUILD_AFTER`];
+/// a folder it cannot read or delete is left as it is.
+fn prune_stale_builds(all: &Path, current: &Path) {
+    let Ok(entries) = std::fs::read_dir(all) else { return };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path == current || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let used = std::fs::metadata(path.join(LAST_USED)).or_else(|_| entry.metadata()).and_then(|m| m.modified());
+        let stale = used.is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE_BUILD_AFTER));
+        if stale {
+            let _ = std::fs::remove_dir_all(&path);
         }
     }
 }
@@ -681,5 +711,25 @@ mod tests {
         let changed = Project::new(Vec::new(), vec![models, train]).with_summary_store(store());
         assert!(changed.summary(&key).is_some_and(|s| *s != *parsed));
         assert_eq!(changed.summaries_read_from_store(), 0);
+    }
+
+    #[test]
+    fn opening_a_store_deletes_the_summaries_of_builds_unused_for_a_week() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let folder = |build: &str| cache.join("summaries").join(&blake3::hash(build.as_bytes()).to_hex()[..16]);
+        SummaryStore::open(&cache, "old").unwrap();
+        SummaryStore::open(&cache, "recent").unwrap();
+        std::fs::write(folder("old").join("ab"), b"an entry").unwrap();
+        let long_ago = std::time::SystemTime::now() - STALE_BUILD_AFTER - std::time::Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(folder("old").join(LAST_USED)).unwrap().set_modified(long_ago).unwrap();
+        SummaryStore::open(&cache, "current").unwrap();
+        assert!(!folder("old").exists(), "a build unused for over a week is deleted");
+        assert!(folder("recent").is_dir(), "a build used lately is kept");
+        assert!(folder("current").join(LAST_USED).is_file());
+        // The build that opens is never deleted, however old its mark.
+        std::fs::File::options().write(true).open(folder("current").join(LAST_USED)).unwrap().set_modified(long_ago).unwrap();
+        SummaryStore::open(&cache, "current").unwrap();
+        assert!(folder("current").is_dir());
     }
 }
