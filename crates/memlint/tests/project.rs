@@ -131,16 +131,20 @@ fn a_library_module_brought_by_a_star_import() {
 const SYNTH_MODELS: &str = "import torch.nn as nn\n\n\nclass Synth(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.body = nn.Linear(8, 8)\n\n    def forward(self, z):\n        return self.body(z)\n";
 const SYNTH_PREVIEW: &str = "from models import Synth\n\n\ndef show(loader):\n    g = Synth()\n    for z in loader:\n        print(g(z))\n";
 
+/// A fresh folder with `models.py` and `preview.py` (the Synth texts), and the cache folder
+/// the tests pass to `--cache-dir`.
+fn synth_project() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("models.py"), SYNTH_MODELS).unwrap();
+    fs::write(dir.path().join("preview.py"), SYNTH_PREVIEW).unwrap();
+    let cache = dir.path().join("cache");
+    (dir, cache)
+}
+
 #[test]
 fn a_changed_sibling_module_relints_the_importing_file() {
-    let dir = tempfile::tempdir().unwrap();
-    // Nothing in preview.py says `g` is a network (no `.eval()`, a name that says nothing):
-    // only models.py does.
+    let (dir, cache) = synth_project();
     let models = SYNTH_MODELS;
-    let preview = SYNTH_PREVIEW;
-    fs::write(dir.path().join("models.py"), models).unwrap();
-    fs::write(dir.path().join("preview.py"), preview).unwrap();
-    let cache = dir.path().join("cache");
     let run = || {
         let output = memlint()
             .current_dir(dir.path())
@@ -165,12 +169,7 @@ fn a_changed_sibling_module_relints_the_importing_file() {
 
 #[test]
 fn a_rerun_reads_the_summaries_of_unchanged_modules_from_the_cache() {
-    let dir = tempfile::tempdir().unwrap();
-    let models = SYNTH_MODELS;
-    let preview = SYNTH_PREVIEW;
-    fs::write(dir.path().join("models.py"), models).unwrap();
-    fs::write(dir.path().join("preview.py"), preview).unwrap();
-    let cache = dir.path().join("cache");
+    let (dir, cache) = synth_project();
     // (findings, the project's statistics line)
     let run = |extra: &[&str]| {
         let output = memlint()
@@ -189,7 +188,7 @@ fn a_rerun_reads_the_summaries_of_unchanged_modules_from_the_cache() {
     assert!(first.contains("preview.py:7:15: MEM001"), "{first}");
     assert!(stats.contains("1 read and parsed for their summary alone") && stats.contains("0 summaries read from the cache"), "{stats}");
     // preview.py changes, models.py does not: its summary comes from the cache, unparsed.
-    fs::write(dir.path().join("preview.py"), preview.replace("print(g(z))", "print(g(z))  # shown")).unwrap();
+    fs::write(dir.path().join("preview.py"), SYNTH_PREVIEW.replace("print(g(z))", "print(g(z))  # shown")).unwrap();
     let (second, stats) = run(&[]);
     assert!(second.contains("preview.py:7:15: MEM001"), "{second}");
     assert!(stats.contains("0 read and parsed for their summary alone") && stats.contains("1 summaries read from the cache"), "{stats}");
@@ -208,7 +207,7 @@ fn a_rerun_reads_the_summaries_of_unchanged_modules_from_the_cache() {
         }
     }
     assert!(entries >= 1, "summaries are kept in the cache folder");
-    fs::write(dir.path().join("preview.py"), preview.replace("print(g(z))", "print(g(z))  # again")).unwrap();
+    fs::write(dir.path().join("preview.py"), SYNTH_PREVIEW.replace("print(g(z))", "print(g(z))  # again")).unwrap();
     let (third, stats) = run(&[]);
     assert_eq!(third, second, "{stats}");
     assert!(stats.contains("1 read and parsed for their summary alone"), "{stats}");

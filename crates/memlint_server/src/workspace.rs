@@ -31,7 +31,8 @@ pub fn python_files(roots: &[PathBuf]) -> Vec<PathBuf> {
 /// relative to the root) already has a folder for this version. `None` without one (the
 /// server creates no cache of its own in a workspace) or with `MEMLINT_NO_CACHE` set.
 pub fn summary_store(roots: &[PathBuf], build: &str) -> Option<memlint_project::SummaryStore> {
-    let off = std::env::var("MEMLINT_NO_CACHE").is_ok_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no" | "off"));
+    // As `memlint check --no-cache` reads the variable (clap's falsey values are "off").
+    let off = std::env::var("MEMLINT_NO_CACHE").is_ok_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "n" | "no" | "f" | "false" | "off"));
     if off {
         return None;
     }

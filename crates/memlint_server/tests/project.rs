@@ -24,9 +24,14 @@ fn codes_and_ranges(publish: &Value) -> Vec<(String, Value)> {
 }
 
 fn workspace() -> (tempfile::TempDir, std::path::PathBuf, String) {
+    workspace_with(MODELS)
+}
+
+/// A fresh workspace of `models` (as models.py) and preview.py: the folder, its path and URI.
+fn workspace_with(models: &str) -> (tempfile::TempDir, std::path::PathBuf, String) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    std::fs::write(root.join("models.py"), MODELS).unwrap();
+    std::fs::write(root.join("models.py"), models).unwrap();
     std::fs::write(root.join("preview.py"), PREVIEW).unwrap();
     let root_uri = format!("file://{}", root.display());
     (dir, root, root_uri)
@@ -101,21 +106,22 @@ async fn python_files_are_watched_when_the_client_registers_watchers_dynamically
     assert!(globs.iter().any(|g| g == "**/pyproject.toml"), "{globs:?}");
 }
 
-/// The `.summary` files under `dir`, by file name (the content hash of their module).
-fn summary_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
+/// The entry of the summary store under `dir` for a module of text `text` (entries are
+/// named by their module's content hash), if there is one.
+fn summary_entry(dir: &std::path::Path, text: &str) -> Option<std::path::PathBuf> {
+    let name = format!("{}.summary", memlint_project::Project::hash_text(text.as_bytes()));
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "summary") {
-                found.push(path);
+            } else if path.file_name().is_some_and(|n| n.to_string_lossy() == name) {
+                return Some(path);
             }
         }
     }
-    found
+    None
 }
 
 async fn diagnostics_of_preview(root_uri: &str, build: &str) -> Vec<(String, Value)> {
@@ -141,29 +147,16 @@ async fn the_server_shares_the_summary_store_of_an_existing_cache_folder() {
     let cache = root.join(".memlint_cache").join(version);
     std::fs::create_dir_all(&cache).unwrap();
     assert_eq!(diagnostics_of_preview(&root_uri, "test-build").await, found);
-    let models_hash = memlint_project::Project::hash_text(MODELS.as_bytes());
-    let written = summary_files(&cache);
-    let models_entry = written
-        .iter()
-        .find(|p| p.file_stem().is_some_and(|s| s.to_string_lossy() == models_hash))
-        .unwrap_or_else(|| panic!("no summary of models.py among {written:?}"))
-        .clone();
+    let models_entry = summary_entry(&cache, MODELS).expect("the server wrote the summary of models.py");
 
     // A fresh server reads it: in place of models.py's summary, put the one of a models.py
     // whose `Synth` is no network (made by the server in another workspace), and the
     // finding that rests on `Synth` being a network is gone.
     let plain = MODELS.replace("class Synth(nn.Module):", "class Synth:");
-    let other = tempfile::tempdir().unwrap();
-    let other_root = other.path().canonicalize().unwrap();
-    std::fs::write(other_root.join("models.py"), &plain).unwrap();
-    std::fs::write(other_root.join("preview.py"), PREVIEW).unwrap();
+    let (_other, other_root, other_uri) = workspace_with(&plain);
     std::fs::create_dir_all(other_root.join(".memlint_cache").join(version)).unwrap();
-    assert!(diagnostics_of_preview(&format!("file://{}", other_root.display()), "test-build").await.is_empty());
-    let plain_hash = memlint_project::Project::hash_text(plain.as_bytes());
-    let plain_entry = summary_files(&other_root.join(".memlint_cache"))
-        .into_iter()
-        .find(|p| p.file_stem().is_some_and(|s| s.to_string_lossy() == plain_hash))
-        .expect("the other workspace's summary of its models.py");
+    assert!(diagnostics_of_preview(&other_uri, "test-build").await.is_empty());
+    let plain_entry = summary_entry(&other_root.join(".memlint_cache"), &plain).expect("the other workspace's summary of its models.py");
     std::fs::copy(&plain_entry, &models_entry).unwrap();
     assert!(diagnostics_of_preview(&root_uri, "test-build").await.is_empty(), "the server did not read the store");
     // Another build reads nothing of it.
