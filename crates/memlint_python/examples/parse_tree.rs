@@ -16,7 +16,9 @@
 //! one pass of analysis over a tree costs before it does anything, the unit in which
 //! memlint's passes (the semantic model's walk, a summary's walks, the rules' own) add up.
 //! `--walk-named` walks the way most of memlint's passes do, a stack of each node's named
-//! children (`stack.extend(node.named_children(&mut cursor))`).
+//! children (`stack.extend(node.named_children(&mut cursor))`). `--summarize` also makes
+//! each file's module summary (`ModuleSummary::new`, what the project pass reads of a
+//! module): its cost in units of the parse.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,12 +42,13 @@ fn python_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let summarize = args.first().is_some_and(|a| a == "--summarize");
     let walk = match args.first().map(String::as_str) {
         Some("--walk") => Some(false),
         Some("--walk-named") => Some(true),
         _ => None,
     };
-    if walk.is_some() {
+    if walk.is_some() || summarize {
         args.remove(0);
     }
     let mut files = Vec::new();
@@ -59,7 +62,7 @@ fn main() {
         },
         [dir] if !dir.starts_with("--") => python_files(Path::new(dir), &mut files),
         _ => {
-            eprintln!("usage: parse_tree [--walk | --walk-named] (TREE | --files-from LIST)");
+            eprintln!("usage: parse_tree [--walk | --walk-named | --summarize] (TREE | --files-from LIST)");
             std::process::exit(2);
         }
     }
@@ -87,11 +90,15 @@ fn main() {
                     }
                     None => {}
                 }
+                if summarize {
+                    std::hint::black_box(memlint_python::ModuleSummary::new(&tree, &text));
+                }
             });
         }
     });
     let seconds = started.elapsed().as_secs_f64();
     let what = match walk {
+        None if summarize => "parse and summarize",
         None => "parse alone",
         Some(false) => "parse and one cursor walk",
         Some(true) => "parse and one named-children walk",

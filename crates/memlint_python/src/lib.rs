@@ -16,6 +16,7 @@ mod index;
 mod lexicon;
 mod library;
 mod line_index;
+mod named_nodes;
 pub mod project;
 mod project_view;
 mod scope;

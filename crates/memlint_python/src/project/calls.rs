@@ -12,6 +12,7 @@ use tree_sitter::Node;
 
 use super::summary::{ImportedCall, ModuleSummary};
 use super::syntax::{decorator_disables_grad, dotted, returned_callee_of, runs_backward, text, with_items_disabling_grad};
+use crate::named_nodes::NamedNodes;
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
@@ -152,58 +153,54 @@ impl CallCollector {
 }
 
 impl ModuleSummary {
-    /// The calls of imported names under `node`, with whether gradients are disabled there
-    /// (`with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(False)`, a function
-    /// decorated with them). One walk; the module's own call graph is not followed.
-    pub(super) fn collect_calls<'t>(&self, source: &str, node: Node<'t>, disabled: bool, out: &mut CallCollector) {
-        self.collect_calls_at(source, &mut node.walk(), disabled, out);
+    /// The calls of imported names under the node at `at` in `nodes`, with whether
+    /// gradients are disabled there (`with torch.no_grad()` / `inference_mode()` /
+    /// `set_grad_enabled(False)`, a function decorated with them). One walk; the module's
+    /// own call graph is not followed.
+    pub(super) fn collect_calls<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, disabled: bool, out: &mut CallCollector) {
+        self.collect_calls_at(source, nodes, at, at, disabled, out);
     }
 
-    /// [`Self::collect_calls`] under the node at `cursor`, which it leaves there: one cursor
-    /// walks the subtree (a cursor per node, each allocating its stack, showed in profiles).
-    fn collect_calls_at<'t>(&self, source: &str, cursor: &mut tree_sitter::TreeCursor<'t>, disabled: bool, out: &mut CallCollector) {
-        if !cursor.goto_first_child() {
-            return;
-        }
-        loop {
-            let child = cursor.node();
-            if child.is_named() && !self.collect_calls_of_definition(source, child, disabled, out) {
-                match child.kind_name() {
-                    "call" => self.record_call(source, cursor, disabled, out),
-                    "assignment" => {
-                        self.record_instance(source, child, out);
-                        out.note_kept(source, child);
-                    }
-                    "return_statement" | "yield" => out.note_kept(source, child),
-                    _ => {}
-                }
-                let class = child.kind_name() == "class_definition";
-                if class {
-                    out.enter_class();
-                }
-                self.collect_calls_at(source, cursor, disabled, out);
-                if class {
-                    out.exit_class();
-                }
+    /// [`Self::collect_calls`] under the node at `at`, within the walk that started at
+    /// `root` (what a call's result is kept by is looked for no higher).
+    fn collect_calls_at<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, root: usize, disabled: bool, out: &mut CallCollector) {
+        for child in nodes.children(at) {
+            if self.collect_calls_of_definition(source, nodes, child, disabled, out) {
+                continue;
             }
-            if !cursor.goto_next_sibling() {
-                break;
+            let node = nodes.node(child);
+            match node.kind_name() {
+                "call" => self.record_call(source, nodes, child, root, disabled, out),
+                "assignment" => {
+                    self.record_instance(source, node, out);
+                    out.note_kept(source, node);
+                }
+                "return_statement" | "yield" => out.note_kept(source, node),
+                _ => {}
+            }
+            let class = node.kind_name() == "class_definition";
+            if class {
+                out.enter_class();
+            }
+            self.collect_calls_at(source, nodes, child, root, disabled, out);
+            if class {
+                out.exit_class();
             }
         }
-        cursor.goto_parent();
     }
 
     /// Definitions and `with` blocks change the gradient context of what they contain:
     /// collects their calls and returns true; false for any other node. Out of
     /// [`Self::collect_calls_at`] so that its recursion's frame stays small.
     #[inline(never)]
-    fn collect_calls_of_definition<'t>(&self, source: &str, child: Node<'t>, disabled: bool, out: &mut CallCollector) -> bool {
+    fn collect_calls_of_definition<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, disabled: bool, out: &mut CallCollector) -> bool {
+        let child = nodes.node(at);
         match child.kind_name() {
             "decorated_definition" => {
                 let decorators = named_children(child).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0));
                 let inner = decorators.into_iter().any(|d| decorator_disables_grad(source, d));
-                if let Some(def) = child.field("definition") {
-                    if let Some(body) = def.field("body") {
+                if let Some((def_at, def)) = child.field("definition").and_then(|d| Some((nodes.child_with_id(at, d)?, d))) {
+                    if let Some(body) = def.field("body").and_then(|b| nodes.child_with_id(def_at, b)) {
                         // A decorated class's body runs in the enclosing scope.
                         let function = def.kind_name() == "function_definition";
                         if function {
@@ -211,7 +208,7 @@ impl ModuleSummary {
                         } else {
                             out.enter_class();
                         }
-                        self.collect_calls(source, body, inner, out);
+                        self.collect_calls(source, nodes, body, inner, out);
                         if function {
                             out.exit_scope();
                         } else {
@@ -223,20 +220,24 @@ impl ModuleSummary {
             }
             "function_definition" => {
                 // A function runs where it is called: not under the `with` around its def.
-                if let Some(body) = child.field("body") {
+                if let Some(body) = child.field("body").and_then(|b| nodes.child_with_id(at, b)) {
                     out.enter_scope(source, child);
-                    self.collect_calls(source, body, false, out);
+                    self.collect_calls(source, nodes, body, false, out);
                     out.exit_scope();
                 }
                 true
             }
             "with_statement" => {
-                let (items, off) = with_items_disabling_grad(source, child);
-                for item in &items {
-                    self.collect_calls(source, *item, disabled, out);
+                // Its items (those of its `with_clause`, as `with_items_disabling_grad`
+                // gives them), then its body.
+                let (_, off) = with_items_disabling_grad(source, child);
+                if let Some(clause) = nodes.children(at).find(|c| nodes.node(*c).kind_name() == "with_clause") {
+                    for item in nodes.children(clause) {
+                        self.collect_calls(source, nodes, item, disabled, out);
+                    }
                 }
-                if let Some(body) = child.field("body") {
-                    self.collect_calls(source, body, disabled || off, out);
+                if let Some(body) = child.field("body").and_then(|b| nodes.child_with_id(at, b)) {
+                    self.collect_calls(source, nodes, body, disabled || off, out);
                 }
                 true
             }
@@ -245,8 +246,8 @@ impl ModuleSummary {
     }
 
     /// A call of an imported name (not torch's), with its gradient context.
-    fn record_call<'t>(&self, source: &str, at: &tree_sitter::TreeCursor<'t>, disabled: bool, out: &mut CallCollector) {
-        let call = at.node();
+    fn record_call<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, root: usize, disabled: bool, out: &mut CallCollector) {
+        let call = nodes.node(at);
         let Some(callee) = call.field("function").and_then(|f| dotted(source, f)) else { return };
         let (first, rest) = match callee.split_once('.') {
             Some((f, r)) => (f, Some(r)),
@@ -261,7 +262,7 @@ impl ModuleSummary {
         };
         match qualified {
             Some(q) if !q.starts_with("torch.") => {
-                let kept = result_kept(source, at, out.scopes.last());
+                let kept = result_kept(source, nodes, at, root, out.scopes.last());
                 out.calls.push(ImportedCall { callee: q, grad_disabled: disabled, result_kept: true });
                 out.decide(Recorded::Call(out.calls.len() - 1), kept);
             }
@@ -275,7 +276,7 @@ impl ModuleSummary {
                 };
                 if let Some((receiver, method)) = receiver {
                     if self.function(first).is_none() && self.class(first).is_none() {
-                        let kept = result_kept(source, at, out.scopes.last());
+                        let kept = result_kept(source, nodes, at, root, out.scopes.last());
                         out.receiver_calls.push((receiver, method.to_owned(), disabled, true));
                         out.decide(Recorded::Receiver(out.receiver_calls.len() - 1), kept);
                     }
@@ -319,18 +320,19 @@ impl ModuleSummary {
 /// May the result of `call` reach a backward pass or leave its caller? Its function (or the
 /// module) runs a backward pass, or the call is returned or yielded, stored on an
 /// attribute or item, or assigned to a name the function returns, yields or stores.
-fn result_kept(source: &str, at: &tree_sitter::TreeCursor<'_>, scope: Option<&Scope>) -> Kept {
+fn result_kept(source: &str, nodes: &NamedNodes<'_>, at: usize, root: usize, scope: Option<&Scope>) -> Kept {
     let Some(scope) = scope else { return Kept::Known(true) };
     if scope.backward {
         return Kept::Known(true);
     }
-    // The cursor's ancestors are kept on its stack: walking up costs nothing (a node's
-    // `parent()` searches down from the root).
-    let mut up = at.clone();
-    // Walk up to the statement: returned, yielded, or assigned.
+    // Walk up to the statement (no higher than where the walk began): returned, yielded,
+    // or assigned. The named nodes know their parents (a node's `parent()` searches down
+    // from the root).
+    let mut up = at;
     let mut names: Vec<String> = Vec::new();
-    while up.goto_parent() {
-        let parent = up.node();
+    while let Some(parent_at) = nodes.parent(up).filter(|_| up != root) {
+        up = parent_at;
+        let parent = nodes.node(up);
         match parent.kind_name() {
             "return_statement" | "yield" => return Kept::Known(true),
             "assignment" | "augmented_assignment" => {

@@ -14,11 +14,17 @@ use std::collections::HashSet;
 use tree_sitter::Node;
 
 use super::summary::{ClassSummary, FunctionSummary, PretrainedCall, StoreKind, StoredArgument, PRETRAINED_KEYWORDS};
-use super::syntax::{decorator_disables_grad, dotted, parameter_free_stores, returned_callee_of, runs_backward, text, with_items_disabling_grad};
+use super::syntax::{decorator_disables_grad, dotted, parameter_free_stores_in, returned_callee_of, runs_backward, text, with_items_disabling_grad};
+use crate::named_nodes::NamedNodes;
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
 pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
+    class_summary_in(source, class, &NamedNodes::of(class))
+}
+
+/// [`class_summary`], its walks stepping through `nodes` (the module's, or the class's own).
+pub(super) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedNodes<'t>) -> ClassSummary {
     let name = class.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
     let bases = class
         .field("superclasses")
@@ -43,7 +49,7 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
                 _ => continue,
             };
             let is_static = decorators.iter().any(|d| text(source, *d) == "staticmethod");
-            let mut f = function_summary(source, def, !is_static);
+            let mut f = function_summary_in(source, def, !is_static, Some(nodes));
             f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
             // A decorator memlint cannot read (`@nograd`, a project function wrapping the
             // method in `torch.no_grad()`) may change how the method runs.
@@ -54,24 +60,33 @@ pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
             }
             if f.name == "__init__" && !may_freeze {
                 if let Some(init_body) = def.field("body") {
-                    pretrained_calls_in(source, init_body, &mut pretrained_calls);
+                    with_index(nodes, init_body, |nodes, at| pretrained_calls_in(source, nodes, at, &mut pretrained_calls));
                 }
             }
             if let Some(method_body) = def.field("body") {
-                attribute_calls(source, method_body, &mut attributes);
+                with_index(nodes, method_body, |nodes, at| attribute_calls(source, nodes, at, &mut attributes));
             }
             methods.push(f);
         }
     }
-    let parameter_free = class.field("body").and_then(|body| parameter_free_stores(source, body));
+    let parameter_free = class.field("body").and_then(|body| with_index(nodes, body, |nodes, at| parameter_free_stores_in(source, nodes, at)));
     ClassSummary { name, bases, methods, pretrained_calls, attributes, may_freeze: freezes, parameter_free }
 }
 
-/// `self.X = Callee(...)` (through methods that return the module) under `body`.
-fn attribute_calls(source: &str, body: Node<'_>, out: &mut Vec<(String, String)>) {
-    let mut cursor = body.walk();
-    let mut stack = vec![body];
-    while let Some(n) = stack.pop() {
+/// Runs `walk` at `node`'s index in `nodes`, or, should `node` not be one of them, in
+/// the named nodes of its own subtree (the same walk either way).
+fn with_index<'t, R>(nodes: &NamedNodes<'t>, node: Node<'t>, walk: impl FnOnce(&NamedNodes<'t>, usize) -> R) -> R {
+    match nodes.index_of(node) {
+        Some(at) => walk(nodes, at),
+        None => walk(&NamedNodes::of(node), 0),
+    }
+}
+
+/// `self.X = Callee(...)` (through methods that return the module) under the node at `at`.
+fn attribute_calls(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Vec<(String, String)>) {
+    let mut stack = vec![at];
+    while let Some(i) = stack.pop() {
+        let n = nodes.node(i);
         match n.kind_name() {
             "function_definition" | "class_definition" | "lambda" => continue,
             "assignment" => {
@@ -87,17 +102,17 @@ fn attribute_calls(source: &str, body: Node<'_>, out: &mut Vec<(String, String)>
             }
             _ => {}
         }
-        stack.extend(n.named_children(&mut cursor));
+        stack.extend(nodes.children(i));
     }
 }
 
-/// The calls under `node` that may load a pretrained network: `from_pretrained`, a call
-/// given `pretrained=` or `weights=`, a `load` (`torch.hub.load`).
-fn pretrained_calls_in(source: &str, node: Node<'_>, out: &mut Vec<PretrainedCall>) {
-    let mut cursor = node.walk();
-    let mut stack = vec![node];
-    while let Some(n) = stack.pop() {
-        if matches!(n.kind_name(), "function_definition" | "class_definition" | "lambda") && n.id() != node.id() {
+/// The calls under the node at `at` that may load a pretrained network: `from_pretrained`,
+/// a call given `pretrained=` or `weights=`, a `load` (`torch.hub.load`).
+fn pretrained_calls_in(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Vec<PretrainedCall>) {
+    let mut stack = vec![at];
+    while let Some(i) = stack.pop() {
+        let n = nodes.node(i);
+        if matches!(n.kind_name(), "function_definition" | "class_definition" | "lambda") && i != at {
             continue;
         }
         if n.kind_name() == "call" {
@@ -117,7 +132,7 @@ fn pretrained_calls_in(source: &str, node: Node<'_>, out: &mut Vec<PretrainedCal
                 }
             }
         }
-        stack.extend(n.named_children(&mut cursor));
+        stack.extend(nodes.children(i));
     }
 }
 
@@ -212,11 +227,18 @@ fn loop_elements_of(source: &str, statement: Node<'_>, name: &str) -> Vec<String
 /// `detect_face(img, self.pnet)`, `self.detect(img)`; `""` for `self(...)`), split by
 /// whether a `with torch.no_grad()` block is around the use. Nested definitions are
 /// their own.
-fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>, Vec<String>) {
+fn self_uses(source: &str, def: Node<'_>, nodes: Option<&NamedNodes<'_>>) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let Some(body) = def.field("body") else { return (Vec::new(), Vec::new(), Vec::new()) };
+    match nodes {
+        Some(nodes) => with_index(nodes, body, |nodes, at| self_uses_at(source, nodes, at)),
+        None => self_uses_at(source, &NamedNodes::of(body), 0),
+    }
+}
+
+fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut with_grad: Vec<String> = Vec::new();
     let mut without_grad: Vec<String> = Vec::new();
     let mut called_with_grad: Vec<String> = Vec::new();
-    let Some(body) = def.field("body") else { return (with_grad, without_grad, called_with_grad) };
     let self_attribute = |n: Node<'_>| -> Option<String> {
         let n = unparenthesize(n);
         match n.kind_name() {
@@ -225,17 +247,19 @@ fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>, Vec<Stri
             _ => None,
         }
     };
-    let mut cursor = body.walk();
-    let mut stack: Vec<(Node<'_>, bool)> = vec![(body, false)];
-    while let Some((n, off)) = stack.pop() {
+    let mut stack: Vec<(usize, bool)> = vec![(body, false)];
+    while let Some((i, off)) = stack.pop() {
+        let n = nodes.node(i);
         match n.kind_name() {
             "function_definition" | "class_definition" | "lambda" => continue,
             "with_statement" => {
-                let (items, disables) = with_items_disabling_grad(source, n);
-                for item in items {
-                    stack.push((item, off));
-                }
-                if let Some(inner) = n.field("body") {
+                // The items of its `with_clause`, then its body (as `with_items_disabling_grad`
+                // gives them).
+                let (_, disables) = with_items_disabling_grad(source, n);
+                let clause = nodes.children(i).find(|c| nodes.node(*c).kind_name() == "with_clause");
+                stack.extend(clause.into_iter().flat_map(|c| nodes.children(c)).map(|item| (item, off)));
+                let body = n.field("body").map(|b| b.id());
+                if let Some(inner) = nodes.children(i).find(|c| Some(nodes.node(*c).id()) == body) {
                     stack.push((inner, off || disables));
                 }
                 continue;
@@ -265,7 +289,7 @@ fn self_uses(source: &str, def: Node<'_>) -> (Vec<String>, Vec<String>, Vec<Stri
             }
             _ => {}
         }
-        stack.extend(n.named_children(&mut cursor).map(|c| (c, off)));
+        stack.extend(nodes.children(i).map(|c| (c, off)));
     }
     (with_grad, without_grad, called_with_grad)
 }
@@ -295,6 +319,11 @@ fn outliving_target(source: &str, target: Node<'_>, locals: &HashSet<String>) ->
 }
 
 pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> FunctionSummary {
+    function_summary_in(source, def, method, None)
+}
+
+/// [`function_summary`], its walks stepping through `nodes` (its class's) when given.
+fn function_summary_in(source: &str, def: Node<'_>, method: bool, nodes: Option<&NamedNodes<'_>>) -> FunctionSummary {
     let name = def.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
     let params = parameters(source, def, method);
     let mut statements = Vec::new();
@@ -430,7 +459,7 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> Fun
                 .collect()
         })
         .unwrap_or_default();
-    let (self_used_with_grad, self_used_without_grad, self_called_with_grad) = if method { self_uses(source, def) } else { (Vec::new(), Vec::new(), Vec::new()) };
+    let (self_used_with_grad, self_used_without_grad, self_called_with_grad) = if method { self_uses(source, def, nodes) } else { (Vec::new(), Vec::new(), Vec::new()) };
     FunctionSummary {
         name,
         no_grad: false,

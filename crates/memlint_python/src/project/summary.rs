@@ -12,8 +12,9 @@
 use tree_sitter::{Node, Tree};
 
 use super::calls::CallCollector;
-use super::definitions::{class_summary, function_summary};
+use super::definitions::{class_summary_in, function_summary};
 use super::syntax::{decorator_disables_grad, text};
+use crate::named_nodes::NamedNodes;
 use crate::semantic::named_children;
 use crate::NodeExt;
 
@@ -247,18 +248,21 @@ impl ModuleSummary {
         let root = tree.root_node();
         // Every body asked whether it backpropagates is answered from one walk.
         let _backward_calls = super::syntax::BackwardCalls::of_module(source, root);
+        // One walk of the tree: the walks of the class summaries and of the calls step
+        // through its named nodes.
+        let nodes = NamedNodes::of(root);
         for statement in named_children(root) {
-            summary.statement(source, statement);
+            summary.statement(source, statement, &nodes);
         }
         let mut collector = CallCollector::default();
         collector.enter_scope(source, root);
-        summary.collect_calls(source, root, false, &mut collector);
+        summary.collect_calls(source, &nodes, 0, false, &mut collector);
         summary.calls = collector.finish();
         summary.import_dirs = super::syntax::sys_path_dirs(source, root);
         summary
     }
 
-    fn statement(&mut self, source: &str, statement: Node<'_>) {
+    fn statement<'t>(&mut self, source: &str, statement: Node<'t>, nodes: &NamedNodes<'t>) {
         match statement.kind_name() {
             "decorated_definition" => {
                 let decorators: Vec<Node> = named_children(statement)
@@ -273,13 +277,13 @@ impl ModuleSummary {
                             f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
                             self.functions.push(f);
                         }
-                        "class_definition" => self.classes.push(class_summary(source, def)),
+                        "class_definition" => self.classes.push(class_summary_in(source, def, nodes)),
                         _ => {}
                     }
                 }
             }
             "function_definition" => self.functions.push(function_summary(source, statement, false)),
-            "class_definition" => self.classes.push(class_summary(source, statement)),
+            "class_definition" => self.classes.push(class_summary_in(source, statement, nodes)),
             "import_statement" => {
                 for child in named_children(statement) {
                     match child.kind_name() {
@@ -341,12 +345,12 @@ impl ModuleSummary {
                 for child in named_children(statement) {
                     if child.kind_name() == "block" {
                         for s in named_children(child) {
-                            self.statement(source, s);
+                            self.statement(source, s, nodes);
                         }
                     } else if matches!(child.kind_name(), "else_clause" | "except_clause" | "elif_clause" | "finally_clause") {
                         for block in named_children(child).into_iter().filter(|b| b.kind_name() == "block") {
                             for s in named_children(block) {
-                                self.statement(source, s);
+                                self.statement(source, s, nodes);
                             }
                         }
                     }

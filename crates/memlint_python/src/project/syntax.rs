@@ -8,6 +8,7 @@
 
 use tree_sitter::Node;
 
+use crate::named_nodes::NamedNodes;
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
@@ -74,10 +75,15 @@ pub(super) fn decorator_disables_grad(source: &str, decorator: Node<'_>) -> bool
 /// `nn.Parameter`, registers a parameter or a module, or stores a value that is neither a
 /// constant, its own attribute, an argument with a constant default, nor a call).
 pub(crate) fn parameter_free_stores(source: &str, class_body: Node<'_>) -> Option<Vec<String>> {
+    parameter_free_stores_in(source, &NamedNodes::of(class_body), 0)
+}
+
+/// [`parameter_free_stores`] of the class body at `at` in `nodes`.
+pub(super) fn parameter_free_stores_in(source: &str, nodes: &NamedNodes<'_>, at: usize) -> Option<Vec<String>> {
     let mut callees = Vec::new();
-    let mut cursor = class_body.walk();
-    let mut stack = vec![class_body];
-    while let Some(n) = stack.pop() {
+    let mut stack = vec![at];
+    while let Some(i) = stack.pop() {
+        let n = nodes.node(i);
         match n.kind_name() {
             "identifier" => {
                 if matches!(
@@ -96,7 +102,7 @@ pub(crate) fn parameter_free_stores(source: &str, class_body: Node<'_>) -> Optio
             }
             _ => {}
         }
-        stack.extend(n.named_children(&mut cursor));
+        stack.extend(nodes.children(i));
     }
     Some(callees)
 }

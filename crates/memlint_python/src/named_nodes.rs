@@ -1,0 +1,165 @@
+//! The named nodes of a subtree in preorder, each with where its own subtree ends: one
+//! cursor walk, after which any walk below the root is index arithmetic.
+//!
+//! Why: a pass that walks by `stack.extend(node.named_children(&mut cursor))` resets the
+//! cursor at every node and steps through hidden and anonymous nodes again each time;
+//! a class summary walks each method body three or four times that way. Walking
+//! [`NamedNodes::children`] instead visits the same nodes in the same order (the named
+//! children of a node, as tree-sitter's `named_children` gives them), so a pass moved
+//! onto it gives the same answers.
+
+use tree_sitter::Node;
+
+pub(crate) struct NamedNodes<'t> {
+    /// The root, then every named node below it reached through named nodes, in preorder.
+    nodes: Vec<Node<'t>>,
+    /// For each node, the index one past its last descendant.
+    ends: Vec<u32>,
+    /// For each node, its parent's index (the root's is its own).
+    parents: Vec<u32>,
+}
+
+impl<'t> NamedNodes<'t> {
+    /// The named nodes of `root`'s subtree (`root` at index 0, whatever its kind). An
+    /// anonymous node's subtree is not entered: `named_children` never reaches below one.
+    pub(crate) fn of(root: Node<'t>) -> NamedNodes<'t> {
+        let mut nodes = vec![root];
+        let mut ends = vec![0u32];
+        let mut parents = vec![0u32];
+        // The nodes entered and not yet left: each is left when the cursor climbs back to it.
+        let mut open: Vec<usize> = vec![0];
+        let mut cursor = root.walk();
+        let mut descend = cursor.goto_first_child();
+        if !descend {
+            ends[0] = 1;
+        }
+        while descend {
+            let node = cursor.node();
+            if node.is_named() {
+                nodes.push(node);
+                ends.push(0);
+                parents.push(open.last().copied().unwrap_or(0) as u32);
+                if cursor.goto_first_child() {
+                    open.push(nodes.len() - 1);
+                    continue;
+                }
+                let last = ends.len() - 1;
+                ends[last] = nodes.len() as u32;
+            }
+            // Next: the following sibling, else up until a node has one.
+            loop {
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                let left = open.pop().unwrap_or(0);
+                ends[left] = nodes.len() as u32;
+                if open.is_empty() || !cursor.goto_parent() {
+                    descend = false;
+                    break;
+                }
+            }
+        }
+        while let Some(left) = open.pop() {
+            ends[left] = nodes.len() as u32;
+        }
+        NamedNodes { nodes, ends, parents }
+    }
+
+    pub(crate) fn node(&self, index: usize) -> Node<'t> {
+        self.nodes[index]
+    }
+
+    /// The named children of the node at `index`, in order (as indices).
+    pub(crate) fn children(&self, index: usize) -> Children<'_, 't> {
+        Children { nodes: self, next: index + 1, end: self.ends[index] as usize }
+    }
+
+    /// The parent of the node at `index` (none for the root).
+    pub(crate) fn parent(&self, index: usize) -> Option<usize> {
+        (index != 0).then(|| self.parents[index] as usize)
+    }
+
+    /// The child of the node at `index` that is `child`.
+    pub(crate) fn child_with_id(&self, index: usize, child: Node<'t>) -> Option<usize> {
+        self.children(index).find(|c| self.nodes[*c].id() == child.id())
+    }
+
+    /// The index of `node`, when it is one of these.
+    pub(crate) fn index_of(&self, node: Node<'t>) -> Option<usize> {
+        let start = node.start_byte();
+        let first = self.nodes.partition_point(|n| n.start_byte() < start);
+        self.nodes[first..].iter().take_while(|n| n.start_byte() == start).position(|n| n.id() == node.id()).map(|i| first + i)
+    }
+}
+
+pub(crate) struct Children<'a, 't> {
+    nodes: &'a NamedNodes<'t>,
+    next: usize,
+    end: usize,
+}
+
+impl Iterator for Children<'_, '_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.next >= self.end {
+            return None;
+        }
+        let current = self.next;
+        self.next = self.nodes.ends[current] as usize;
+        Some(current)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every node's children are its `named_children`, and every named node is found.
+    fn agrees_with_tree_sitter(source: &str) {
+        let tree = crate::parse_with(source, None);
+        let flat = NamedNodes::of(tree.root_node());
+        let mut cursor = tree.walk();
+        let mut visited = 0;
+        let mut stack = vec![(tree.root_node(), 0usize)];
+        while let Some((node, index)) = stack.pop() {
+            visited += 1;
+            assert_eq!(flat.node(index).id(), node.id());
+            assert_eq!(flat.index_of(node), Some(index));
+            let expected: Vec<usize> = node.named_children(&mut cursor).map(|c| c.id()).collect();
+            let got: Vec<usize> = flat.children(index).map(|i| flat.node(i).id()).collect();
+            assert_eq!(got, expected, "children of {} at {}", node.kind(), node.start_byte());
+            for child in flat.children(index) {
+                assert_eq!(flat.parent(child), Some(index));
+                assert_eq!(flat.child_with_id(index, flat.node(child)), Some(child));
+            }
+            stack.extend(node.named_children(&mut cursor).zip(flat.children(index)));
+        }
+        assert_eq!(visited, flat.nodes.len());
+        assert_eq!(flat.parent(0), None);
+    }
+
+    #[test]
+    fn the_named_children_of_every_node() {
+        agrees_with_tree_sitter("");
+        agrees_with_tree_sitter("x");
+        agrees_with_tree_sitter(
+            "import torch\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()  # comment\n        self.fc = nn.Linear(2, 3)\n\n    @torch.no_grad()\n    def forward(self, x, *a, **k):\n        with torch.no_grad(), open(f) as g:\n            return [y for y in self.fc(x) if y] + f\"{x!r}\"\n",
+        );
+        // Broken code: errors and missing nodes.
+        agrees_with_tree_sitter("def f(:\n    return (1 +\nclass\n");
+    }
+
+    #[test]
+    fn a_subtree_of_its_own() {
+        let source = "class A:\n    def f(self):\n        self.x = g(1)\n";
+        let tree = crate::parse_with(source, None);
+        let class = tree.root_node().named_child(0).unwrap();
+        let flat = NamedNodes::of(class);
+        assert_eq!(flat.node(0).id(), class.id());
+        assert!(flat.index_of(tree.root_node()).is_none());
+        let kinds: Vec<&str> = flat.nodes.iter().map(|n| n.kind()).collect();
+        assert_eq!(kinds[..4], ["class_definition", "identifier", "block", "function_definition"]);
+        assert_eq!(flat.children(0).count(), 2);
+    }
+}
