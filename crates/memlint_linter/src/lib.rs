@@ -161,9 +161,11 @@ fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: 
         return LintResult { skipped: true, ..LintResult::default() };
     }
     let syntax_errors = memlint_python::syntax_errors(tree, source);
-    project.seed(tree, source);
+    // One walk of the tree, for the module's summary and its semantic model.
+    let nodes = memlint_python::NamedNodes::of(tree.root_node());
+    project.seed(&nodes, source);
     let query_roots = checker::query_root_kinds(&settings.rules);
-    let model = memlint_python::SemanticModel::indexing(tree, source, project, &query_roots);
+    let model = memlint_python::SemanticModel::indexing_walked(nodes, source, project, &query_roots);
     let mut diagnostics = checker::run_rules(&model, settings);
     if !syntax_errors.is_empty() {
         diagnostics.retain(|d| !checker::in_error_region(tree, d.range.clone()));

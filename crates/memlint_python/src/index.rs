@@ -3,6 +3,7 @@
 
 use tree_sitter::Node;
 
+use crate::named_nodes::NamedNodes;
 use crate::NodeExt;
 use crate::semantic::*;
 
@@ -38,65 +39,44 @@ impl<'t> SemanticModel<'t> {
         self.indexed_kinds.get(node.kind_id() as usize).copied().unwrap_or(false) && node.is_named()
     }
 
-    /// Indexes the nodes of a subtree the model does not otherwise collect (parameters,
-    /// base classes, imports), in source order.
-    pub(crate) fn index_subtree(&mut self, node: Node<'t>) {
-        if self.indexed_kinds.is_empty() {
-            return;
-        }
-        let mut cursor = node.walk();
-        'walk: loop {
-            let current = cursor.node();
-            if self.is_indexed(current) {
-                self.indexed_nodes.push(current);
-            }
-            if cursor.goto_first_child() {
-                continue;
-            }
-            while !cursor.goto_next_sibling() {
-                if !cursor.goto_parent() || cursor.node() == node {
-                    break 'walk;
-                }
+    /// Indexes the nodes of the subtree at `at` the model does not otherwise collect
+    /// (parameters, base classes, imports), in source order.
+    pub(crate) fn index_subtree(&mut self, nodes: &NamedNodes<'t>, at: usize) {
+        for i in nodes.subtree(at) {
+            let node = nodes.node(i);
+            if self.is_indexed(node) {
+                self.indexed_nodes.push(node);
             }
         }
     }
 
-    /// Indexes the children of `node` other than `except` (a definition's body, which is
-    /// collected), each with its subtree.
-    pub(crate) fn index_children_except(&mut self, node: Node<'t>, except: Option<Node<'t>>) {
+    /// Indexes the children of the node at `at` other than `except` (a definition's body,
+    /// which is collected), each with its subtree.
+    pub(crate) fn index_children_except(&mut self, nodes: &NamedNodes<'t>, at: usize, except: Option<Node<'t>>) {
         if self.indexed_kinds.is_empty() {
             return;
         }
-        let mut cursor = node.walk();
-        let children: Vec<Node<'t>> = node.children(&mut cursor).filter(|c| Some(*c) != except).collect();
-        for child in children {
-            self.index_subtree(child);
+        for child in nodes.children(at) {
+            if Some(nodes.node(child)) != except {
+                self.index_subtree(nodes, child);
+            }
         }
     }
 
-    /// Collects what the node at `cursor` defines, binds and calls, and records its
-    /// named children's parent; one cursor walks the tree (a cursor per node showed in
-    /// profiles), and the cursor is back on the node when this returns.
-    pub(crate) fn collect(&mut self, cursor: &mut tree_sitter::TreeCursor<'t>, scope: ScopeId, class: Option<&str>) {
-        let node = cursor.node();
+    /// Collects what the node at `at` defines, binds and calls, and records its named
+    /// children's parent; the walk steps through the named nodes found by the model's one
+    /// walk of the tree.
+    pub(crate) fn collect(&mut self, nodes: &NamedNodes<'t>, at: usize, scope: ScopeId, class: Option<&str>) {
+        let node = nodes.node(at);
         if self.is_indexed(node) {
             self.indexed_nodes.push(node);
         }
-        if !self.visit(node, scope, class) {
+        if !self.visit(nodes, at, scope, class) {
             return;
         }
-        if cursor.goto_first_child() {
-            loop {
-                let child = cursor.node();
-                if child.is_named() {
-                    self.parents.insert(key(child), node);
-                    self.collect(cursor, scope, class);
-                }
-                if !cursor.goto_next_sibling() {
-                    break;
-                }
-            }
-            cursor.goto_parent();
+        for child in nodes.children(at) {
+            self.parents.insert(key(nodes.node(child)), node);
+            self.collect(nodes, child, scope, class);
         }
     }
 
@@ -104,7 +84,8 @@ impl<'t> SemanticModel<'t> {
     /// itself (definitions, imports). Kept out of [`Self::collect`] so that the recursion's
     /// frame stays small: deeply nested code must not overflow a thread's stack.
     #[inline(never)]
-    pub(crate) fn visit(&mut self, node: Node<'t>, scope: ScopeId, class: Option<&str>) -> bool {
+    pub(crate) fn visit(&mut self, nodes: &NamedNodes<'t>, at: usize, scope: ScopeId, class: Option<&str>) -> bool {
+        let node = nodes.node(at);
         match node.kind_name() {
             "function_definition" => {
                 self.record_children(node);
@@ -139,10 +120,10 @@ impl<'t> SemanticModel<'t> {
                     }
                 }
                 let body = node.field("body");
-                self.index_children_except(node, body);
-                if let Some(body) = body {
+                self.index_children_except(nodes, at, body);
+                if let Some(body) = body.and_then(|b| nodes.child_with_id(at, b)) {
                     // Methods see their class only for `self` attribute bookkeeping.
-                    self.collect(&mut body.walk(), inner, class);
+                    self.collect(nodes, body, inner, class);
                 }
                 return false;
             }
@@ -171,17 +152,17 @@ impl<'t> SemanticModel<'t> {
                 self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases, spelled_bases: base_names, node });
                 self.add_binding(scope, class_name, node, None, BindingKind::Definition);
                 let body = node.field("body");
-                self.index_children_except(node, body);
-                if let Some(body) = body {
+                self.index_children_except(nodes, at, body);
+                if let Some(body) = body.and_then(|b| nodes.child_with_id(at, b)) {
                     // The class body binds in the class's own scope: its names (class
                     // attributes, methods) are not seen by the methods nor outside.
                     self.local_scopes.push((node.start_byte(), node.end_byte(), node.id()));
-                    self.collect(&mut body.walk(), Some(node.id()), Some(&name));
+                    self.collect(nodes, body, Some(node.id()), Some(&name));
                 }
                 return false;
             }
             "import_statement" => {
-                self.index_children_except(node, None);
+                self.index_children_except(nodes, at, None);
                 for child in named_children(node) {
                     match child.kind_name() {
                         "dotted_name" => {
@@ -206,7 +187,7 @@ impl<'t> SemanticModel<'t> {
                 return false;
             }
             "import_from_statement" => {
-                self.index_children_except(node, None);
+                self.index_children_except(nodes, at, None);
                 let module = node
                     .field("module_name")
                     .map(|m| self.text(m).to_owned())

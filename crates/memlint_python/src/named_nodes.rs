@@ -10,7 +10,7 @@
 
 use tree_sitter::Node;
 
-pub(crate) struct NamedNodes<'t> {
+pub struct NamedNodes<'t> {
     /// The root, then every named node below it reached through named nodes, in preorder.
     nodes: Vec<Node<'t>>,
     /// For each node, the index one past its last descendant.
@@ -22,7 +22,7 @@ pub(crate) struct NamedNodes<'t> {
 impl<'t> NamedNodes<'t> {
     /// The named nodes of `root`'s subtree (`root` at index 0, whatever its kind). An
     /// anonymous node's subtree is not entered: `named_children` never reaches below one.
-    pub(crate) fn of(root: Node<'t>) -> NamedNodes<'t> {
+    pub fn of(root: Node<'t>) -> NamedNodes<'t> {
         let mut nodes = vec![root];
         let mut ends = vec![0u32];
         let mut parents = vec![0u32];
@@ -72,6 +72,25 @@ impl<'t> NamedNodes<'t> {
     /// The named children of the node at `index`, in order (as indices).
     pub(crate) fn children(&self, index: usize) -> Children<'_, 't> {
         Children { nodes: self, next: index + 1, end: self.ends[index] as usize }
+    }
+
+    /// The node at `index` and its descendants, in preorder.
+    pub(crate) fn subtree(&self, index: usize) -> std::ops::Range<usize> {
+        index..self.ends[index] as usize
+    }
+
+    /// How many nodes: the root and the named nodes below it.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The root the walk began at.
+    pub fn root(&self) -> Node<'t> {
+        self.nodes[0]
     }
 
     /// The parent of the node at `index` (none for the root).

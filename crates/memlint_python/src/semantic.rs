@@ -16,6 +16,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use tree_sitter::{Node, Tree};
 
+use crate::named_nodes::NamedNodes;
 use crate::NodeExt;
 
 /// Nearest enclosing function (its node id), or `None` for module level.
@@ -360,7 +361,13 @@ impl<'t> SemanticModel<'t> {
     /// [`Self::with_project`] that also indexes every named node whose kind id is `true`
     /// in `kinds` ([`Self::indexed_nodes`]), during the same walk.
     pub fn indexing(tree: &'t Tree, source: &'t str, project: &'t dyn crate::ProjectIndex, kinds: &'t [bool]) -> Self {
-        let root = tree.root_node();
+        Self::indexing_walked(NamedNodes::of(tree.root_node()), source, project, kinds)
+    }
+
+    /// [`Self::indexing`] of the tree `nodes` were walked from (its root node's), when the
+    /// caller walked it for something else too (the module's summary).
+    pub fn indexing_walked(nodes: NamedNodes<'t>, source: &'t str, project: &'t dyn crate::ProjectIndex, kinds: &'t [bool]) -> Self {
+        let root = nodes.root();
         let mut model = SemanticModel {
             source,
             root,
@@ -419,8 +426,8 @@ impl<'t> SemanticModel<'t> {
             star_imported: RefCell::new(HashMap::default()),
             external_no_grad: RefCell::new(HashMap::default()),
         };
-        model.parents.reserve(root.descendant_count() / 2);
-        model.collect(&mut root.walk(), None, None);
+        model.parents.reserve(nodes.len());
+        model.collect(&nodes, 0, None, None);
         model.imported_names = model.imports.iter().map(|i| i.local.clone()).collect();
         for (i, import) in model.imports.iter().enumerate() {
             match import.scope {

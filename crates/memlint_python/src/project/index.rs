@@ -93,8 +93,9 @@ pub trait ProjectIndex: Sync {
     /// first): what the index needs of it to resolve its imports.
     fn note_source(&self, _source: &str) {}
 
-    /// The linter parsed the linted module: a chance to summarize it from that tree.
-    fn seed(&self, _tree: &Tree, _source: &str) {}
+    /// The linter parsed and walked the linted module (`nodes`, from its tree's root): a
+    /// chance to summarize it from that walk.
+    fn seed(&self, _nodes: &crate::NamedNodes<'_>, _source: &str) {}
 
     /// The tree of the linted module, when the project already parsed exactly `source`
     /// (for the module's summary, before its lint): the linter then does not parse it
@@ -192,7 +193,7 @@ mod tests {
         assert!(index.external_call_sites("train").is_empty());
         assert!(!index.is_project_module("nets"));
         assert!(index.parsed_tree(source).is_none());
-        index.seed(&tree, source);
+        index.seed(&crate::NamedNodes::of(tree.root_node()), source);
         assert!(index.is_empty());
     }
 

@@ -409,10 +409,10 @@ impl ProjectIndex for ProjectResolver<'_> {
         }
     }
 
-    fn seed(&self, tree: &Tree, source: &str) {
-        *self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::syntax::sys_path_dirs(source, tree.root_node()));
+    fn seed(&self, nodes: &crate::NamedNodes<'_>, source: &str) {
+        *self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::syntax::sys_path_dirs(source, nodes.root()));
         if self.seeds && self.from.ends_with(".py") {
-            self.loader.seed(&self.from, source, &|| ModuleSummary::new(tree, source));
+            self.loader.seed(&self.from, source, &|| ModuleSummary::walked(nodes, source));
         }
     }
 

@@ -244,19 +244,23 @@ pub fn join_import(module: &str, name: &str) -> String {
 impl ModuleSummary {
     /// The summary of a parsed module.
     pub fn new(tree: &Tree, source: &str) -> ModuleSummary {
-        let mut summary = ModuleSummary::default();
-        let root = tree.root_node();
-        // Every body asked whether it backpropagates is answered from one walk.
-        let _backward_calls = super::syntax::BackwardCalls::of_module(source, root);
         // One walk of the tree: the walks of the class summaries and of the calls step
         // through its named nodes.
-        let nodes = NamedNodes::of(root);
+        ModuleSummary::walked(&NamedNodes::of(tree.root_node()), source)
+    }
+
+    /// The summary of the module whose tree `nodes` were walked from (its root's).
+    pub fn walked(nodes: &NamedNodes<'_>, source: &str) -> ModuleSummary {
+        let mut summary = ModuleSummary::default();
+        let root = nodes.root();
+        // Every body asked whether it backpropagates is answered from one walk.
+        let _backward_calls = super::syntax::BackwardCalls::of_module(source, root);
         for statement in named_children(root) {
-            summary.statement(source, statement, &nodes);
+            summary.statement(source, statement, nodes);
         }
         let mut collector = CallCollector::default();
         collector.enter_scope(source, root);
-        summary.collect_calls(source, &nodes, 0, false, &mut collector);
+        summary.collect_calls(source, nodes, 0, false, &mut collector);
         summary.calls = collector.finish();
         summary.import_dirs = super::syntax::sys_path_dirs(source, root);
         summary
