@@ -52,6 +52,8 @@ pub fn lint(source: &str, settings: &LinterSettings) -> LintResult {
 pub fn lint_in_project(source: &str, settings: &LinterSettings, project: &dyn ProjectIndex) -> LintResult {
     let possible = possible_in_project(source, settings, project);
     if !possible.any_enabled() {
+        // No tree is needed: one the project kept for this lint is freed.
+        drop(project.parsed_tree(source));
         return LintResult::default();
     }
     let tree = project.parsed_tree(source).unwrap_or_else(|| memlint_python::parse_with(source, None));
@@ -143,6 +145,8 @@ pub fn lint_tree(source: &str, tree: &Tree, settings: &LinterSettings) -> LintRe
 pub fn lint_tree_in_project(source: &str, tree: &Tree, settings: &LinterSettings, project: &dyn ProjectIndex) -> LintResult {
     let possible = possible_in_project(source, settings, project);
     if !possible.any_enabled() {
+        // No tree is needed: one the project kept for this lint is freed.
+        drop(project.parsed_tree(source));
         return LintResult::default();
     }
     lint_possible(source, tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
@@ -201,3 +205,45 @@ fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: 
     LintResult { diagnostics, syntax_errors, skipped: false }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A project that knows no name and counts how often a lint asks for its tree.
+    #[derive(Default)]
+    struct CountsTreeRequests {
+        asked: AtomicUsize,
+    }
+
+    impl ProjectIndex for CountsTreeRequests {
+        fn symbol(&self, _qualified: &str) -> Option<memlint_python::Symbol> {
+            None
+        }
+        fn external_calls(&self, _function: &str) -> Vec<bool> {
+            Vec::new()
+        }
+        fn is_project_module(&self, _module: &str) -> bool {
+            false
+        }
+        fn parsed_tree(&self, _source: &str) -> Option<Tree> {
+            self.asked.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+
+    /// A lint asks once for the tree the project may keep for it, also when the
+    /// pre-filter skips the file: the project then frees the tree it kept.
+    #[test]
+    fn every_lint_asks_once_for_a_kept_tree() {
+        let settings = LinterSettings::default();
+        let skipped = CountsTreeRequests::default();
+        assert!(lint_in_project("print('hello')\n", &settings, &skipped).diagnostics.is_empty());
+        assert_eq!(skipped.asked.load(Ordering::Relaxed), 1);
+        let linted = CountsTreeRequests::default();
+        let source = "import torch\n\ndef evaluate(model, x):\n    return model(x).item()\n";
+        lint_in_project(source, &settings, &linted);
+        assert_eq!(linted.asked.load(Ordering::Relaxed), 1);
+    }
+}

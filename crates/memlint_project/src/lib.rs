@@ -132,6 +132,37 @@ struct Module {
     summary: Arc<ModuleSummary>,
 }
 
+/// The trees parsed for summaries and kept for the lints of their files
+/// ([`Project::keeping_trees`]).
+struct KeptTrees {
+    /// The files of the run whose lint has not asked for its tree yet.
+    pending: FxHashSet<PathBuf>,
+    trees: FxHashMap<PathBuf, (String, memlint_python::tree_sitter::Tree)>,
+    /// The text those trees hold, in bytes; past [`KEPT_TREES_TEXT_BUDGET`] a tree is
+    /// dropped (its file is parsed again for its lint).
+    bytes: usize,
+}
+
+impl KeptTrees {
+    /// Keeps the tree of `path` when its lint is still to come and the budget allows.
+    fn keep(&mut self, path: &Path, text: String, tree: memlint_python::tree_sitter::Tree) {
+        if self.pending.contains(path) && self.bytes + text.len() <= KEPT_TREES_TEXT_BUDGET {
+            self.bytes += text.len();
+            self.trees.insert(path.to_owned(), (text, tree));
+        }
+    }
+
+    /// The lint of `path` asks for its tree, once: it is no longer to come, whether it
+    /// takes a tree, parses its text itself, or needs none (the pre-filter skipped it), so
+    /// no tree is kept for it later, and the room of one kept is freed now.
+    fn take(&mut self, path: &Path) -> Option<(String, memlint_python::tree_sitter::Tree)> {
+        self.pending.remove(path);
+        let (text, tree) = self.trees.remove(path)?;
+        self.bytes -= text.len();
+        Some((text, tree))
+    }
+}
+
 /// The modules of a project on disk, read lazily. Shared by the threads of one run (the
 /// CLI) or kept by the language server, which calls [`Project::invalidate`] when a file
 /// changes.
@@ -153,14 +184,10 @@ pub struct Project {
     /// from a lint's own parse).
     parsed_for_summary: AtomicUsize,
     limit_reached: AtomicBool,
-    /// The files of the run whose lint is still to come, when trees are kept
-    /// ([`Project::keeping_trees`]): a module parsed for its summary keeps its text and
-    /// tree here until its own lint takes them, so no file of the run is parsed twice.
-    pending_lints: Option<FxHashSet<PathBuf>>,
-    kept_trees: Mutex<FxHashMap<PathBuf, (String, memlint_python::tree_sitter::Tree)>>,
-    /// The text those trees hold now, in bytes; past [`KEPT_TREES_TEXT_BUDGET`] a tree is
-    /// dropped (its file is parsed again for its lint).
-    kept_bytes: AtomicUsize,
+    /// The trees kept for lints to come, when trees are kept ([`Project::keeping_trees`]):
+    /// a module parsed for its summary keeps its text and tree here until its own lint
+    /// takes them, so no file of the run is parsed twice.
+    kept: Option<Mutex<KeptTrees>>,
     trees_taken: AtomicUsize,
     store: Option<SummaryStore>,
     /// How many summaries came from [`Project::store`] instead of a parse.
@@ -186,9 +213,7 @@ impl Project {
             summarized: AtomicUsize::new(0),
             parsed_for_summary: AtomicUsize::new(0),
             limit_reached: AtomicBool::new(false),
-            pending_lints: None,
-            kept_trees: Mutex::new(FxHashMap::default()),
-            kept_bytes: AtomicUsize::new(0),
+            kept: None,
             trees_taken: AtomicUsize::new(0),
             store: None,
             stored_summaries_read: AtomicUsize::new(0),
@@ -200,7 +225,8 @@ impl Project {
     /// that lints every file once (the CLI), not for a long-lived project (the server),
     /// which would keep trees nobody takes.
     pub fn keeping_trees(mut self) -> Project {
-        self.pending_lints = Some(lock(&self.files).iter().cloned().collect());
+        let pending = lock(&self.files).iter().cloned().collect();
+        self.kept = Some(Mutex::new(KeptTrees { pending, trees: FxHashMap::default(), bytes: 0 }));
         self
     }
 
@@ -360,12 +386,8 @@ impl Project {
             if let Some(store) = &self.store {
                 store.put(&hash, &summary);
             }
-            if self.pending_lints.as_ref().is_some_and(|files| files.contains(&path)) {
-                if self.kept_bytes.fetch_add(text.len(), Ordering::Relaxed) + text.len() <= KEPT_TREES_TEXT_BUDGET {
-                    lock(&self.kept_trees).insert(path.clone(), (text.into_owned(), tree));
-                } else {
-                    self.kept_bytes.fetch_sub(text.len(), Ordering::Relaxed);
-                }
+            if let Some(kept) = &self.kept {
+                lock(kept).keep(&path, text.into_owned(), tree);
             }
             Some(Arc::new(Module { hash, summary }))
         })
@@ -572,9 +594,8 @@ impl ModuleLoader for Project {
     }
 
     fn take_tree(&self, key: &str, text: &str) -> Option<memlint_python::tree_sitter::Tree> {
-        self.pending_lints.as_ref()?;
-        let (kept_text, tree) = lock(&self.kept_trees).remove(Path::new(key))?;
-        self.kept_bytes.fetch_sub(kept_text.len(), Ordering::Relaxed);
+        let kept_text_and_tree = lock(self.kept.as_ref()?).take(Path::new(key));
+        let (kept_text, tree) = kept_text_and_tree?;
         (kept_text == text).then(|| {
             self.trees_taken.fetch_add(1, Ordering::Relaxed);
             tree
@@ -631,15 +652,37 @@ mod tests {
         let key = Project::key(&models);
         assert!(project.summary(&key).is_some(), "models.py is summarized");
         let text = std::fs::read_to_string(&models).expect("read models.py");
-        assert!(project.take_tree(&key, "class Other: pass\n").is_none(), "a different text gets no tree");
-        assert!(project.take_tree(&key, &text).is_none(), "a tree offered for another text is dropped");
-        // Summarized again after the project forgets it: now the text matches.
-        project.invalidate(&models, None);
-        assert!(project.summary(&key).is_some());
         let tree = project.take_tree(&key, &text).expect("the kept tree");
         assert_eq!(tree.root_node().to_sexp(), memlint_python::parse_with(&text, None).root_node().to_sexp());
         assert!(project.take_tree(&key, &text).is_none(), "handed over once");
         assert_eq!(project.trees_handed_to_lint(), 1);
+    }
+
+    #[test]
+    fn a_file_whose_lint_asked_for_its_tree_gets_none_kept_later() {
+        let (_dir, models, train) = two_files();
+        let text = std::fs::read_to_string(&models).expect("read models.py");
+        let key = Project::key(&models);
+        // The lint came first (or the pre-filter skipped the file): a later summary keeps
+        // no tree, as no lint would take it.
+        let project = Project::new(Vec::new(), vec![models.clone(), train.clone()]).keeping_trees();
+        assert!(project.take_tree(&key, &text).is_none());
+        assert!(project.summary(&key).is_some());
+        assert_eq!(kept_bytes(&project), 0);
+        // A tree kept for another text than the lint's is dropped, and its room freed.
+        let project = Project::new(Vec::new(), vec![models.clone(), train]).keeping_trees();
+        assert!(project.summary(&key).is_some());
+        assert_eq!(kept_bytes(&project), text.len());
+        assert!(project.take_tree(&key, "class Other: pass\n").is_none(), "a different text gets no tree");
+        assert_eq!(kept_bytes(&project), 0);
+        project.invalidate(&models, None);
+        assert!(project.summary(&key).is_some());
+        assert!(project.take_tree(&key, &text).is_none(), "its lint asked already");
+        assert_eq!(project.trees_handed_to_lint(), 0);
+    }
+
+    fn kept_bytes(project: &Project) -> usize {
+        project.kept.as_ref().map(|k| lock(k).bytes).unwrap_or(0)
     }
 
     #[test]

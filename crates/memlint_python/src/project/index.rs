@@ -99,7 +99,9 @@ pub trait ProjectIndex: Sync {
 
     /// The tree of the linted module, when the project already parsed exactly `source`
     /// (for the module's summary, before its lint): the linter then does not parse it
-    /// again. See [`ModuleLoader::take_tree`].
+    /// again. Asked once per lint, also by a lint that needs no tree (the pre-filter
+    /// skipped the file), so that the project keeps none for it. See
+    /// [`ModuleLoader::take_tree`].
     fn parsed_tree(&self, _source: &str) -> Option<Tree> {
         None
     }
