@@ -1,5 +1,6 @@
-//! The one walk of the tree: what the module defines, binds, calls and loops over, every
-//! named node's parent, and the spans of its scopes (the binder's raw material).
+//! The model's pass over the tree's named nodes (`NamedNodes`, the one walk): what the
+//! module defines, binds, calls and loops over, and the spans of its scopes (the binder's
+//! raw material).
 
 use tree_sitter::Node;
 
@@ -63,9 +64,8 @@ impl<'t> SemanticModel<'t> {
         }
     }
 
-    /// Collects what the node at `at` defines, binds and calls, and records its named
-    /// children's parent; the walk steps through the named nodes found by the model's one
-    /// walk of the tree.
+    /// Collects what the node at `at` defines, binds and calls, stepping through the named
+    /// nodes of the model's one walk of the tree.
     pub(crate) fn collect(&mut self, nodes: &NamedNodes<'t>, at: usize, scope: ScopeId, class: Option<&str>) {
         let node = nodes.node(at);
         if self.is_indexed(node) {
@@ -75,7 +75,6 @@ impl<'t> SemanticModel<'t> {
             return;
         }
         for child in nodes.children(at) {
-            self.parents.insert(key(nodes.node(child)), node);
             self.collect(nodes, child, scope, class);
         }
     }
@@ -88,7 +87,6 @@ impl<'t> SemanticModel<'t> {
         let node = nodes.node(at);
         match node.kind_name() {
             "function_definition" => {
-                self.record_children(node);
                 let name = node
                     .field("name")
                     .map(|n| self.text(n).to_owned())
@@ -128,7 +126,6 @@ impl<'t> SemanticModel<'t> {
                 return false;
             }
             "class_definition" => {
-                self.record_children(node);
                 let name = node
                     .field("name")
                     .map(|n| self.text(n).to_owned())

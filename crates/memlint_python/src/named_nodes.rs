@@ -17,6 +17,8 @@ pub struct NamedNodes<'t> {
     ends: Vec<u32>,
     /// For each node, its parent's index (the root's is its own).
     parents: Vec<u32>,
+    /// For each node, its start byte (what [`NamedNodes::index_of`] searches).
+    starts: Vec<usize>,
 }
 
 impl<'t> NamedNodes<'t> {
@@ -62,7 +64,8 @@ impl<'t> NamedNodes<'t> {
         while let Some(left) = open.pop() {
             ends[left] = nodes.len() as u32;
         }
-        NamedNodes { nodes, ends, parents }
+        let starts = nodes.iter().map(|n| n.start_byte()).collect();
+        NamedNodes { nodes, ends, parents, starts }
     }
 
     pub(crate) fn node(&self, index: usize) -> Node<'t> {
@@ -106,8 +109,9 @@ impl<'t> NamedNodes<'t> {
     /// The index of `node`, when it is one of these.
     pub(crate) fn index_of(&self, node: Node<'t>) -> Option<usize> {
         let start = node.start_byte();
-        let first = self.nodes.partition_point(|n| n.start_byte() < start);
-        self.nodes[first..].iter().take_while(|n| n.start_byte() == start).position(|n| n.id() == node.id()).map(|i| first + i)
+        let first = self.starts.partition_point(|s| *s < start);
+        let same_start = self.starts[first..].iter().take_while(|s| **s == start).count();
+        self.nodes[first..first + same_start].iter().position(|n| n.id() == node.id()).map(|i| first + i)
     }
 }
 

@@ -236,7 +236,8 @@ pub struct SemanticModel<'t> {
     pub(crate) value_cache: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
-    pub(crate) parents: HashMap<NodeKey, Node<'t>>,
+    /// The named nodes of the tree, from the one walk (a node's parent is read there).
+    pub(crate) named: std::rc::Rc<NamedNodes<'t>>,
     /// Where each function's scope begins and ends, flattened: `(byte, scope)` in byte
     /// order, the innermost function at that byte (found by binary search: the scope of a
     /// node is asked constantly, and walking its ancestors each time showed in profiles).
@@ -397,7 +398,7 @@ impl<'t> SemanticModel<'t> {
             no_grad_functions: OnceCell::new(),
             finding_no_grad_functions: Cell::new(false),
             value_cache: RefCell::new(HashMap::default()),
-            parents: HashMap::default(),
+            named: std::rc::Rc::new(nodes),
             scope_segments: Vec::new(),
             indexed_kinds: kinds,
             indexed_nodes: Vec::new(),
@@ -426,7 +427,7 @@ impl<'t> SemanticModel<'t> {
             star_imported: RefCell::new(HashMap::default()),
             external_no_grad: RefCell::new(HashMap::default()),
         };
-        model.parents.reserve(nodes.len());
+        let nodes = model.named.clone();
         model.collect(&nodes, 0, None, None);
         model.imported_names = model.imports.iter().map(|i| i.local.clone()).collect();
         for (i, import) in model.imports.iter().enumerate() {
@@ -463,20 +464,12 @@ impl<'t> SemanticModel<'t> {
         model
     }
 
-    /// The parent of a node: recorded while collecting (every named node of the code
-    /// the model walks), else tree-sitter's (which walks down from the root).
+    /// The parent of a node: from the model's walk (every named node), else tree-sitter's
+    /// (an anonymous node; tree-sitter walks down from the root to find it).
     pub fn parent(&self, node: Node<'t>) -> Option<Node<'t>> {
-        match self.parents.get(&key(node)) {
-            Some(parent) => Some(*parent),
+        match self.named.index_of(node) {
+            Some(at) => self.named.parent(at).map(|p| self.named.node(p)),
             None => node.parent(),
-        }
-    }
-
-    /// Records `node` as the parent of its named children.
-    pub(crate) fn record_children(&mut self, node: Node<'t>) {
-        let mut cursor = node.walk();
-        for child in node.named_children(&mut cursor) {
-            self.parents.insert(key(child), node);
         }
     }
 
