@@ -160,7 +160,11 @@ impl<'t> SemanticModel<'t> {
             return false;
         }
         let Some(info) = self.classes.get(class) else { return false };
-        let Some(callees) = info.node.field("body").and_then(|body| crate::project::parameter_free_stores(self.source, body)) else {
+        let callees = info.node.field("body").and_then(|body| match self.named.index_of(body) {
+            Some(at) => crate::project::parameter_free_stores_in(self.source, &self.named, at),
+            None => crate::project::parameter_free_stores(self.source, body),
+        });
+        let Some(callees) = callees else {
             return false;
         };
         let holds_none = |spelled: &str, base: bool| {
@@ -389,7 +393,7 @@ impl<'t> SemanticModel<'t> {
             // summarized as the project summarizes its classes.
             let init = self.method_of(class, "__init__")?;
             let owner = self.parent(init).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition")?;
-            let summary = crate::project::class_summary(self.source, owner);
+            let summary = crate::project::class_summary_in(self.source, owner, &self.named);
             return summary.pretrained_calls.iter().find_map(|call| {
                 let qualified = self.through_module_imports(&call.callee).unwrap_or_else(|| call.callee.clone());
                 call.loads_pretrained(&qualified).then(|| call.callee.clone())
@@ -454,7 +458,7 @@ impl<'t> SemanticModel<'t> {
         let name = self.text(callee);
         self.classes.get(name)?;
         let def = self.bindings_of(None, name)?.iter().rev().find(|b| b.statement.kind_name() == "class_definition")?.statement;
-        Some(crate::project::class_methods(self.source, def))
+        Some(crate::project::class_summary_in(self.source, def, &self.named).methods)
     }
 
     pub fn is_lightning_class(&self, class: &str) -> bool {

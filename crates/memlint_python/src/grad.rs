@@ -316,7 +316,7 @@ impl<'t> SemanticModel<'t> {
         // Its submodules run only under `with torch.no_grad()` blocks (in `forward` or
         // the methods it calls), as the project summarizes the class.
         let owner = self.parent(forward).and_then(|body| self.parent(body)).filter(|c| c.kind_name() == "class_definition")?;
-        let summary = crate::project::class_summary(self.source, owner);
+        let summary = crate::project::class_summary_in(self.source, owner, &self.named);
         let submodules: Vec<String> = summary
             .attributes
             .iter()

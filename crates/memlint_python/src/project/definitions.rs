@@ -3,7 +3,7 @@
 //! gives back, the tuple it returns, whether it backpropagates) and [`ClassSummary`]
 //! (bases, methods, pretrained loads of `__init__`, `self.X = Callee(...)` attributes).
 //! The semantic model also asks it about the linted module's own classes and functions
-//! (`class_summary`, `class_methods`, `returned_parameter`).
+//! (`class_summary_in`, over the named nodes of the model's walk; `returned_parameter`).
 //!
 //! Asks [`super::syntax`] for node readings, `crate::semantic` for parameters and
 //! `crate::library` whether a class may freeze what it loads. Callees stay as spelled:
@@ -19,12 +19,9 @@ use crate::named_nodes::NamedNodes;
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
-pub(crate) fn class_summary(source: &str, class: Node<'_>) -> ClassSummary {
-    class_summary_in(source, class, &NamedNodes::of(class))
-}
-
-/// [`class_summary`], its walks stepping through `nodes` (the module's, or the class's own).
-pub(super) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedNodes<'t>) -> ClassSummary {
+/// The summary of a class definition, its walks stepping through `nodes` (the named nodes
+/// of the module's walk, or of the class's own).
+pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedNodes<'t>) -> ClassSummary {
     let name = class.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
     let bases = class
         .field("superclasses")
@@ -136,11 +133,6 @@ fn pretrained_calls_in(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mu
     }
 }
 
-/// The methods of a class definition of the linted module (for `meter.update(loss)` on
-/// an instance of a local class).
-pub(crate) fn class_methods(source: &str, class: Node<'_>) -> Vec<FunctionSummary> {
-    class_summary(source, class).methods
-}
 
 /// The parameters of a function: (name, position a caller passes it at).
 fn parameters(source: &str, def: Node<'_>, method: bool) -> Vec<String> {
@@ -542,8 +534,9 @@ mod tests {
     fn class(source: &str) -> ClassSummary {
         let parsed = crate::parse(source);
         let def = named_children(parsed.tree.root_node()).into_iter().find(|d| d.kind_name() == "class_definition").expect("a class");
-        let summary = class_summary(source, def);
-        assert_eq!(class_methods(source, def), summary.methods);
+        let summary = class_summary_in(source, def, &NamedNodes::of(def));
+        let in_the_module = class_summary_in(source, def, &NamedNodes::of(parsed.tree.root_node()));
+        assert_eq!(format!("{in_the_module:?}"), format!("{summary:?}"), "the class's own walk or the module's: the same summary");
         summary
     }
 

@@ -79,7 +79,7 @@ pub(crate) fn parameter_free_stores(source: &str, class_body: Node<'_>) -> Optio
 }
 
 /// [`parameter_free_stores`] of the class body at `at` in `nodes`.
-pub(super) fn parameter_free_stores_in(source: &str, nodes: &NamedNodes<'_>, at: usize) -> Option<Vec<String>> {
+pub(crate) fn parameter_free_stores_in(source: &str, nodes: &NamedNodes<'_>, at: usize) -> Option<Vec<String>> {
     let mut callees = Vec::new();
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
