@@ -146,14 +146,16 @@ impl<'a, 't> Checker<'a, 't> {
         let source = self.model.source().as_bytes();
         // Indexed by the model's walk for every rule of this lint.
         let candidates = self.model.indexed_nodes();
+        let candidate_kinds = self.model.indexed_node_kinds();
         let mut found = Vec::new();
         let mut cursor = QueryCursor::new();
         // A match starts at its pattern's first node: this one, not a descendant.
         cursor.set_max_start_depth(Some(0));
         for range in merged {
             let first = candidates.partition_point(|n| n.start_byte() < range.start);
-            for node in candidates[first..].iter().take_while(|n| n.start_byte() < range.end) {
-                if !kinds.get(node.kind_id() as usize).copied().unwrap_or(false) {
+            let in_range = candidates[first..].iter().zip(&candidate_kinds[first..]).take_while(|(n, _)| n.start_byte() < range.end);
+            for (node, kind) in in_range {
+                if !kinds.get(*kind as usize).copied().unwrap_or(false) {
                     continue;
                 }
                 let mut matches = cursor.matches(query, *node, source);

@@ -36,18 +36,20 @@ pub(crate) fn flatten_nested_spans(mut spans: Vec<(usize, usize, usize)>) -> (Ve
 }
 
 impl<'t> SemanticModel<'t> {
-    pub(crate) fn is_indexed(&self, node: Node<'t>) -> bool {
-        self.indexed_kinds.get(node.kind_id() as usize).copied().unwrap_or(false) && node.is_named()
+    /// Indexes `node` when it is of a kind asked for (`indexed_kinds`), with its kind id.
+    pub(crate) fn index_node(&mut self, node: Node<'t>) {
+        let kind = node.kind_id();
+        if self.indexed_kinds.get(kind as usize).copied().unwrap_or(false) && node.is_named() {
+            self.indexed_nodes.push(node);
+            self.indexed_node_kinds.push(kind);
+        }
     }
 
     /// Indexes the nodes of the subtree at `at` the model does not otherwise collect
     /// (parameters, base classes, imports), in source order.
     pub(crate) fn index_subtree(&mut self, nodes: &NamedNodes<'t>, at: usize) {
         for i in nodes.subtree(at) {
-            let node = nodes.node(i);
-            if self.is_indexed(node) {
-                self.indexed_nodes.push(node);
-            }
+            self.index_node(nodes.node(i));
         }
     }
 
@@ -67,10 +69,7 @@ impl<'t> SemanticModel<'t> {
     /// Collects what the node at `at` defines, binds and calls, stepping through the named
     /// nodes of the model's one walk of the tree.
     pub(crate) fn collect(&mut self, nodes: &NamedNodes<'t>, at: usize, scope: ScopeId, class: Option<&str>) {
-        let node = nodes.node(at);
-        if self.is_indexed(node) {
-            self.indexed_nodes.push(node);
-        }
+        self.index_node(nodes.node(at));
         if !self.visit(nodes, at, scope, class) {
             return;
         }

@@ -264,6 +264,8 @@ pub struct SemanticModel<'t> {
     pub(crate) indexed_kinds: &'t [bool],
     /// Every named node of `indexed_kinds`, in source order.
     pub(crate) indexed_nodes: Vec<Node<'t>>,
+    /// Their kind ids (asking a node for its kind is a call into tree-sitter).
+    pub(crate) indexed_node_kinds: Vec<u16>,
     /// Does the module have a `from x import *`?
     pub(crate) has_star_import: bool,
     /// Local names bound by any import, to reject non-imported names quickly.
@@ -402,6 +404,7 @@ impl<'t> SemanticModel<'t> {
             scope_segments: Vec::new(),
             indexed_kinds: kinds,
             indexed_nodes: Vec::new(),
+            indexed_node_kinds: Vec::new(),
             function_extents: HashMap::default(),
             local_scopes: Vec::new(),
             local_scope_segments: Vec::new(),
@@ -516,5 +519,10 @@ impl<'t> SemanticModel<'t> {
     /// The named nodes of the kinds given to [`Self::indexing`], in source order.
     pub fn indexed_nodes(&self) -> &[Node<'t>] {
         &self.indexed_nodes
+    }
+
+    /// The kind id of each of [`Self::indexed_nodes`], in the same order.
+    pub fn indexed_node_kinds(&self) -> &[u16] {
+        &self.indexed_node_kinds
     }
 }
