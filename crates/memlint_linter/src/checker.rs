@@ -1,8 +1,11 @@
 //! Runs the enabled rules over one module: each rule's query finds candidates, the rule
 //! decides with the semantic model.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use memlint_python::tree_sitter::{Node, Query, QueryCursor, Tree};
 use memlint_python::SemanticModel;
@@ -110,6 +113,8 @@ pub struct Checker<'a, 't> {
     pub model: &'a SemanticModel<'t>,
     pub rule: Rule,
     diagnostics: Vec<Diagnostic>,
+    /// What the rules of this lint share: matches found for a rule still to run.
+    shared: &'a SharedMatches<'t>,
 }
 
 impl<'a, 't> Checker<'a, 't> {
@@ -127,10 +132,34 @@ impl<'a, 't> Checker<'a, 't> {
     /// candidate. A query whose patterns' starts are not all node kinds walks its regions.
     pub fn matches_in(&self, ranges: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
         let merged = merge_ranges(ranges.iter().cloned());
-        match root_kinds(self.rule) {
-            Some(kinds) => self.matches_at_roots(&merged, kinds),
-            None => self.matches_walking(&merged),
+        let Some(kinds) = root_kinds(self.rule) else { return self.matches_walking(&merged) };
+        if merged == [0..self.model.source().len()] {
+            return self.matches_in_module(kinds);
         }
+        self.matches_at_roots(&merged, kinds)
+    }
+
+    /// The matches of the current rule's query in the whole module. The queries of the
+    /// rules still to run in this lint that also asked for the whole module (in an earlier
+    /// lint of this process) run in the same pass: one query cursor steps through a
+    /// candidate's children once for all their patterns, instead of once per rule.
+    fn matches_in_module(&self, kinds: &[bool]) -> Vec<QueryMatch<'t>> {
+        let index = rule_index(self.rule);
+        ASKS_FOR_THE_MODULE[index].store(true, Ordering::Relaxed);
+        if let Some(found) = self.shared.found.borrow_mut().remove(&self.rule) {
+            return found;
+        }
+        let mut group = vec![self.rule];
+        group.extend(
+            self.shared.to_come().iter().copied().filter(|r| *r != self.rule && ASKS_FOR_THE_MODULE[rule_index(*r)].load(Ordering::Relaxed) && root_kinds(*r).is_some()),
+        );
+        if group.len() == 1 {
+            return self.matches_at_roots(&[0..self.model.source().len()], kinds);
+        }
+        let mut found = combined_query(&group).matches(self.model);
+        let own = found.remove(&self.rule).unwrap_or_default();
+        self.shared.found.borrow_mut().extend(found);
+        own
     }
 
     /// The matches of the current rule's query that start within one of `nodes` (the
@@ -203,11 +232,94 @@ impl<'a, 't> Checker<'a, 't> {
     }
 }
 
+fn rule_index(rule: Rule) -> usize {
+    Rule::ALL.iter().position(|r| *r == rule).expect("rule in ALL")
+}
+
+/// Which rules have asked for their query's matches in a whole module, in this process:
+/// learned as lints run, so that the checker needs no list of them (it knows no rule).
+static ASKS_FOR_THE_MODULE: [AtomicBool; Rule::ALL.len()] = [const { AtomicBool::new(false) }; Rule::ALL.len()];
+
+/// What the rules of one lint share.
+#[derive(Default)]
+struct SharedMatches<'t> {
+    /// The rules of this lint, in the order they run, and which one runs now.
+    order: Vec<Rule>,
+    running: Cell<usize>,
+    /// Matches in the whole module found for rules still to run (each takes its own).
+    found: RefCell<HashMap<Rule, Vec<QueryMatch<'t>>>>,
+}
+
+impl SharedMatches<'_> {
+    fn to_come(&self) -> &[Rule] {
+        self.order.get(self.running.get() + 1..).unwrap_or(&[])
+    }
+}
+
+/// The queries of several rules as one: their patterns in order, each pattern's rule.
+struct CombinedQuery {
+    query: Query,
+    rule_of_pattern: Vec<Rule>,
+    /// The node kinds (by id) at which a pattern of one of them starts.
+    kinds: Vec<bool>,
+}
+
+/// The combined query of `rules` (each with root kinds), compiled once per process for
+/// each set of rules that asks together: a handful of sets, kept for the process's life.
+fn combined_query(rules: &[Rule]) -> &'static CombinedQuery {
+    static COMBINED: OnceLock<Mutex<HashMap<Vec<Rule>, &'static CombinedQuery>>> = OnceLock::new();
+    let mut key = rules.to_vec();
+    key.sort();
+    let mut cache = COMBINED.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
+    cache.entry(key.clone()).or_insert_with(|| {
+        let source: String = key.iter().map(|r| r.query_source()).collect::<Vec<_>>().join("\n");
+        let query = Query::new(&memlint_python::language(), &source).unwrap_or_else(|e| panic!("the combined queries of {key:?} do not compile: {e}"));
+        let mut rule_of_pattern = Vec::new();
+        let mut kinds = vec![false; memlint_python::language().node_kind_count()];
+        for rule in &key {
+            rule_of_pattern.extend(std::iter::repeat_n(*rule, self::query(*rule).pattern_count()));
+            for (k, own) in kinds.iter_mut().zip(root_kinds(*rule).unwrap_or(&[])) {
+                *k |= *own;
+            }
+        }
+        assert_eq!(rule_of_pattern.len(), query.pattern_count(), "the combined query has each rule's patterns");
+        Box::leak(Box::new(CombinedQuery { query, rule_of_pattern, kinds }))
+    })
+}
+
+impl CombinedQuery {
+    /// Each rule's matches in the whole module, in the order its own query finds them
+    /// ([`Checker::matches_at_roots`]: by candidate node, then as the cursor finishes them).
+    fn matches<'t>(&'static self, model: &SemanticModel<'t>) -> HashMap<Rule, Vec<QueryMatch<'t>>> {
+        let names = self.query.capture_names();
+        let source = model.source().as_bytes();
+        let mut found: HashMap<Rule, Vec<QueryMatch<'t>>> = HashMap::new();
+        let mut cursor = QueryCursor::new();
+        cursor.set_max_start_depth(Some(0));
+        for (node, kind) in model.indexed_nodes().iter().zip(model.indexed_node_kinds()) {
+            if !self.kinds.get(*kind as usize).copied().unwrap_or(false) {
+                continue;
+            }
+            let mut matches = cursor.matches(&self.query, *node, source);
+            while let Some(m) = matches.next() {
+                if m.captures.is_empty() {
+                    continue;
+                }
+                let captures = m.captures.iter().map(|c| (names[c.index as usize], c.node)).collect();
+                found.entry(self.rule_of_pattern[m.pattern_index]).or_default().push(QueryMatch { captures });
+            }
+        }
+        found
+    }
+}
+
 /// Runs the enabled rules; `model` indexed the [`query_root_kinds`] of `settings.rules`.
 pub(crate) fn run_rules<'t>(model: &SemanticModel<'t>, settings: &LinterSettings) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
-    for rule in settings.rules.iter() {
-        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
+    let shared = SharedMatches { order: settings.rules.iter().collect(), running: Cell::new(0), found: RefCell::default() };
+    for (i, rule) in settings.rules.iter().enumerate() {
+        shared.running.set(i);
+        let mut checker = Checker { model, rule, diagnostics: Vec::new(), shared: &shared };
         rule.check(&mut checker);
         diagnostics.append(&mut checker.diagnostics);
     }
@@ -234,8 +346,9 @@ pub(crate) fn run_rules_after_suppression<'t>(
     suppressions: &Suppressions<'_>,
 ) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
+    let shared = SharedMatches::default();
     for rule in settings.rules.iter().filter(|r| r.observes_suppressions()) {
-        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
+        let mut checker = Checker { model, rule, diagnostics: Vec::new(), shared: &shared };
         rule.check_after_suppression(&mut checker, suppressions);
         diagnostics.append(&mut checker.diagnostics);
     }
@@ -356,7 +469,8 @@ mod tests {
             assert_eq!(shown_nodes(model.indexed_nodes()), shown_nodes(&walk_for_kinds(&tree, &indexed)), "indexed nodes of {}", path.display());
             for rule in Rule::ALL.iter().copied() {
                 let kinds = root_kinds(rule).unwrap_or_else(|| panic!("{}: every pattern starts with a node kind", rule.name()));
-                let checker = Checker { model: &model, rule, diagnostics: Vec::new() };
+                let shared = SharedMatches::default();
+                let checker = Checker { model: &model, rule, diagnostics: Vec::new(), shared: &shared };
                 let mut regions = vec![0..source.len()];
                 regions.extend(model.functions().map(|f| f.node.byte_range()));
                 for region in regions {
@@ -369,6 +483,84 @@ mod tests {
             }
         }
         assert!(compared > 100, "matches compared: {compared}");
+    }
+
+    /// Several rules' queries run as one give each rule the matches its own query finds
+    /// in the whole module, in the same order, on every fixture and example.
+    #[test]
+    fn matching_together_equals_each_alone() {
+        let in_order = |matches: &[QueryMatch<'_>]| -> Vec<String> {
+            matches
+                .iter()
+                .map(|m| {
+                    let mut captures: Vec<String> = m.captures.iter().map(|(name, node)| format!("{name}@{:?}", node.byte_range())).collect();
+                    captures.sort();
+                    captures.join(" ")
+                })
+                .collect()
+        };
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let all = RuleSelection::all();
+        let together: Vec<Rule> = Rule::ALL.iter().copied().filter(|r| root_kinds(*r).is_some()).collect();
+        let mut compared = 0;
+        for dir in ["crates/memlint_linter/tests/fixtures", "tests/examples"] {
+            for entry in std::fs::read_dir(format!("{root}/{dir}")).expect("fixture directory") {
+                let path = entry.expect("entry").path();
+                if path.extension().is_none_or(|e| e != "py") {
+                    continue;
+                }
+                let source = std::fs::read_to_string(&path).expect("fixture text");
+                let tree = memlint_python::parse_with(&source, None);
+                let indexed = query_root_kinds(&all);
+                let model = SemanticModel::indexing(&tree, &source, &memlint_python::NoProject, &indexed);
+                let mut found = combined_query(&together).matches(&model);
+                for rule in &together {
+                    let shared = SharedMatches::default();
+                    let checker = Checker { model: &model, rule: *rule, diagnostics: Vec::new(), shared: &shared };
+                    let alone = checker.matches_at_roots(&[0..source.len()], root_kinds(*rule).expect("root kinds"));
+                    let with_others = found.remove(rule).unwrap_or_default();
+                    assert_eq!(in_order(&with_others), in_order(&alone), "{} on {}", rule.name(), path.display());
+                    compared += alone.len();
+                }
+            }
+        }
+        assert!(compared > 100, "matches compared: {compared}");
+    }
+
+    /// A rule asking for the whole module gets its matches, whether the rules before it
+    /// found them together with theirs or it finds them itself.
+    #[test]
+    fn a_rule_takes_the_matches_found_for_it() {
+        let source = "import torch\nfor x in data:\n    out = model(x)\n    losses.append(out)\n    total += out\n";
+        let tree = memlint_python::parse_with(source, None);
+        let all = RuleSelection::all();
+        let indexed = query_root_kinds(&all);
+        let model = SemanticModel::indexing(&tree, source, &memlint_python::NoProject, &indexed);
+        let whole = [0..source.len()];
+        let order: Vec<Rule> = Rule::ALL.iter().copied().filter(|r| root_kinds(*r).is_some()).collect();
+        let alone: Vec<Vec<String>> = order
+            .iter()
+            .map(|rule| {
+                let shared = SharedMatches::default();
+                let checker = Checker { model: &model, rule: *rule, diagnostics: Vec::new(), shared: &shared };
+                shown(&checker.matches_at_roots(&whole, root_kinds(*rule).expect("root kinds")))
+            })
+            .collect();
+        // Every rule has asked for a whole module before: the first finds all of theirs.
+        for rule in &order {
+            ASKS_FOR_THE_MODULE[rule_index(*rule)].store(true, Ordering::Relaxed);
+        }
+        let shared = SharedMatches { order: order.clone(), running: Cell::new(0), found: RefCell::default() };
+        for (i, rule) in order.iter().enumerate() {
+            shared.running.set(i);
+            let checker = Checker { model: &model, rule: *rule, diagnostics: Vec::new(), shared: &shared };
+            assert_eq!(shown(&checker.matches_in(&whole)), alone[i], "{}", rule.name());
+            if i == 0 {
+                assert!(!shared.found.borrow().is_empty(), "the first rule found the later rules' matches too");
+            }
+        }
+        assert!(shared.found.borrow().is_empty(), "each rule took its matches");
+        assert!(alone.iter().any(|m| !m.is_empty()));
     }
 
     #[test]
