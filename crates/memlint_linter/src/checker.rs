@@ -133,7 +133,8 @@ impl<'a, 't> Checker<'a, 't> {
     pub fn matches_in(&self, ranges: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
         let merged = merge_ranges(ranges.iter().cloned());
         let Some(kinds) = root_kinds(self.rule) else { return self.matches_walking(&merged) };
-        if merged == [0..self.model.source().len()] {
+        let module = 0..self.model.source().len();
+        if merged.len() == 1 && merged[0] == module {
             return self.matches_in_module(kinds);
         }
         self.matches_at_roots(&merged, kinds)
@@ -154,7 +155,7 @@ impl<'a, 't> Checker<'a, 't> {
             self.shared.to_come().iter().copied().filter(|r| *r != self.rule && ASKS_FOR_THE_MODULE[rule_index(*r)].load(Ordering::Relaxed) && root_kinds(*r).is_some()),
         );
         if group.len() == 1 {
-            return self.matches_at_roots(&[0..self.model.source().len()], kinds);
+            return self.matches_at_roots(std::slice::from_ref(&(0..self.model.source().len())), kinds);
         }
         let mut found = combined_query(&group).matches(self.model);
         let own = found.remove(&self.rule).unwrap_or_default();
