@@ -160,10 +160,7 @@ impl<'t> SemanticModel<'t> {
             return false;
         }
         let Some(info) = self.classes.get(class) else { return false };
-        let callees = info.node.field("body").and_then(|body| match self.named.index_of(body) {
-            Some(at) => crate::project::parameter_free_stores_in(self.source, &self.named, at),
-            None => crate::project::parameter_free_stores(self.source, body),
-        });
+        let callees = info.node.field("body").and_then(|body| self.named.within(body, |nodes, at| crate::project::parameter_free_stores(self.source, nodes, at)));
         let Some(callees) = callees else {
             return false;
         };

@@ -96,6 +96,15 @@ impl<'t> NamedNodes<'t> {
         self.nodes[0]
     }
 
+    /// Runs `walk` at `node`'s index in these nodes, or, should `node` not be one of them,
+    /// in the named nodes of its own subtree (the same walk either way).
+    pub(crate) fn within<R>(&self, node: Node<'t>, walk: impl FnOnce(&NamedNodes<'t>, usize) -> R) -> R {
+        match self.index_of(node) {
+            Some(at) => walk(self, at),
+            None => walk(&NamedNodes::of(node), 0),
+        }
+    }
+
     /// The parent of the node at `index` (none for the root).
     pub(crate) fn parent(&self, index: usize) -> Option<usize> {
         (index != 0).then(|| self.parents[index] as usize)

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use tree_sitter::Node;
 
 use super::summary::{ClassSummary, FunctionSummary, PretrainedCall, StoreKind, StoredArgument, PRETRAINED_KEYWORDS};
-use super::syntax::{decorator_disables_grad, dotted, parameter_free_stores_in, returned_callee_of, runs_backward, text, with_items_disabling_grad};
+use super::syntax::{decorator_disables_grad, dotted, parameter_free_stores, returned_callee_of, runs_backward, text, with_items_disabling_grad};
 use crate::named_nodes::NamedNodes;
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
@@ -46,7 +46,7 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
                 _ => continue,
             };
             let is_static = decorators.iter().any(|d| text(source, *d) == "staticmethod");
-            let mut f = function_summary_in(source, def, !is_static, Some(nodes));
+            let mut f = function_summary(source, def, !is_static, nodes);
             f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
             // A decorator memlint cannot read (`@nograd`, a project function wrapping the
             // method in `torch.no_grad()`) may change how the method runs.
@@ -57,26 +57,17 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
             }
             if f.name == "__init__" && !may_freeze {
                 if let Some(init_body) = def.field("body") {
-                    with_index(nodes, init_body, |nodes, at| pretrained_calls_in(source, nodes, at, &mut pretrained_calls));
+                    nodes.within(init_body, |nodes, at| pretrained_calls_in(source, nodes, at, &mut pretrained_calls));
                 }
             }
             if let Some(method_body) = def.field("body") {
-                with_index(nodes, method_body, |nodes, at| attribute_calls(source, nodes, at, &mut attributes));
+                nodes.within(method_body, |nodes, at| attribute_calls(source, nodes, at, &mut attributes));
             }
             methods.push(f);
         }
     }
-    let parameter_free = class.field("body").and_then(|body| with_index(nodes, body, |nodes, at| parameter_free_stores_in(source, nodes, at)));
+    let parameter_free = class.field("body").and_then(|body| nodes.within(body, |nodes, at| parameter_free_stores(source, nodes, at)));
     ClassSummary { name, bases, methods, pretrained_calls, attributes, may_freeze: freezes, parameter_free }
-}
-
-/// Runs `walk` at `node`'s index in `nodes`, or, should `node` not be one of them, in
-/// the named nodes of its own subtree (the same walk either way).
-fn with_index<'t, R>(nodes: &NamedNodes<'t>, node: Node<'t>, walk: impl FnOnce(&NamedNodes<'t>, usize) -> R) -> R {
-    match nodes.index_of(node) {
-        Some(at) => walk(nodes, at),
-        None => walk(&NamedNodes::of(node), 0),
-    }
 }
 
 /// `self.X = Callee(...)` (through methods that return the module) under the node at `at`.
@@ -219,12 +210,9 @@ fn loop_elements_of(source: &str, statement: Node<'_>, name: &str) -> Vec<String
 /// `detect_face(img, self.pnet)`, `self.detect(img)`; `""` for `self(...)`), split by
 /// whether a `with torch.no_grad()` block is around the use. Nested definitions are
 /// their own.
-fn self_uses(source: &str, def: Node<'_>, nodes: Option<&NamedNodes<'_>>) -> (Vec<String>, Vec<String>, Vec<String>) {
+fn self_uses(source: &str, def: Node<'_>, nodes: &NamedNodes<'_>) -> (Vec<String>, Vec<String>, Vec<String>) {
     let Some(body) = def.field("body") else { return (Vec::new(), Vec::new(), Vec::new()) };
-    match nodes {
-        Some(nodes) => with_index(nodes, body, |nodes, at| self_uses_at(source, nodes, at)),
-        None => self_uses_at(source, &NamedNodes::of(body), 0),
-    }
+    nodes.within(body, |nodes, at| self_uses_at(source, nodes, at))
 }
 
 fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<String>, Vec<String>, Vec<String>) {
@@ -310,12 +298,9 @@ fn outliving_target(source: &str, target: Node<'_>, locals: &HashSet<String>) ->
     }
 }
 
-pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool) -> FunctionSummary {
-    function_summary_in(source, def, method, None)
-}
-
-/// [`function_summary`], its walks stepping through `nodes` (its class's) when given.
-fn function_summary_in(source: &str, def: Node<'_>, method: bool, nodes: Option<&NamedNodes<'_>>) -> FunctionSummary {
+/// The summary of a function (a method when `method`), its walks stepping through `nodes`
+/// (the named nodes of the module's walk, or of its class's, or its own).
+pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes: &NamedNodes<'_>) -> FunctionSummary {
     let name = def.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
     let params = parameters(source, def, method);
     let mut statements = Vec::new();
@@ -526,7 +511,7 @@ mod tests {
         named_children(parsed.tree.root_node())
             .into_iter()
             .filter(|d| d.kind_name() == "function_definition")
-            .map(|d| function_summary(source, d, false))
+            .map(|d| function_summary(source, d, false, &NamedNodes::of(d)))
             .collect()
     }
 

@@ -34,7 +34,7 @@ mod syntax;
 
 pub use crate::library::{library_module_class, library_module_factory};
 pub(crate) use definitions::{class_summary_in, returned_parameter};
-pub(crate) use syntax::{parameter_free_stores, parameter_free_stores_in};
+pub(crate) use syntax::parameter_free_stores;
 pub use index::{symbol_matters, ModuleLoader, NoProject, ProjectIndex, Returned, Symbol};
 pub use resolve::ProjectResolver;
 pub use scan::{imported_modules, scan_imports, ScannedImport};

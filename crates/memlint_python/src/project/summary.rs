@@ -277,7 +277,7 @@ impl ModuleSummary {
                 if let Some(def) = statement.field("definition") {
                     match def.kind_name() {
                         "function_definition" => {
-                            let mut f = function_summary(source, def, false);
+                            let mut f = function_summary(source, def, false, nodes);
                             f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
                             self.functions.push(f);
                         }
@@ -286,7 +286,7 @@ impl ModuleSummary {
                     }
                 }
             }
-            "function_definition" => self.functions.push(function_summary(source, statement, false)),
+            "function_definition" => self.functions.push(function_summary(source, statement, false, nodes)),
             "class_definition" => self.classes.push(class_summary_in(source, statement, nodes)),
             "import_statement" => {
                 for child in named_children(statement) {

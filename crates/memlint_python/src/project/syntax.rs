@@ -74,12 +74,7 @@ pub(super) fn decorator_disables_grad(source: &str, decorator: Node<'_>) -> bool
 /// tensor factory), or `None` when the class may hold a parameter (it makes an
 /// `nn.Parameter`, registers a parameter or a module, or stores a value that is neither a
 /// constant, its own attribute, an argument with a constant default, nor a call).
-pub(crate) fn parameter_free_stores(source: &str, class_body: Node<'_>) -> Option<Vec<String>> {
-    parameter_free_stores_in(source, &NamedNodes::of(class_body), 0)
-}
-
-/// [`parameter_free_stores`] of the class body at `at` in `nodes`.
-pub(crate) fn parameter_free_stores_in(source: &str, nodes: &NamedNodes<'_>, at: usize) -> Option<Vec<String>> {
+pub(crate) fn parameter_free_stores(source: &str, nodes: &NamedNodes<'_>, at: usize) -> Option<Vec<String>> {
     let mut callees = Vec::new();
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
