@@ -8,6 +8,7 @@
 mod actions;
 mod document;
 mod hover;
+pub mod incremental;
 mod notebook;
 mod server;
 mod settings;

@@ -31,6 +31,7 @@ use tower_lsp_server::{Client, LanguageServer, UriExt};
 use crate::actions;
 use crate::document::{Document, Encoding};
 use crate::hover;
+use crate::incremental::Baseline;
 use crate::notebook;
 use crate::settings::{ClientSettings, DocumentSettings, SettingsStore};
 
@@ -143,6 +144,24 @@ struct State {
     dependencies: HashMap<Uri, Vec<PathBuf>>,
     /// The build identity summaries are stored under (see [`crate::Options`]).
     summary_build: Option<String>,
+    /// Per open file: its last complete lint, which a prediction after an edit starts from
+    /// (see [`crate::incremental`]).
+    baselines: HashMap<Uri, Arc<Baseline>>,
+    /// The files whose complete lint after a prediction is running, and whether a newer
+    /// prediction asked for another when it ends.
+    refreshing: HashMap<Uri, bool>,
+}
+
+/// How [`Server::lint`] lints.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LintMode {
+    /// A file's findings may be predicted from its last complete lint.
+    Predict,
+    /// A complete lint, dropped unrun if the client moves on before it starts.
+    Complete,
+    /// A complete lint that runs even for a version the client has moved past: it is the
+    /// next prediction's baseline.
+    Refresh,
 }
 
 /// Work for one lint: a file, or every Python cell of a notebook.
@@ -152,6 +171,9 @@ struct Job {
     kind: JobKind,
     /// The workspace project and the document's path in it.
     project: Option<(Arc<memlint_project::Project>, PathBuf)>,
+    /// A file's last complete lint: when set, the job first tries to predict its findings
+    /// from it (see [`crate::incremental`]).
+    predict_from: Option<Arc<Baseline>>,
 }
 
 enum JobKind {
@@ -166,8 +188,13 @@ struct JobOutput {
     /// Per document: the version linted and its findings.
     entries: Vec<(Uri, i32, Findings)>,
     problems: Vec<String>,
-    /// The project modules the lint read.
-    dependencies: Vec<PathBuf>,
+    /// The project modules the lint read (`None` for a prediction: it read only part of
+    /// the file, so the complete lint's record stands).
+    dependencies: Option<Vec<PathBuf>>,
+    /// A file's complete lint, to predict the next edit's findings from.
+    baseline: Option<(Uri, Baseline)>,
+    /// The findings are a prediction: a complete lint is still to come.
+    predicted: bool,
 }
 
 impl Job {
@@ -198,11 +225,26 @@ impl Job {
             Some(r) => r,
             None => &memlint_linter::NoProject,
         };
+        let mut baseline = None;
         let (entries, problems) = match self.kind {
             JobKind::File { uri, version, text, tree } => {
+                let predicted = self.predict_from.as_deref().filter(|b| b.generation == self.generation).and_then(|from| {
+                    crate::incremental::predict(from, &text, &tree, &|blanked| {
+                        // A rule that panics gives no prediction: the complete lint reports it.
+                        let (mut found, problems) =
+                            lint_guarded(linter, 1, &|s| vec![memlint_linter::lint_unfiltered_in_project(blanked, s, index).diagnostics]);
+                        problems.is_empty().then(|| found.pop().unwrap_or_default())
+                    })
+                });
+                if let Some(found) = predicted {
+                    let entries = vec![(uri, version, Findings::of_file(found))];
+                    return JobOutput { generation: self.generation, notebook: None, entries, problems: Vec::new(), dependencies: None, baseline: None, predicted: true };
+                }
                 let (mut per_unit, problems) =
                     lint_guarded(linter, 1, &|s| vec![memlint_linter::lint_tree_in_project(&text, &tree, s, index).diagnostics]);
-                (vec![(uri, version, Findings::of_file(per_unit.pop().unwrap_or_default()))], problems)
+                let found = per_unit.pop().unwrap_or_default();
+                baseline = Some((uri.clone(), Baseline { text, tree, diagnostics: found.clone(), generation: self.generation }));
+                (vec![(uri, version, Findings::of_file(found))], problems)
             }
             JobKind::Notebook { notebook, cells } => {
                 linted_cells = Some((notebook, cells.iter().map(|(u, _, _)| u.clone()).collect()));
@@ -233,8 +275,8 @@ impl Job {
                 (entries, problems)
             }
         };
-        let dependencies = resolver.map(|r| r.modules_read().into_iter().map(PathBuf::from).collect()).unwrap_or_default();
-        JobOutput { generation: self.generation, notebook: linted_cells, entries, problems, dependencies }
+        let dependencies = Some(resolver.map(|r| r.modules_read().into_iter().map(PathBuf::from).collect()).unwrap_or_default());
+        JobOutput { generation: self.generation, notebook: linted_cells, entries, problems, dependencies, baseline, predicted: false }
     }
 }
 
@@ -382,6 +424,8 @@ impl State {
             project: None,
             dependencies: HashMap::new(),
             summary_build: None,
+            baselines: HashMap::new(),
+            refreshing: HashMap::new(),
         }
     }
 
@@ -447,7 +491,10 @@ impl State {
             .unwrap_or_default()
     }
 
-    fn job(&mut self, uri: &Uri) -> Option<Job> {
+    /// The lint of the unit `uri` belongs to; `predict`: a file's may first predict its
+    /// findings from its last complete lint (never when the client pulls: what it pulls,
+    /// it keeps).
+    fn job(&mut self, uri: &Uri, predict: bool) -> Option<Job> {
         let doc = self.docs.get(uri)?;
         let generation = self.generation;
         match doc.notebook.clone() {
@@ -459,13 +506,14 @@ impl State {
                     .collect();
                 let settings = self.settings_for(uri);
                 let project = self.project_for(&nb);
-                Some(Job { generation, settings, kind: JobKind::Notebook { notebook: nb, cells }, project })
+                Some(Job { generation, settings, kind: JobKind::Notebook { notebook: nb, cells }, project, predict_from: None })
             }
             None => {
                 let kind = JobKind::File { uri: uri.clone(), version: doc.version, text: doc.text.clone(), tree: doc.tree.clone() };
                 let settings = self.settings_for(uri);
                 let project = self.project_for(uri);
-                Some(Job { generation, settings, kind, project })
+                let predict_from = if predict && !self.pull { self.baselines.get(uri).cloned() } else { None };
+                Some(Job { generation, settings, kind, project, predict_from })
             }
         }
     }
@@ -475,6 +523,13 @@ impl State {
         let mut updated = Vec::new();
         if output.generation != self.generation {
             return updated;
+        }
+        // A complete lint is a good start for the next prediction even once its version
+        // is past (the prediction compares texts, not versions).
+        if let Some((uri, baseline)) = output.baseline {
+            if self.docs.contains_key(&uri) {
+                self.baselines.insert(uri, Arc::new(baseline));
+            }
         }
         if let Some((notebook, cells)) = &output.notebook {
             if self.code_cells(notebook) != *cells {
@@ -488,13 +543,20 @@ impl State {
         for problem in output.problems {
             self.pending_messages.push((MessageType::ERROR, problem));
         }
-        if let Some((uri, _, _)) = output.entries.first() {
+        if let (Some((uri, _, _)), Some(dependencies)) = (output.entries.first(), output.dependencies) {
             let unit = output.notebook.as_ref().map(|(nb, _)| nb.clone()).unwrap_or_else(|| uri.clone());
-            self.dependencies.insert(unit, output.dependencies);
+            self.dependencies.insert(unit, dependencies);
         }
-        for (uri, version, diagnostics) in output.entries {
-            self.lints.insert(uri.clone(), Linted { version, generation: output.generation, findings: Arc::new(diagnostics) });
-            updated.push(uri);
+        for (uri, version, findings) in output.entries {
+            // The complete lint that confirms a prediction changes nothing to publish.
+            let confirmed = self
+                .lints
+                .get(&uri)
+                .is_some_and(|l| l.version == version && l.generation == output.generation && l.findings.diagnostics == findings.diagnostics);
+            self.lints.insert(uri.clone(), Linted { version, generation: output.generation, findings: Arc::new(findings) });
+            if !confirmed {
+                updated.push(uri);
+            }
         }
         updated
     }
@@ -580,40 +642,81 @@ impl Server {
     }
 
     /// Lints the unit `uri` belongs to (unless a newer version arrives first) and stores
-    /// the findings; returns the documents updated.
-    async fn lint(&self, uri: &Uri) -> Vec<Uri> {
-        let Some(job) = self.state().job(uri) else { return Vec::new() };
+    /// the findings; returns the documents updated, and whether the findings are a
+    /// prediction (a file's may be in [`LintMode::Predict`], see [`crate::incremental`]).
+    async fn lint(&self, uri: &Uri, mode: LintMode) -> (Vec<Uri>, bool) {
+        let Some(job) = self.state().job(uri, mode == LintMode::Predict) else { return (Vec::new(), false) };
         let state = self.state.clone();
         let output = tokio::task::spawn_blocking(move || {
             // Dropped unseen if the client has moved on while this waited for a thread.
-            if !job.is_current(&state.lock().unwrap_or_else(|e| e.into_inner())) {
+            if mode != LintMode::Refresh && !job.is_current(&state.lock().unwrap_or_else(|e| e.into_inner())) {
                 return None;
             }
             Some(job.run())
         })
         .await;
         match output {
-            Ok(Some(output)) => self.state().store(output),
-            _ => Vec::new(),
+            Ok(Some(output)) => {
+                let predicted = output.predicted;
+                (self.state().store(output), predicted)
+            }
+            _ => (Vec::new(), false),
         }
     }
 
-    /// Push mode: lint in the background and publish if still current.
+    /// Push mode: lint in the background and publish if still current. After an edit
+    /// inside one definition of a file, a prediction is published first; a complete lint
+    /// follows (see [`Server::refresh`]) and is published only where it differs.
     fn schedule(&self, uri: Uri) {
         let server = self.handle();
         tokio::spawn(async move {
-            let updated = server.lint(&uri).await;
-            let _order = server.publish_lock.lock().await;
-            let to_publish: Vec<_> = {
-                let state = server.state();
-                updated.iter().filter_map(|u| state.lsp_diagnostics(u).map(|(v, d)| (u.clone(), v, d))).collect()
-            };
-            for (uri, version, diagnostics) in to_publish {
-                server.client.publish_diagnostics(uri, diagnostics, Some(version)).await;
+            let (updated, predicted) = server.lint(&uri, LintMode::Predict).await;
+            server.publish(updated).await;
+            if predicted {
+                server.refresh(uri).await;
             }
-            drop(_order);
-            server.flush_messages().await;
         });
+    }
+
+    /// The complete lint after a prediction: one at a time per file, each of the version
+    /// current when it starts, run even if the client moves on meanwhile (it is the next
+    /// prediction's baseline); a prediction made while one runs asks for one more after
+    /// it, so the last version typed always gets its complete lint.
+    async fn refresh(&self, uri: Uri) {
+        {
+            let mut state = self.state();
+            if let Some(again) = state.refreshing.get_mut(&uri) {
+                *again = true;
+                return;
+            }
+            state.refreshing.insert(uri.clone(), false);
+        }
+        loop {
+            let (updated, _) = self.lint(&uri, LintMode::Refresh).await;
+            self.publish(updated).await;
+            let mut state = self.state();
+            match state.refreshing.get_mut(&uri) {
+                Some(again) if *again => *again = false,
+                _ => {
+                    state.refreshing.remove(&uri);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Publishes the current findings of `updated`.
+    async fn publish(&self, updated: Vec<Uri>) {
+        let _order = self.publish_lock.lock().await;
+        let to_publish: Vec<_> = {
+            let state = self.state();
+            updated.iter().filter_map(|u| state.lsp_diagnostics(u).map(|(v, d)| (u.clone(), v, d))).collect()
+        };
+        for (uri, version, diagnostics) in to_publish {
+            self.client.publish_diagnostics(uri, diagnostics, Some(version)).await;
+        }
+        drop(_order);
+        self.flush_messages().await;
     }
 
     /// For requests: the findings of the document's current version, linting if needed.
@@ -624,7 +727,7 @@ impl Server {
         if let Some(lint) = self.state().current_lint(uri) {
             return Ok(lint);
         }
-        self.lint(uri).await;
+        self.lint(uri, LintMode::Complete).await;
         self.flush_messages().await;
         let state = self.state();
         if !state.docs.contains_key(uri) {
@@ -669,6 +772,8 @@ impl Server {
             let dependents = if created_or_deleted { state.units() } else { state.dependents_of(paths) };
             for uri in &dependents {
                 state.lints.remove(uri);
+                // Its findings outside an edit may have read what changed.
+                state.baselines.remove(uri);
                 for cell in state.code_cells(uri) {
                     state.lints.remove(&cell);
                 }
@@ -887,6 +992,7 @@ impl LanguageServer for Server {
             let mut state = self.state();
             state.docs.insert(uri.clone(), Document::new(item.uri, item.text, item.version));
             state.lints.remove(&uri);
+            state.baselines.remove(&uri);
             // Settings are re-resolved on open: the configuration may have changed
             // while the document was closed, without the client telling us.
             state.resolve_settings(&uri);
@@ -923,6 +1029,7 @@ impl LanguageServer for Server {
         let known = {
             let mut state = self.state();
             state.lints.remove(&uri);
+            state.baselines.remove(&uri);
             state.settings.remove(&uri);
             state.docs.remove(&uri).is_some()
         };

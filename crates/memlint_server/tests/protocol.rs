@@ -127,6 +127,64 @@ async fn only_the_latest_version_is_published_after_a_burst_of_changes() {
     }
 }
 
+/// Two functions: an edit in one is answered first by a prediction (see
+/// `memlint_server::incremental`), then checked by a complete lint.
+const TWO_FUNCTIONS: &str = "import torch
+
+
+def train(model, loader, optimizer):
+    total = 0
+    for x, y in loader:
+        loss = model(x).sum()
+        loss.backward()
+        optimizer.step()
+        total += loss
+    return total
+
+
+def evaluate(model, loader):
+    model.eval()
+    outs = []
+    for x, _ in loader:
+        outs.append(model(x))
+    return outs
+";
+
+#[tokio::test]
+async fn an_edit_inside_a_function_is_published_once_when_the_prediction_holds() {
+    let mut client = push_server().await;
+    let uri = "file:///memlint-test/two.py";
+    client.open(uri, TWO_FUNCTIONS).await;
+    assert_eq!(codes(&client.diagnostics_for(uri).await), ["MEM002", "MEM006", "MEM001"]);
+    // `loss` misspelt where it accumulates (line 9): MEM002 goes, evaluate's stay.
+    client.change(uri, 2, json!([{"range": range(9, 18, 9, 18), "text": "x"}])).await;
+    let publish = client.diagnostics_for(uri).await;
+    assert_eq!(publish["params"]["version"], 2);
+    assert_eq!(codes(&publish), ["MEM006", "MEM001"]);
+    assert_eq!(publish["params"]["diagnostics"][0]["range"], range(17, 8, 17, 29));
+    // The complete lint agrees: nothing more is published for version 2. (It takes
+    // milliseconds; a hover round trip after the wait flushes anything sent before it.)
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    client.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})).await;
+    assert_eq!(client.taken("textDocument/publishDiagnostics"), Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn a_wrong_prediction_is_corrected_by_the_complete_lint_for_the_same_version() {
+    let mut client = push_server().await;
+    let uri = "file:///memlint-test/caller.py";
+    let text = "import torch\n\n\ndef evaluate(model, loader):\n    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(1).tolist())\n    return outs\n\n\ndef run(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n";
+    client.open(uri, text).await;
+    assert_eq!(codes(&client.diagnostics_for(uri).await), Vec::<String>::new());
+    // The caller's `no_grad` misspelt: `evaluate`'s forward now tracks gradients. The
+    // prediction re-lints only `run`, so it misses that; the complete lint finds it.
+    client.change(uri, 2, json!([{"range": range(12, 16, 12, 16), "text": "x"}])).await;
+    let predicted = client.diagnostics_for(uri).await;
+    assert_eq!((predicted["params"]["version"].clone(), codes(&predicted)), (json!(2), vec![]));
+    let corrected = client.diagnostics_for(uri).await;
+    assert_eq!((corrected["params"]["version"].clone(), codes(&corrected)), (json!(2), vec!["MEM001".to_owned()]));
+}
+
 /// Non-ASCII identifiers, strings with emoji and a CJK comment before and after findings.
 const UNICODE: &str = "import torch
 
