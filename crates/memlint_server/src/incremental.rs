@@ -7,10 +7,11 @@
 //! anywhere in a scope makes its names tensors with history). The prediction keeps the
 //! definitions the edited one names or is named by, and gives up where it can see a
 //! dependency (a finding outside the definition whose evidence or fix lies in it, a
-//! changed header, an edit outside any definition); what it cannot see, the complete lint
-//! that always follows it corrects (see `Server::schedule`), so the findings a client
-//! ends up with are exactly those of a complete lint. `examples/predict_edits.rs` measures
-//! how often the first answer is already exact.
+//! changed header, an edit outside any definition, a line added or removed) or where it
+//! would save little (less than a quarter of the file left out). What it cannot see, the
+//! complete lint that always follows it corrects (see `Server::schedule`), so the findings
+//! a client ends up with are exactly those of a complete lint. `examples/predict_edits.rs`
+//! measures how often the first answer is already exact.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -104,7 +105,10 @@ fn definition_name<'s>(definition: Node<'_>, text: &'s str) -> Option<&'s str> {
 /// bottom), the edited definition, and, until nothing changes, each definition whose name
 /// kept code uses (a helper it calls, a class it builds) or which uses the name of a kept
 /// definition (its callers, whose `no_grad` can decide its findings).
-pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> String {
+///
+/// `None` when less than a quarter of the text would be blanked: the prediction would cost
+/// about what the complete lint costs, which then runs anyway.
+pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option<String> {
     let root = tree.root_node();
     let mut cursor = root.walk();
     let statements: Vec<Node<'_>> = root.named_children(&mut cursor).collect();
@@ -135,6 +139,9 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> String
             break;
         }
     }
+    if blanked.iter().map(|(range, _, _)| range.len()).sum::<usize>() * 4 < text.len() {
+        return None;
+    }
     let mut bytes = text.as_bytes().to_vec();
     for (range, _, _) in &blanked {
         for b in &mut bytes[range.clone()] {
@@ -144,7 +151,7 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> String
         }
     }
     // Only ASCII bytes were written, over whole UTF-8 sequences (a node's range).
-    String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())
+    String::from_utf8(bytes).ok()
 }
 
 /// The words (names) of `text`.
@@ -209,7 +216,7 @@ pub fn predict(baseline: &Baseline, text: &str, tree: &Tree, lint: &dyn Fn(&str)
     }
     let edited = edited_definition(&baseline.text, &baseline.tree, text, tree)?;
     let (mut found, after) = findings_outside(&baseline.diagnostics, &edited)?;
-    let blanked = blank_unrelated(text, tree, &edited.new);
+    let blanked = blank_unrelated(text, tree, &edited.new)?;
     let inside = lint(&blanked)?;
     found.extend(inside.into_iter().filter(|d| edited.new.contains(&d.range.start)));
     found.extend(after);
@@ -283,7 +290,7 @@ mod tests {
 
     /// What a prediction cannot see: `evaluate`'s finding depends on its caller's `no_grad`,
     /// and the edit is in the caller. The server's complete lint corrects it.
-    const CALLER: &str = "import torch\n\n\ndef evaluate(model, loader):\n    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(1).tolist())\n    return outs\n\n\ndef run(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n";
+    const CALLER: &str = "import torch\n\n\ndef evaluate(model, loader):\n    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(1).tolist())\n    return outs\n\n\ndef run(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n\n\ndef summarize(values):\n    count = 0\n    for v in values:\n        count += 1\n    average = sum(values) / max(count, 1)\n    print(f\"{count} values, average {average:.3f}\")\n    return average\n";
 
     #[test]
     fn a_finding_that_rests_on_a_caller_is_not_foreseen() {
@@ -311,15 +318,23 @@ mod tests {
 
     #[test]
     fn blanking_keeps_offsets_and_the_definitions_tied_by_name() {
-        let text = "import torch\n\ndef helper(m):\n    return m\n\ndef other():\n    é = 1\n\ndef train(model):\n    return helper(model)\n\ndef caller():\n    train(None)\n";
+        let text = "import torch\n\ndef helper(m):\n    return m\n\ndef other():\n    é = 1\n    for i in range(10):\n        print(i, é)\n    return é\n\ndef train(model):\n    return helper(model)\n\ndef caller():\n    train(None)\n";
         let tree = parse(text);
         let train = text.find("def train").unwrap();
         let end = text.find("\n\ndef caller").unwrap();
-        let blanked = blank_unrelated(text, &tree, &(train..end));
+        let blanked = blank_unrelated(text, &tree, &(train..end)).unwrap();
         assert_eq!(blanked.len(), text.len());
         assert_eq!(blanked.lines().count(), text.lines().count());
         assert!(blanked.contains("def helper(m)") && blanked.contains("def caller()") && blanked.contains("import torch"));
         assert!(!blanked.contains("def other"));
+    }
+
+    #[test]
+    fn a_module_tied_together_is_not_blanked() {
+        // `main` at the bottom calls everything: nothing much would be left out.
+        let text = "def a():\n    return 1\n\ndef b():\n    return a()\n\ndef main():\n    print(a(), b())\n\nmain()\n";
+        let tree = parse(text);
+        assert_eq!(blank_unrelated(text, &tree, &(0..text.find("\n\ndef b").unwrap())), None);
     }
 
     #[test]

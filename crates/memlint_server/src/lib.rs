@@ -6,6 +6,7 @@
 //! server down (each lint runs under `catch_unwind`).
 
 mod actions;
+mod background;
 mod document;
 mod hover;
 pub mod incremental;
@@ -55,10 +56,14 @@ pub fn service() -> (Service, ClientSocket) {
 
 /// [`service`] with `options`.
 pub fn service_with(options: Options) -> (Service, ClientSocket) {
+    service_writing(options, None)
+}
+
+fn service_writing(options: Options, direct_output: Option<DirectOutput>) -> (Service, ClientSocket) {
     let mut client = None;
     let (inner, socket) = LspService::build(|c| {
         client = Some(c.clone());
-        Server::with_options(c, options)
+        Server::with_output(c, options, direct_output)
     })
     .custom_method(MALFORMED, Server::malformed_message)
     .finish();
@@ -143,10 +148,98 @@ where
 {
     let (filtered, server_input) = tokio::io::duplex(1 << 20);
     let filter = tokio::spawn(filter_input(input, filtered));
-    let (service, socket) = service_with(options);
-    tower_lsp_server::Server::new(server_input, output, socket).serve(service).await;
+    // tower-lsp-server's messages and the server's own (see `DirectOutput`) meet in one
+    // queue, each whole, and one task writes them out.
+    let (server_output, from_server) = tokio::io::duplex(1 << 20);
+    let (queue, queued) = tokio::sync::mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_output(queued, output));
+    let reader = tokio::spawn(read_messages(from_server, queue.clone()));
+    let (service, socket) = service_writing(options, Some(DirectOutput(queue)));
+    tower_lsp_server::Server::new(server_input, server_output, socket).serve(service).await;
+    // tower-lsp-server's output is closed now: the reader passes on its last messages and
+    // tells the writer to finish.
+    let _ = reader.await;
+    let _ = writer.await;
     // After `exit` the filter may still be waiting on a client that keeps its end open.
     filter.abort();
+}
+
+/// A message for the client, whole: its JSON body, or the end of the output.
+enum Outgoing {
+    Message(Vec<u8>),
+    End,
+}
+
+/// The server's own way to the client's input, beside tower-lsp-server's.
+#[derive(Clone)]
+pub(crate) struct DirectOutput(tokio::sync::mpsc::UnboundedSender<Outgoing>);
+
+impl DirectOutput {
+    /// Sends a notification serialized straight from `params`.
+    pub(crate) fn notify<P: serde::Serialize>(&self, method: &str, params: &P) {
+        #[derive(serde::Serialize)]
+        struct Notification<'a, P> {
+            jsonrpc: &'static str,
+            method: &'a str,
+            params: &'a P,
+        }
+        // A finding's diagnostic takes about a kilobyte: one allocation, not twenty.
+        let mut body = Vec::with_capacity(1 << 20);
+        match serde_json::to_writer(&mut body, &Notification { jsonrpc: "2.0", method, params }) {
+            Ok(()) => {
+                // Fails only once the writer is gone: the client has exited.
+                let _ = self.0.send(Outgoing::Message(body));
+            }
+            Err(e) => eprintln!("memlint server: `{method}` could not be serialized: {e}"),
+        }
+    }
+}
+
+/// Reads tower-lsp-server's framed messages and queues each whole; queues the end when
+/// its output closes.
+async fn read_messages<I: AsyncRead + Unpin>(input: I, queue: tokio::sync::mpsc::UnboundedSender<Outgoing>) {
+    let mut reader = BufReader::new(input);
+    loop {
+        let mut length = None;
+        loop {
+            let mut line = String::new();
+            match reader.read_line(&mut line).await {
+                Ok(0) | Err(_) => {
+                    let _ = queue.send(Outgoing::End);
+                    return;
+                }
+                Ok(_) => {}
+            }
+            let line = line.trim();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                if name.trim().eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse::<usize>().ok();
+                }
+            }
+        }
+        // tower-lsp-server always writes a Content-Length.
+        let Some(length) = length else { continue };
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).await.is_err() {
+            let _ = queue.send(Outgoing::End);
+            return;
+        }
+        let _ = queue.send(Outgoing::Message(body));
+    }
+}
+
+/// Writes each queued message, framed, to `output` until the end is queued (what was queued
+/// before it is written) or the client stops reading.
+async fn write_output<O: AsyncWrite + Unpin>(mut queued: tokio::sync::mpsc::UnboundedReceiver<Outgoing>, mut output: O) {
+    while let Some(Outgoing::Message(body)) = queued.recv().await {
+        let header = format!("Content-Length: {}\r\n\r\n", body.len());
+        if output.write_all(header.as_bytes()).await.is_err() || output.write_all(&body).await.is_err() || output.flush().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Copies framed messages from `input` to `output`, replacing each one that is not a

@@ -52,6 +52,10 @@ pub struct Server {
     /// Held from the version check to the end of `publishDiagnostics`, so an older
     /// version's results can never be published after a newer one's.
     publish_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Where `publishDiagnostics` goes when the server owns its output (see
+    /// [`crate::serve_with`]): written from the typed params, not through a
+    /// `serde_json::Value` tree, which for a thousand findings costs more than linting.
+    direct_output: Option<crate::DirectOutput>,
 }
 
 /// The findings of one version of a document, with the settings generation they used.
@@ -608,6 +612,10 @@ impl Server {
     }
 
     pub fn with_options(client: Client, options: crate::Options) -> Server {
+        Server::with_output(client, options, None)
+    }
+
+    pub(crate) fn with_output(client: Client, options: crate::Options, direct_output: Option<crate::DirectOutput>) -> Server {
         let mut state = State::new();
         state.summary_build = options.summary_build;
         Server {
@@ -615,6 +623,7 @@ impl Server {
             raw_refresh_support: Arc::new(AtomicBool::new(false)),
             state: Arc::new(Mutex::new(state)),
             publish_lock: Arc::new(tokio::sync::Mutex::new(())),
+            direct_output,
         }
     }
 
@@ -624,6 +633,15 @@ impl Server {
             raw_refresh_support: self.raw_refresh_support.clone(),
             state: self.state.clone(),
             publish_lock: self.publish_lock.clone(),
+            direct_output: self.direct_output.clone(),
+        }
+    }
+
+    /// `textDocument/publishDiagnostics`, through the direct output when there is one.
+    async fn publish_diagnostics(&self, uri: Uri, diagnostics: Vec<lsp::Diagnostic>, version: Option<i32>) {
+        match &self.direct_output {
+            Some(output) => output.notify("textDocument/publishDiagnostics", &lsp::PublishDiagnosticsParams { uri, diagnostics, version }),
+            None => self.client.publish_diagnostics(uri, diagnostics, version).await,
         }
     }
 
@@ -647,16 +665,22 @@ impl Server {
     async fn lint(&self, uri: &Uri, mode: LintMode) -> (Vec<Uri>, bool) {
         let Some(job) = self.state().job(uri, mode == LintMode::Predict) else { return (Vec::new(), false) };
         let state = self.state.clone();
-        let output = tokio::task::spawn_blocking(move || {
-            // Dropped unseen if the client has moved on while this waited for a thread.
-            if mode != LintMode::Refresh && !job.is_current(&state.lock().unwrap_or_else(|e| e.into_inner())) {
-                return None;
-            }
-            Some(job.run())
-        })
-        .await;
+        let output = match mode {
+            // The complete lint after a prediction yields to the next keystroke's.
+            LintMode::Refresh => crate::background::run(move || job.run()).await,
+            _ => tokio::task::spawn_blocking(move || {
+                // Dropped unseen if the client has moved on while this waited for a thread.
+                if !job.is_current(&state.lock().unwrap_or_else(|e| e.into_inner())) {
+                    return None;
+                }
+                Some(job.run())
+            })
+            .await
+            .ok()
+            .flatten(),
+        };
         match output {
-            Ok(Some(output)) => {
+            Some(output) => {
                 let predicted = output.predicted;
                 (self.state().store(output), predicted)
             }
@@ -713,7 +737,7 @@ impl Server {
             updated.iter().filter_map(|u| state.lsp_diagnostics(u).map(|(v, d)| (u.clone(), v, d))).collect()
         };
         for (uri, version, diagnostics) in to_publish {
-            self.client.publish_diagnostics(uri, diagnostics, Some(version)).await;
+            self.publish_diagnostics(uri, diagnostics, Some(version)).await;
         }
         drop(_order);
         self.flush_messages().await;
@@ -802,7 +826,7 @@ impl Server {
 
     async fn clear(&self, uris: Vec<Uri>) {
         for uri in uris {
-            self.client.publish_diagnostics(uri, Vec::new(), None).await;
+            self.publish_diagnostics(uri, Vec::new(), None).await;
         }
     }
 

@@ -173,7 +173,7 @@ async fn an_edit_inside_a_function_is_published_once_when_the_prediction_holds()
 async fn a_wrong_prediction_is_corrected_by_the_complete_lint_for_the_same_version() {
     let mut client = push_server().await;
     let uri = "file:///memlint-test/caller.py";
-    let text = "import torch\n\n\ndef evaluate(model, loader):\n    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(1).tolist())\n    return outs\n\n\ndef run(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n";
+    let text = "import torch\n\n\ndef evaluate(model, loader):\n    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(1).tolist())\n    return outs\n\n\ndef run(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n\n\ndef summarize(values):\n    count = 0\n    for v in values:\n        count += 1\n    average = sum(values) / max(count, 1)\n    print(f\"{count} values, average {average:.3f}\")\n    return average\n";
     client.open(uri, text).await;
     assert_eq!(codes(&client.diagnostics_for(uri).await), Vec::<String>::new());
     // The caller's `no_grad` misspelt: `evaluate`'s forward now tracks gradients. The
