@@ -5,7 +5,7 @@
 //! with a complete lint of the edited text.
 //!
 //! ```text
-//! cargo run --release -p memlint_server --example predict_edits -- [--edits 20] PATH...
+//! cargo run --release -p memlint_server --example predict_edits -- [--edits 20] [--show] PATH...
 //! ```
 //!
 //! Prints, over all edits: how many the prediction followed (an edit inside one
@@ -73,6 +73,9 @@ fn median(mut times: Vec<Duration>) -> f64 {
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut edits = 20;
+    // --show: print each finding that differs whole (message, evidence, fix).
+    let show = args.iter().any(|a| a == "--show");
+    args.retain(|a| a != "--show");
     if let Some(i) = args.iter().position(|a| a == "--edits") {
         edits = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or_else(|| {
             eprintln!("predict_edits: --edits takes a number");
@@ -81,7 +84,7 @@ fn main() {
         args.drain(i..i + 2);
     }
     if args.is_empty() {
-        eprintln!("usage: predict_edits [--edits N] PATH...");
+        eprintln!("usage: predict_edits [--edits N] [--show] PATH...");
         std::process::exit(2);
     }
     let mut files = Vec::new();
@@ -134,6 +137,14 @@ fn main() {
                 exact += 1;
             } else {
                 let line = text[..at].matches('\n').count() + 1;
+                if show {
+                    for d in predicted.iter().filter(|d| !full.contains(d)) {
+                        println!("predicted only: {d:#?}");
+                    }
+                    for d in full.iter().filter(|d| !predicted.contains(d)) {
+                        println!("complete only: {d:#?}");
+                    }
+                }
                 let only = |a: &[Diagnostic], b: &[Diagnostic]| -> Vec<String> {
                     a.iter()
                         .filter(|d| !b.contains(d))

@@ -13,7 +13,7 @@
 //! a client ends up with are exactly those of a complete lint. `examples/predict_edits.rs`
 //! measures how often the first answer is already exact.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use memlint_linter::Diagnostic;
@@ -99,12 +99,16 @@ fn definition_name<'s>(definition: Node<'_>, text: &'s str) -> Option<&'s str> {
     Some(&text[definition.child_by_field_name("name")?.byte_range()])
 }
 
-/// `text` with every top-level definition turned into spaces (line breaks kept) unless it
-/// is `edited` or tied to what is kept by name: every byte keeps its offset, so findings in
-/// it need no translation. Kept: the module's other statements (imports, the script at the
-/// bottom), the edited definition, and, until nothing changes, each definition whose name
-/// kept code uses (a helper it calls, a class it builds) or which uses the name of a kept
-/// definition (its callers, whose `no_grad` can decide its findings).
+/// `text` with the top-level statements unrelated to `edited` turned into spaces (line
+/// breaks kept): every byte keeps its offset, so findings in it need no translation.
+///
+/// Kept: the edited definition, every import, and, until nothing changes, what kept code
+/// is tied to by name. A name of a definition ties the use to every definition of that
+/// name (the semantic model resolves names module-wide: a class to its last definition,
+/// a backward pass to any in the scope), and a definition to the statements that use its
+/// name (its callers, whose `no_grad` can decide its findings); any other name ties the
+/// statements outside definitions that bind it (a global the code reads, not the script
+/// that only tests `__name__`).
 ///
 /// `None` when less than a quarter of the text would be blanked: the prediction would cost
 /// about what the complete lint costs, which then runs anyway.
@@ -112,39 +116,60 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option
     let root = tree.root_node();
     let mut cursor = root.walk();
     let statements: Vec<Node<'_>> = root.named_children(&mut cursor).collect();
-    let mut kept_words: HashSet<&str> = HashSet::new();
-    let mut kept_names: HashSet<&str> = HashSet::new();
-    // The definitions not (yet) kept: their range, name and words.
-    let mut blanked: Vec<(Range<usize>, Option<&str>, HashSet<&str>)> = Vec::new();
-    for s in &statements {
-        let own = &text[s.byte_range()];
-        if !DEFINITIONS.contains(&s.kind()) || s.byte_range() == *edited {
-            kept_words.extend(words(own));
-            kept_names.extend(DEFINITIONS.contains(&s.kind()).then(|| definition_name(*s, text)).flatten());
-        } else {
-            blanked.push((s.byte_range(), definition_name(*s, text), words(own).collect()));
+    let names: Vec<Option<&str>> =
+        statements.iter().map(|s| if DEFINITIONS.contains(&s.kind()) { definition_name(*s, text) } else { None }).collect();
+    let is_definition: Vec<bool> = statements.iter().map(|s| DEFINITIONS.contains(&s.kind())).collect();
+    let words_of: Vec<HashSet<&str>> = statements.iter().map(|s| words(&text[s.byte_range()]).collect()).collect();
+    // The statements that define each name, in order, and those that use each word.
+    let mut defined: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, name) in names.iter().enumerate() {
+        if let Some(name) = name {
+            defined.entry(name).or_default().push(i);
         }
     }
-    loop {
-        let before = blanked.len();
-        let (now_kept, still): (Vec<_>, Vec<_>) = blanked
-            .into_iter()
-            .partition(|(_, name, own)| name.is_some_and(|n| kept_words.contains(n)) || own.iter().any(|w| kept_names.contains(w)));
-        blanked = still;
-        for (_, name, own) in now_kept {
-            kept_words.extend(own);
-            kept_names.extend(name);
-        }
-        if blanked.len() == before {
-            break;
+    // The statements outside definitions that bind each name.
+    let mut bound_by: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, s) in statements.iter().enumerate().filter(|(i, _)| !is_definition[*i]) {
+        let mut bound = Vec::new();
+        bound_names(*s, text, &mut bound);
+        for name in bound {
+            bound_by.entry(name).or_default().push(i);
         }
     }
-    if blanked.iter().map(|(range, _, _)| range.len()).sum::<usize>() * 4 < text.len() {
+    let mut used_in: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, words) in words_of.iter().enumerate() {
+        for w in words {
+            used_in.entry(w).or_default().push(i);
+        }
+    }
+    let mut kept = vec![false; statements.len()];
+    let mut queue: Vec<usize> = statements
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.byte_range() == *edited || matches!(s.kind(), "import_statement" | "import_from_statement" | "future_import_statement"))
+        .map(|(i, _)| i)
+        .collect();
+    while let Some(x) = queue.pop() {
+        if std::mem::replace(&mut kept[x], true) {
+            continue;
+        }
+        for w in &words_of[x] {
+            match defined.get(w) {
+                Some(definitions) => queue.extend(definitions.iter().copied().filter(|d| !kept[*d])),
+                None => queue.extend(bound_by.get(w).into_iter().flatten().copied().filter(|y| !kept[*y])),
+            }
+        }
+        if let Some(name) = names[x] {
+            queue.extend(used_in.get(name).into_iter().flatten().copied().filter(|y| !kept[*y]));
+        }
+    }
+    let blanked: Vec<Range<usize>> = statements.iter().zip(&kept).filter(|(_, k)| !**k).map(|(s, _)| s.byte_range()).collect();
+    if blanked.iter().map(Range::len).sum::<usize>() * 4 < text.len() {
         return None;
     }
     let mut bytes = text.as_bytes().to_vec();
-    for (range, _, _) in &blanked {
-        for b in &mut bytes[range.clone()] {
+    for range in blanked {
+        for b in &mut bytes[range] {
             if *b != b'\n' && *b != b'\r' {
                 *b = b' ';
             }
@@ -154,9 +179,48 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option
     String::from_utf8(bytes).ok()
 }
 
-/// The words (names) of `text`.
+/// The names a statement outside definitions binds: assignment, `for` and `with` targets,
+/// and the definitions nested in it (in an `if`, a `try`), not what their bodies bind.
+fn bound_names<'s>(node: Node<'_>, text: &'s str, out: &mut Vec<&'s str>) {
+    fn targets<'s>(node: Node<'_>, text: &'s str, out: &mut Vec<&'s str>) {
+        match node.kind() {
+            "identifier" => out.push(&text[node.byte_range()]),
+            "pattern_list" | "tuple_pattern" | "list_pattern" | "list_splat_pattern" | "parenthesized_expression" | "tuple" | "list" => {
+                let mut cursor = node.walk();
+                for child in node.named_children(&mut cursor) {
+                    targets(child, text, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    match node.kind() {
+        "function_definition" | "class_definition" => {
+            out.extend(node.child_by_field_name("name").map(|n| &text[n.byte_range()]));
+            return;
+        }
+        "assignment" | "augmented_assignment" | "for_statement" | "for_in_clause" => {
+            if let Some(left) = node.child_by_field_name("left") {
+                targets(left, text, out);
+            }
+        }
+        "as_pattern_target" => targets(node.named_child(0).unwrap_or(node), text, out),
+        _ => {}
+    }
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        bound_names(child, text, out);
+    }
+}
+
+/// The names of `text`, without Python's keywords and `self`/`cls` (which tie nothing).
 fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty())
+    const UNTIED: &[&str] = &[
+        "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "cls", "continue", "def", "del", "elif", "else",
+        "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise",
+        "return", "self", "try", "while", "with", "yield",
+    ];
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty() && !UNTIED.contains(w))
 }
 
 /// Does `range` touch `span` (an empty range at a point inside it counts)?
@@ -330,6 +394,28 @@ mod tests {
     }
 
     #[test]
+    fn copies_of_one_script_are_tied_together() {
+        // Each copy's names resolve module-wide: an edit in one can change what the others
+        // find (a class's last definition, the first backward pass), so nothing is left out.
+        let copy = "import torch\n\n\ndef train(model):\n    return model(1)\n\n\ndef main():\n    train(torch.nn.Linear(1, 1))\n\n\nif __name__ == \"__main__\":\n    main()\n";
+        let text = copy.repeat(4);
+        let tree = parse(&text);
+        let third = 2 * copy.len() + copy.find("def train").unwrap();
+        let end = 2 * copy.len() + copy.find("\n\n\ndef main").unwrap();
+        assert_eq!(blank_unrelated(&text, &tree, &(third..end)), None);
+    }
+
+    #[test]
+    fn a_script_testing_its_name_is_not_tied_to_a_definition_it_does_not_use() {
+        let text = "import torch\n\n\ndef train(model):\n    return model(1)\n\n\ndef report(values):\n    print(sum(values) / len(values), values[0], values[-1])\n    return len(values) > 1000\n\n\nif __name__ == \"__main__\":\n    report([1, 2])\n";
+        let tree = parse(text);
+        let start = text.find("def train").unwrap();
+        let blanked = blank_unrelated(text, &tree, &(start..text.find("\n\n\ndef report").unwrap())).unwrap();
+        assert!(blanked.contains("def train") && blanked.contains("import torch"));
+        assert!(!blanked.contains("def report") && !blanked.contains("__main__"));
+    }
+
+    #[test]
     fn a_module_tied_together_is_not_blanked() {
         // `main` at the bottom calls everything: nothing much would be left out.
         let text = "def a():\n    return 1\n\ndef b():\n    return a()\n\ndef main():\n    print(a(), b())\n\nmain()\n";
@@ -338,7 +424,18 @@ mod tests {
     }
 
     #[test]
+    fn a_statement_binds_its_targets_and_nested_definitions() {
+        let text = "if x:\n    a, (b, c) = 1\n    total += 1\n    for d in y:\n        pass\n    with f() as e:\n        pass\n    def g():\n        h = 1\n    class K:\n        pass\n    obj.attr = 2\n";
+        let tree = parse(text);
+        let mut bound = Vec::new();
+        bound_names(tree.root_node().named_child(0).unwrap(), text, &mut bound);
+        bound.sort();
+        assert_eq!(bound, ["K", "a", "b", "c", "d", "e", "g", "total"]);
+    }
+
+    #[test]
     fn words_are_whole_names() {
         assert_eq!(words("x = train_1(y.é) # no").collect::<Vec<_>>(), ["x", "train_1", "y", "é", "no"]);
+        assert_eq!(words("for x in self.items: return None").collect::<Vec<_>>(), ["x", "items"]);
     }
 }
