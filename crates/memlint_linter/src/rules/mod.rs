@@ -85,26 +85,64 @@ pub(crate) fn line_end_inclusive(source: &str, offset: usize) -> usize {
     source[offset.min(source.len())..].find('\n').map(|i| offset + i + 1).unwrap_or(source.len())
 }
 
-/// The file's indentation unit: the first indented line's leading whitespace, else four spaces.
+/// The file's indentation unit: how far the first block is indented past the line that
+/// opens it (ends in `:`), else four spaces. A continuation line (`help=...` under
+/// `parser.add_argument(`) is aligned, not indented: it says nothing about the unit.
 pub(crate) fn indent_unit(source: &str) -> String {
-    let mut previous_indent = 0usize;
+    let mut opener: Option<usize> = None;
     for line in source.lines() {
         if line.trim().is_empty() || line.trim_start().starts_with('#') {
             continue;
         }
         let indent = &line[..line.len() - line.trim_start_matches([' ', '\t']).len()];
-        if indent.starts_with('\t') {
-            return "\t".to_owned();
+        if let Some(outer) = opener {
+            if indent.starts_with('\t') {
+                return "\t".to_owned();
+            }
+            if indent.len() > outer {
+                return " ".repeat(indent.len() - outer);
+            }
         }
-        if indent.len() > previous_indent {
-            return " ".repeat(indent.len() - previous_indent);
-        }
-        previous_indent = indent.len();
-        if previous_indent == 0 {
-            continue;
-        }
+        opener = without_comment(line).trim_end().ends_with(':').then_some(indent.len());
     }
     "    ".to_owned()
+}
+
+/// `line` without a trailing `# comment` (a `#` inside a string literal stays).
+fn without_comment(line: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '#') => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod indent_tests {
+    use super::indent_unit;
+
+    #[test]
+    fn the_unit_is_the_first_blocks_indentation() {
+        assert_eq!(indent_unit("def f():\n  return 1\n"), "  ");
+        assert_eq!(indent_unit("class A:  # a comment\n    def f(self):\n        pass\n"), "    ");
+        assert_eq!(indent_unit("if x:\n\treturn\n"), "\t");
+        assert_eq!(indent_unit("x = 1\n"), "    ");
+    }
+
+    #[test]
+    fn a_continuation_line_is_not_a_block() {
+        let source = "parser.add_argument('--train', action='store_true',\n                    help='# not a comment:')\n\ndef main():\n  return 1\n";
+        assert_eq!(indent_unit(source), "  ");
+        assert_eq!(indent_unit("x = {'a': 1,\n     'b': 2}\nif x:\n   pass\n"), "   ");
+    }
 }
 
 /// Does the statement start its line and end it (nothing else shares its lines)?
