@@ -112,7 +112,7 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Command::Check(args) => check::run(args),
         Command::Rule(args) => rule(args),
-        Command::Server(_) => memlint_server::run_stdio(memlint_server::Options { summary_build: Some(crate::cache::BUILD_ID.to_owned()) }),
+        Command::Server(_) => memlint_server::run_stdio(memlint_server::Options { summary_build: Some(crate::cache::BUILD_ID.to_owned()), ..Default::default() }),
         Command::Verify(mut args) => {
             if let Some(("verify", m)) = matches.subcommand() {
                 args.note_given(m);

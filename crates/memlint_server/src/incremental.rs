@@ -118,30 +118,25 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option
     let statements: Vec<Node<'_>> = root.named_children(&mut cursor).collect();
     let names: Vec<Option<&str>> =
         statements.iter().map(|s| if DEFINITIONS.contains(&s.kind()) { definition_name(*s, text) } else { None }).collect();
-    let is_definition: Vec<bool> = statements.iter().map(|s| DEFINITIONS.contains(&s.kind())).collect();
-    let words_of: Vec<HashSet<&str>> = statements.iter().map(|s| words(&text[s.byte_range()]).collect()).collect();
-    // The statements that define each name, in order, and those that use each word.
+    // The statements that define each name, and those outside definitions that bind it.
     let mut defined: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, name) in names.iter().enumerate() {
-        if let Some(name) = name {
-            defined.entry(name).or_default().push(i);
-        }
-    }
-    // The statements outside definitions that bind each name.
     let mut bound_by: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, s) in statements.iter().enumerate().filter(|(i, _)| !is_definition[*i]) {
-        let mut bound = Vec::new();
-        bound_names(*s, text, &mut bound);
-        for name in bound {
-            bound_by.entry(name).or_default().push(i);
+    for (i, s) in statements.iter().enumerate() {
+        match names[i] {
+            Some(name) => defined.entry(name).or_default().push(i),
+            None if !DEFINITIONS.contains(&s.kind()) => {
+                let mut bound = Vec::new();
+                bound_names(*s, text, &mut bound);
+                for name in bound {
+                    bound_by.entry(name).or_default().push(i);
+                }
+            }
+            None => {}
         }
     }
-    let mut used_in: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, words) in words_of.iter().enumerate() {
-        for w in words {
-            used_in.entry(w).or_default().push(i);
-        }
-    }
+    // Past this many bytes kept, less than a quarter of the text could be blanked.
+    let most = text.len() - text.len() / 4;
+    let mut kept_bytes = 0;
     let mut kept = vec![false; statements.len()];
     let mut queue: Vec<usize> = statements
         .iter()
@@ -153,20 +148,23 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option
         if std::mem::replace(&mut kept[x], true) {
             continue;
         }
-        for w in &words_of[x] {
+        kept_bytes += statements[x].byte_range().len();
+        if kept_bytes > most {
+            return None;
+        }
+        let own: HashSet<&str> = words(&text[statements[x].byte_range()]).collect();
+        for w in own {
             match defined.get(w) {
                 Some(definitions) => queue.extend(definitions.iter().copied().filter(|d| !kept[*d])),
                 None => queue.extend(bound_by.get(w).into_iter().flatten().copied().filter(|y| !kept[*y])),
             }
         }
         if let Some(name) = names[x] {
-            queue.extend(used_in.get(name).into_iter().flatten().copied().filter(|y| !kept[*y]));
+            // Its callers: a scan of the other statements' text, once per kept definition.
+            queue.extend((0..statements.len()).filter(|y| !kept[*y] && mentions(&text[statements[*y].byte_range()], name)));
         }
     }
     let blanked: Vec<Range<usize>> = statements.iter().zip(&kept).filter(|(_, k)| !**k).map(|(s, _)| s.byte_range()).collect();
-    if blanked.iter().map(Range::len).sum::<usize>() * 4 < text.len() {
-        return None;
-    }
     let mut bytes = text.as_bytes().to_vec();
     for range in blanked {
         for b in &mut bytes[range] {
@@ -177,6 +175,14 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option
     }
     // Only ASCII bytes were written, over whole UTF-8 sequences (a node's range).
     String::from_utf8(bytes).ok()
+}
+
+/// Does `text` use the name `name` (not as part of a longer name)?
+fn mentions(text: &str, name: &str) -> bool {
+    let is_name = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(at, _)| {
+        !text[..at].chars().next_back().is_some_and(is_name) && !text[at + name.len()..].chars().next().is_some_and(is_name)
+    })
 }
 
 /// The names a statement outside definitions binds: assignment, `for` and `with` targets,
@@ -431,6 +437,13 @@ mod tests {
         bound_names(tree.root_node().named_child(0).unwrap(), text, &mut bound);
         bound.sort();
         assert_eq!(bound, ["K", "a", "b", "c", "d", "e", "g", "total"]);
+    }
+
+    #[test]
+    fn a_name_is_mentioned_only_whole() {
+        assert!(mentions("x = train(y)", "train"));
+        assert!(!mentions("x = train_1(y)", "train"));
+        assert!(!mentions("x = pretrain(y) + étrain", "train"));
     }
 
     #[test]

@@ -40,13 +40,27 @@ pub struct Service {
 }
 
 /// How the server is run (the `memlint` binary passes its build identity).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Options {
     /// The build identity of the linter (as `memlint check` caches under): with it, a
     /// workspace whose cache folder exists (`.memlint_cache`, or `MEMLINT_CACHE_DIR`) has
     /// its module summaries read from and written to that folder's summary store, shared
     /// with `memlint check`. The server never creates a cache folder of its own.
     pub summary_build: Option<String>,
+    /// After an edit, a file whose last complete lint took at least this long gets a
+    /// predicted answer first (see [`incremental`]); a faster one is only linted whole.
+    /// Default [`PREDICT_AFTER`].
+    pub predict_after: std::time::Duration,
+}
+
+/// Below this, a complete lint answers a keystroke about as fast as a prediction would,
+/// and a prediction would double the work.
+pub const PREDICT_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { summary_build: None, predict_after: PREDICT_AFTER }
+    }
 }
 
 /// The service for in-process use (tests, the latency benchmark) or any transport.

@@ -6,6 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use memlint_linter::{Applicability, FixMode, LinterSettings, RuleSelection, Severity};
 use memlint_python::tree_sitter::Tree;
@@ -149,8 +150,10 @@ struct State {
     /// The build identity summaries are stored under (see [`crate::Options`]).
     summary_build: Option<String>,
     /// Per open file: its last complete lint, which a prediction after an edit starts from
-    /// (see [`crate::incremental`]).
-    baselines: HashMap<Uri, Arc<Baseline>>,
+    /// (see [`crate::incremental`]), and how long it took.
+    baselines: HashMap<Uri, (Arc<Baseline>, Duration)>,
+    /// See [`crate::Options::predict_after`].
+    predict_after: Duration,
     /// The files whose complete lint after a prediction is running, and whether a newer
     /// prediction asked for another when it ends.
     refreshing: HashMap<Uri, bool>,
@@ -195,8 +198,8 @@ struct JobOutput {
     /// The project modules the lint read (`None` for a prediction: it read only part of
     /// the file, so the complete lint's record stands).
     dependencies: Option<Vec<PathBuf>>,
-    /// A file's complete lint, to predict the next edit's findings from.
-    baseline: Option<(Uri, Baseline)>,
+    /// A file's complete lint, to predict the next edit's findings from, and its time.
+    baseline: Option<(Uri, Baseline, Duration)>,
     /// The findings are a prediction: a complete lint is still to come.
     predicted: bool,
 }
@@ -244,10 +247,12 @@ impl Job {
                     let entries = vec![(uri, version, Findings::of_file(found))];
                     return JobOutput { generation: self.generation, notebook: None, entries, problems: Vec::new(), dependencies: None, baseline: None, predicted: true };
                 }
+                let started = Instant::now();
                 let (mut per_unit, problems) =
                     lint_guarded(linter, 1, &|s| vec![memlint_linter::lint_tree_in_project(&text, &tree, s, index).diagnostics]);
                 let found = per_unit.pop().unwrap_or_default();
-                baseline = Some((uri.clone(), Baseline { text, tree, diagnostics: found.clone(), generation: self.generation }));
+                let took = started.elapsed();
+                baseline = Some((uri.clone(), Baseline { text, tree, diagnostics: found.clone(), generation: self.generation }, took));
                 (vec![(uri, version, Findings::of_file(found))], problems)
             }
             JobKind::Notebook { notebook, cells } => {
@@ -429,6 +434,7 @@ impl State {
             dependencies: HashMap::new(),
             summary_build: None,
             baselines: HashMap::new(),
+            predict_after: crate::PREDICT_AFTER,
             refreshing: HashMap::new(),
         }
     }
@@ -516,7 +522,11 @@ impl State {
                 let kind = JobKind::File { uri: uri.clone(), version: doc.version, text: doc.text.clone(), tree: doc.tree.clone() };
                 let settings = self.settings_for(uri);
                 let project = self.project_for(uri);
-                let predict_from = if predict && !self.pull { self.baselines.get(uri).cloned() } else { None };
+                let predict_from = self
+                    .baselines
+                    .get(uri)
+                    .filter(|(_, took)| predict && !self.pull && *took >= self.predict_after)
+                    .map(|(baseline, _)| baseline.clone());
                 Some(Job { generation, settings, kind, project, predict_from })
             }
         }
@@ -530,9 +540,9 @@ impl State {
         }
         // A complete lint is a good start for the next prediction even once its version
         // is past (the prediction compares texts, not versions).
-        if let Some((uri, baseline)) = output.baseline {
+        if let Some((uri, baseline, took)) = output.baseline {
             if self.docs.contains_key(&uri) {
-                self.baselines.insert(uri, Arc::new(baseline));
+                self.baselines.insert(uri, (Arc::new(baseline), took));
             }
         }
         if let Some((notebook, cells)) = &output.notebook {
@@ -618,6 +628,7 @@ impl Server {
     pub(crate) fn with_output(client: Client, options: crate::Options, direct_output: Option<crate::DirectOutput>) -> Server {
         let mut state = State::new();
         state.summary_build = options.summary_build;
+        state.predict_after = options.predict_after;
         Server {
             client,
             raw_refresh_support: Arc::new(AtomicBool::new(false)),
@@ -933,6 +944,7 @@ impl LanguageServer for Server {
                 store,
                 pending_messages: problems.into_iter().map(|p| (MessageType::ERROR, p)).collect(),
                 summary_build: state.summary_build.take(),
+                predict_after: state.predict_after,
                 ..State::new()
             };
         }

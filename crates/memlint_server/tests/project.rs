@@ -125,7 +125,7 @@ fn summary_entry(dir: &std::path::Path, text: &str) -> Option<std::path::PathBuf
 }
 
 async fn diagnostics_of_preview(root_uri: &str, build: &str) -> Vec<(String, Value)> {
-    let mut client = TestClient::start_with(memlint_server::Options { summary_build: Some(build.to_owned()) });
+    let mut client = TestClient::start_with(memlint_server::Options { summary_build: Some(build.to_owned()), ..Default::default() });
     client.initialize(push_client(), Value::Null, Some(root_uri)).await;
     let uri = format!("{root_uri}/preview.py");
     client.open(&uri, PREVIEW).await;

@@ -150,9 +150,21 @@ def evaluate(model, loader):
     return outs
 ";
 
+/// A push client's server that predicts after an edit of a file whose complete lint took
+/// at least `after` (10 ms by default, see `memlint_server::Options::predict_after`).
+async fn push_server_predicting_after(after: std::time::Duration) -> TestClient {
+    let mut client = TestClient::start_with(memlint_server::Options { predict_after: after, ..Default::default() });
+    client.initialize(push_client(), Value::Null, None).await;
+    client
+}
+
+async fn predicting_push_server() -> TestClient {
+    push_server_predicting_after(std::time::Duration::ZERO).await
+}
+
 #[tokio::test]
 async fn an_edit_inside_a_function_is_published_once_when_the_prediction_holds() {
-    let mut client = push_server().await;
+    let mut client = predicting_push_server().await;
     let uri = "file:///memlint-test/two.py";
     client.open(uri, TWO_FUNCTIONS).await;
     assert_eq!(codes(&client.diagnostics_for(uri).await), ["MEM002", "MEM006", "MEM001"]);
@@ -169,12 +181,13 @@ async fn an_edit_inside_a_function_is_published_once_when_the_prediction_holds()
     assert_eq!(client.taken("textDocument/publishDiagnostics"), Vec::<Value>::new());
 }
 
+const CALLER: &str = "import torch\n\n\ndef evaluate(model, loader):\n    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(1).tolist())\n    return outs\n\n\ndef run(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n\n\ndef summarize(values):\n    count = 0\n    for v in values:\n        count += 1\n    average = sum(values) / max(count, 1)\n    print(f\"{count} values, average {average:.3f}\")\n    return average\n";
+
 #[tokio::test]
 async fn a_wrong_prediction_is_corrected_by_the_complete_lint_for_the_same_version() {
-    let mut client = push_server().await;
+    let mut client = predicting_push_server().await;
     let uri = "file:///memlint-test/caller.py";
-    let text = "import torch\n\n\ndef evaluate(model, loader):\n    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(1).tolist())\n    return outs\n\n\ndef run(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n\n\ndef summarize(values):\n    count = 0\n    for v in values:\n        count += 1\n    average = sum(values) / max(count, 1)\n    print(f\"{count} values, average {average:.3f}\")\n    return average\n";
-    client.open(uri, text).await;
+    client.open(uri, CALLER).await;
     assert_eq!(codes(&client.diagnostics_for(uri).await), Vec::<String>::new());
     // The caller's `no_grad` misspelt: `evaluate`'s forward now tracks gradients. The
     // prediction re-lints only `run`, so it misses that; the complete lint finds it.
@@ -183,6 +196,17 @@ async fn a_wrong_prediction_is_corrected_by_the_complete_lint_for_the_same_versi
     assert_eq!((predicted["params"]["version"].clone(), codes(&predicted)), (json!(2), vec![]));
     let corrected = client.diagnostics_for(uri).await;
     assert_eq!((corrected["params"]["version"].clone(), codes(&corrected)), (json!(2), vec!["MEM001".to_owned()]));
+}
+
+#[tokio::test]
+async fn a_file_linted_faster_than_predict_after_is_not_predicted() {
+    let mut client = push_server_predicting_after(std::time::Duration::from_secs(3600)).await;
+    let uri = "file:///memlint-test/caller.py";
+    client.open(uri, CALLER).await;
+    assert_eq!(codes(&client.diagnostics_for(uri).await), Vec::<String>::new());
+    client.change(uri, 2, json!([{"range": range(12, 16, 12, 16), "text": "x"}])).await;
+    let publish = client.diagnostics_for(uri).await;
+    assert_eq!((publish["params"]["version"].clone(), codes(&publish)), (json!(2), vec!["MEM001".to_owned()]));
 }
 
 /// Non-ASCII identifiers, strings with emoji and a CJK comment before and after findings.
