@@ -1,6 +1,6 @@
 //! A fast first answer after an edit inside one definition: the findings of the last
 //! complete lint outside that definition, moved by the edit's length, and the findings
-//! inside it from a lint of the module with every unrelated definition blanked out.
+//! inside it from a lint of the module with every unrelated definition left out.
 //!
 //! Why it is only a first answer: the semantic model reads across definitions (the callers
 //! of a function decide whether its forward pass runs under `no_grad`; a backward pass
@@ -45,7 +45,8 @@ impl EditedDefinition {
 
 /// The one top-level definition (function, class, decorated either) whose body holds every
 /// byte in which `old_text` and `new_text` differ, with its header (decorators, name,
-/// parameters, bases) unchanged; `None` when the texts differ anywhere else, or not at all.
+/// parameters, bases) unchanged, or in a class the one method whose body holds them, with
+/// its header unchanged; `None` when the texts differ anywhere else, or not at all.
 pub fn edited_definition(old_text: &str, old_tree: &Tree, new_text: &str, new_tree: &Tree) -> Option<EditedDefinition> {
     let (old, new) = (old_text.as_bytes(), new_text.as_bytes());
     let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
@@ -68,8 +69,37 @@ pub fn edited_definition(old_text: &str, old_tree: &Tree, new_text: &str, new_tr
     // removes a line would leave those of the findings after it wrong.
     let same_lines = old[old_changed.clone()].iter().filter(|b| **b == b'\n').count()
         == new[new_changed.clone()].iter().filter(|b| **b == b'\n').count();
-    (same_header && same_tail && same_lines && prefix >= old_body && prefix >= new_body)
-        .then(|| EditedDefinition { old: old_def.byte_range(), new: new_def.byte_range() })
+    if !(same_header && same_tail && same_lines && prefix >= old_body && prefix >= new_body) {
+        return None;
+    }
+    let method = (|| {
+        let (old_method, new_method) = (member_around(old_def, &old_changed)?, member_around(new_def, &new_changed)?);
+        let (old_body, new_body) = (body_start(old_method)?, body_start(new_method)?);
+        (old_method.start_byte() == new_method.start_byte()
+            && old_method.kind() == new_method.kind()
+            && old_text[old_method.start_byte()..old_body] == new_text[new_method.start_byte()..new_body]
+            && prefix >= old_body
+            && prefix >= new_body)
+            .then(|| EditedDefinition { old: old_method.byte_range(), new: new_method.byte_range() })
+    })();
+    Some(method.unwrap_or(EditedDefinition { old: old_def.byte_range(), new: new_def.byte_range() }))
+}
+
+/// The definition among a class's statements whose bytes hold `changed`.
+fn member_around<'t>(class: Node<'t>, changed: &Range<usize>) -> Option<Node<'t>> {
+    let body = class_body(class)?;
+    let mut cursor = body.walk();
+    let found = body.named_children(&mut cursor).find(|s| s.start_byte() <= changed.start && changed.end <= s.end_byte());
+    found.filter(|s| DEFINITIONS.contains(&s.kind()))
+}
+
+/// The body of a class definition (decorated or not).
+fn class_body(definition: Node<'_>) -> Option<Node<'_>> {
+    let definition = match definition.kind() {
+        "decorated_definition" => definition.child_by_field_name("definition")?,
+        _ => definition,
+    };
+    (definition.kind() == "class_definition").then(|| definition.child_by_field_name("body")).flatten()
 }
 
 const DEFINITIONS: &[&str] = &["function_definition", "class_definition", "decorated_definition"];
@@ -78,7 +108,7 @@ const DEFINITIONS: &[&str] = &["function_definition", "class_definition", "decor
 fn top_level_definition_around<'t>(root: Node<'t>, changed: &Range<usize>) -> Option<Node<'t>> {
     let mut cursor = root.walk();
     let found = root.named_children(&mut cursor).find(|s| s.start_byte() <= changed.start && changed.end <= s.end_byte());
-    found.filter(|s| DEFINITIONS.contains(&s.kind()) && !s.has_error())
+    found.filter(|s| DEFINITIONS.contains(&s.kind()))
 }
 
 /// Where the body of a definition starts (after a decorated definition's decorators).
@@ -99,8 +129,8 @@ fn definition_name<'s>(definition: Node<'_>, text: &'s str) -> Option<&'s str> {
     Some(&text[definition.child_by_field_name("name")?.byte_range()])
 }
 
-/// `text` with the top-level statements unrelated to `edited` turned into spaces (line
-/// breaks kept): every byte keeps its offset, so findings in it need no translation.
+/// `text` with the top-level statements unrelated to `edited` left out (their line breaks
+/// kept, see [`Excerpt`]).
 ///
 /// Kept: the edited definition, every import, and, until nothing changes, what kept code
 /// is tied to by name. A name of a definition ties the use to every definition of that
@@ -110,12 +140,32 @@ fn definition_name<'s>(definition: Node<'_>, text: &'s str) -> Option<&'s str> {
 /// statements outside definitions that bind it (a global the code reads, not the script
 /// that only tests `__name__`).
 ///
-/// `None` when less than a quarter of the text would be blanked: the prediction would cost
+/// `None` when less than a quarter of the text would be left out: the prediction would cost
 /// about what the complete lint costs, which then runs anyway.
-pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option<String> {
+pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option<Excerpt> {
     let root = tree.root_node();
     let mut cursor = root.walk();
-    let statements: Vec<Node<'_>> = root.named_children(&mut cursor).collect();
+    let mut statements: Vec<Node<'_>> = root.named_children(&mut cursor).collect();
+    // A method: its class's statements take the class's place (the class's header stays),
+    // and what makes the class what it is stays with them.
+    let mut class_core = Vec::new();
+    let mut class_members = 0..0;
+    if !statements.iter().any(|s| s.byte_range() == *edited) {
+        let class = statements.iter().position(|s| s.start_byte() <= edited.start && edited.end <= s.end_byte());
+        if let Some((i, body)) = class.and_then(|i| Some((i, class_body(statements[i])?))) {
+            let mut cursor = body.walk();
+            let members: Vec<Node<'_>> = body.named_children(&mut cursor).collect();
+            class_core = (i..i + members.len())
+                .filter(|j| !DEFINITIONS.contains(&members[j - i].kind()) || {
+                    let name = definition_name(members[j - i], text);
+                    matches!(name, Some("__init__" | "forward" | "__call__"))
+                })
+                .collect();
+            let count = members.len();
+            statements.splice(i..i + 1, members);
+            class_members = i..i + count;
+        }
+    }
     let names: Vec<Option<&str>> =
         statements.iter().map(|s| if DEFINITIONS.contains(&s.kind()) { definition_name(*s, text) } else { None }).collect();
     // The statements that define each name, and those outside definitions that bind it.
@@ -123,7 +173,18 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option
     let mut bound_by: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, s) in statements.iter().enumerate() {
         match names[i] {
-            Some(name) => defined.entry(name).or_default().push(i),
+            Some(name) => {
+                defined.entry(name).or_default().push(i);
+                // A method of the edited one's class binds the attributes of `self` it sets
+                // (`self.model = ...` in `setUp`).
+                if class_members.contains(&i) {
+                    let mut bound = Vec::new();
+                    self_attributes_set(*s, text, &mut bound);
+                    for name in bound {
+                        bound_by.entry(name).or_default().push(i);
+                    }
+                }
+            }
             None if !DEFINITIONS.contains(&s.kind()) => {
                 let mut bound = Vec::new();
                 bound_names(*s, text, &mut bound);
@@ -134,7 +195,7 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option
             None => {}
         }
     }
-    // Past this many bytes kept, less than a quarter of the text could be blanked.
+    // Past this many bytes kept, less than a quarter of the text could be left out.
     let most = text.len() - text.len() / 4;
     let mut kept_bytes = 0;
     let mut kept = vec![false; statements.len()];
@@ -143,6 +204,7 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option
         .enumerate()
         .filter(|(_, s)| s.byte_range() == *edited || matches!(s.kind(), "import_statement" | "import_from_statement" | "future_import_statement"))
         .map(|(i, _)| i)
+        .chain(class_core)
         .collect();
     while let Some(x) = queue.pop() {
         if std::mem::replace(&mut kept[x], true) {
@@ -164,17 +226,79 @@ pub fn blank_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Option
             queue.extend((0..statements.len()).filter(|y| !kept[*y] && mentions(&text[statements[*y].byte_range()], name)));
         }
     }
-    let blanked: Vec<Range<usize>> = statements.iter().zip(&kept).filter(|(_, k)| !**k).map(|(s, _)| s.byte_range()).collect();
-    let mut bytes = text.as_bytes().to_vec();
-    for range in blanked {
-        for b in &mut bytes[range] {
-            if *b != b'\n' && *b != b'\r' {
-                *b = b' ';
+    let left_out: Vec<Range<usize>> = statements.iter().zip(&kept).filter(|(_, k)| !**k).map(|(s, _)| s.byte_range()).collect();
+    Some(Excerpt::leaving_out(text, &left_out))
+}
+
+/// A text with some statements left out but their line breaks kept: every line keeps its
+/// number (messages and facts name lines) and a kept line its columns; `to_original` moves
+/// an offset back. Left out, not blanked with spaces: tree-sitter lexes a line of spaces at
+/// about the cost of code.
+#[derive(Debug)]
+pub struct Excerpt {
+    pub text: String,
+    /// Where the excerpt's offsets start to lie this many bytes before the original's.
+    shifts: Vec<(usize, usize)>,
+}
+
+impl Excerpt {
+    /// `text` without the bytes of `left_out` (sorted, disjoint) other than line breaks.
+    pub fn leaving_out(text: &str, left_out: &[Range<usize>]) -> Excerpt {
+        let mut out = String::with_capacity(text.len());
+        let mut shifts = vec![(0, 0)];
+        let (mut copied_to, mut removed) = (0, 0);
+        for range in left_out {
+            out.push_str(&text[copied_to..range.start]);
+            let breaks: String = text[range.clone()].chars().filter(|c| *c == '\n' || *c == '\r').collect();
+            out.push_str(&breaks);
+            removed += range.len() - breaks.len();
+            shifts.push((out.len(), removed));
+            copied_to = range.end;
+        }
+        out.push_str(&text[copied_to..]);
+        Excerpt { text: out, shifts }
+    }
+
+    /// The original offset of the excerpt's `offset`.
+    pub fn to_original(&self, offset: usize) -> usize {
+        let i = self.shifts.partition_point(|(at, _)| *at <= offset);
+        offset + self.shifts[i.saturating_sub(1)].1
+    }
+
+    /// `d` with every place in it (its range, its facts', its fix edits') moved back.
+    fn finding_to_original(&self, mut d: Diagnostic) -> Diagnostic {
+        let back = |r: &mut Range<usize>| *r = self.to_original(r.start)..self.to_original(r.end);
+        back(&mut d.range);
+        for fact in &mut d.evidence {
+            if let Some(r) = &mut fact.range {
+                back(r);
             }
         }
+        if let Some(fix) = &mut d.fix {
+            for e in &mut fix.edits {
+                back(&mut e.range);
+            }
+        }
+        d
     }
-    // Only ASCII bytes were written, over whole UTF-8 sequences (a node's range).
-    String::from_utf8(bytes).ok()
+}
+
+/// The attributes of `self` a method assigns (`self.model = ...`, `self.a, self.b = ...`).
+fn self_attributes_set<'s>(node: Node<'_>, text: &'s str, out: &mut Vec<&'s str>) {
+    if node.kind() == "attribute" && node.child_by_field_name("object").is_some_and(|o| &text[o.byte_range()] == "self") {
+        let assigned = node.parent().is_some_and(|p| {
+            matches!(p.kind(), "assignment" | "augmented_assignment") && p.child_by_field_name("left").is_some_and(|l| l.id() == node.id())
+                || matches!(p.kind(), "pattern_list" | "tuple_pattern")
+        });
+        if assigned {
+            out.extend(node.child_by_field_name("attribute").map(|a| &text[a.byte_range()]));
+        }
+        return;
+    }
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        self_attributes_set(child, text, out);
+    }
 }
 
 /// Does `text` use the name `name` (not as part of a longer name)?
@@ -278,7 +402,7 @@ pub fn findings_outside(baseline: &[Diagnostic], edited: &EditedDefinition) -> O
 }
 
 /// The predicted findings of `text` after an edit of `baseline`, `lint` linting a source
-/// (a blanked copy of `text`); `None` when the edit is not one a prediction can follow.
+/// (an [`Excerpt`] of `text`); `None` when the edit is not one a prediction can follow.
 /// The baseline's own text (an edit undone) has the baseline's findings.
 pub fn predict(baseline: &Baseline, text: &str, tree: &Tree, lint: &dyn Fn(&str) -> Option<Vec<Diagnostic>>) -> Option<Vec<Diagnostic>> {
     if baseline.text == text {
@@ -286,9 +410,9 @@ pub fn predict(baseline: &Baseline, text: &str, tree: &Tree, lint: &dyn Fn(&str)
     }
     let edited = edited_definition(&baseline.text, &baseline.tree, text, tree)?;
     let (mut found, after) = findings_outside(&baseline.diagnostics, &edited)?;
-    let blanked = blank_unrelated(text, tree, &edited.new)?;
-    let inside = lint(&blanked)?;
-    found.extend(inside.into_iter().filter(|d| edited.new.contains(&d.range.start)));
+    let excerpt = leave_out_unrelated(text, tree, &edited.new)?;
+    let inside = lint(&excerpt.text)?;
+    found.extend(inside.into_iter().map(|d| excerpt.finding_to_original(d)).filter(|d| edited.new.contains(&d.range.start)));
     found.extend(after);
     Some(found)
 }
@@ -387,14 +511,18 @@ mod tests {
     }
 
     #[test]
-    fn blanking_keeps_offsets_and_the_definitions_tied_by_name() {
+    fn leaving_out_keeps_lines_and_the_definitions_tied_by_name() {
         let text = "import torch\n\ndef helper(m):\n    return m\n\ndef other():\n    é = 1\n    for i in range(10):\n        print(i, é)\n    return é\n\ndef train(model):\n    return helper(model)\n\ndef caller():\n    train(None)\n";
         let tree = parse(text);
         let train = text.find("def train").unwrap();
         let end = text.find("\n\ndef caller").unwrap();
-        let blanked = blank_unrelated(text, &tree, &(train..end)).unwrap();
-        assert_eq!(blanked.len(), text.len());
+        let excerpt = leave_out_unrelated(text, &tree, &(train..end)).unwrap();
+        let blanked = &excerpt.text;
         assert_eq!(blanked.lines().count(), text.lines().count());
+        // Offsets move back: in the kept statements before and after what was left out.
+        for kept in ["def helper(m)", "def train(model)", "train(None)"] {
+            assert_eq!(excerpt.to_original(blanked.find(kept).unwrap()), text.find(kept).unwrap(), "{kept}");
+        }
         assert!(blanked.contains("def helper(m)") && blanked.contains("def caller()") && blanked.contains("import torch"));
         assert!(!blanked.contains("def other"));
     }
@@ -408,7 +536,7 @@ mod tests {
         let tree = parse(&text);
         let third = 2 * copy.len() + copy.find("def train").unwrap();
         let end = 2 * copy.len() + copy.find("\n\n\ndef main").unwrap();
-        assert_eq!(blank_unrelated(&text, &tree, &(third..end)), None);
+        assert!(leave_out_unrelated(&text, &tree, &(third..end)).is_none());
     }
 
     #[test]
@@ -416,9 +544,32 @@ mod tests {
         let text = "import torch\n\n\ndef train(model):\n    return model(1)\n\n\ndef report(values):\n    print(sum(values) / len(values), values[0], values[-1])\n    return len(values) > 1000\n\n\nif __name__ == \"__main__\":\n    report([1, 2])\n";
         let tree = parse(text);
         let start = text.find("def train").unwrap();
-        let blanked = blank_unrelated(text, &tree, &(start..text.find("\n\n\ndef report").unwrap())).unwrap();
+        let blanked = leave_out_unrelated(text, &tree, &(start..text.find("\n\n\ndef report").unwrap())).unwrap().text;
         assert!(blanked.contains("def train") && blanked.contains("import torch"));
         assert!(!blanked.contains("def report") && !blanked.contains("__main__"));
+    }
+
+    /// A class whose methods an edit of one of them is not tied to.
+    const CLASS: &str = "import torch\n\n\nclass Trainer:\n    def __init__(self, model):\n        self.model = model\n\n    def fit(self, loader, optimizer):\n        total = 0\n        for x, y in loader:\n            loss = self.model(x).sum()\n            loss.backward()\n            optimizer.step()\n            total += loss\n        return total\n\n    @torch.no_grad()\n    def export(self, path, example_inputs, strict=True):\n        traced = torch.jit.trace(self.model, example_inputs, strict=strict)\n        traced.save(path)\n        print(f\"exported to {path}\")\n        return traced\n\n    def describe(self):\n        lines = [str(self.model), str(sum(p.numel() for p in self.model.parameters()))]\n        return \"\\n\".join(lines)\n";
+
+    #[test]
+    fn an_edit_inside_a_method_names_the_method() {
+        let new = edit(CLASS, "        total += loss", "        total += lxoss");
+        let found = edited_definition(CLASS, &parse(CLASS), &new, &parse(&new)).unwrap();
+        let start = CLASS.find("    def fit").unwrap() + 4;
+        assert_eq!(found.old, start..CLASS.find("\n\n    @torch.no_grad()").unwrap());
+        let blanked = leave_out_unrelated(&new, &parse(&new), &found.new).unwrap().text;
+        assert!(blanked.contains("class Trainer:") && blanked.contains("def __init__") && blanked.contains("def fit"));
+        assert!(!blanked.contains("def export") && !blanked.contains("def describe"));
+        assert_eq!(prediction(CLASS, &new).unwrap(), lint_text(&new));
+    }
+
+    #[test]
+    fn a_method_is_tied_to_the_method_that_sets_the_attributes_it_reads() {
+        let text = "import torch\n\n\nclass TestNet:\n    def setUp(self):\n        self.model, self.data = torch.nn.Linear(2, 2), torch.ones(2)\n\n    def test_forward(self):\n        out = self.model(self.data)\n        assert out.shape == (2,)\n\n    def test_something_else(self):\n        values = [1, 2, 3]\n        assert sum(values) == 6\n        assert len(values) == 3\n        assert max(values) == 3\n";
+        let method = text.find("def test_forward").unwrap()..text.find("\n\n    def test_something_else").unwrap();
+        let kept = leave_out_unrelated(text, &parse(text), &method).unwrap().text;
+        assert!(kept.contains("def setUp") && kept.contains("def test_forward") && !kept.contains("test_something_else"));
     }
 
     #[test]
@@ -426,7 +577,7 @@ mod tests {
         // `main` at the bottom calls everything: nothing much would be left out.
         let text = "def a():\n    return 1\n\ndef b():\n    return a()\n\ndef main():\n    print(a(), b())\n\nmain()\n";
         let tree = parse(text);
-        assert_eq!(blank_unrelated(text, &tree, &(0..text.find("\n\ndef b").unwrap())), None);
+        assert!(leave_out_unrelated(text, &tree, &(0..text.find("\n\ndef b").unwrap())).is_none());
     }
 
     #[test]
@@ -444,6 +595,16 @@ mod tests {
         assert!(mentions("x = train(y)", "train"));
         assert!(!mentions("x = train_1(y)", "train"));
         assert!(!mentions("x = pretrain(y) + étrain", "train"));
+    }
+
+    #[test]
+    fn an_excerpt_keeps_every_line_break_and_moves_offsets_back() {
+        let text = "a = 1\r\ndef gone():\r\n    é = 2\r\n\r\nb = 3\r\n";
+        let gone = text.find("def gone").unwrap()..text.find("\r\n\r\nb").unwrap();
+        let excerpt = Excerpt::leaving_out(text, &[gone]);
+        assert_eq!(excerpt.text, "a = 1\r\n\r\n\r\n\r\nb = 3\r\n");
+        assert_eq!(excerpt.to_original(excerpt.text.find('b').unwrap()), text.find('b').unwrap());
+        assert_eq!(excerpt.to_original(2), 2);
     }
 
     #[test]
