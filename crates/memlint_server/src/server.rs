@@ -159,6 +159,10 @@ struct State {
     refreshing: HashMap<Uri, bool>,
 }
 
+/// How long typing must pause before the complete lint that checks a prediction starts:
+/// while keys come faster, it would only take a core from the next keystroke's prediction.
+const REFRESH_PAUSE: Duration = Duration::from_millis(50);
+
 /// How [`Server::lint`] lints.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum LintMode {
@@ -713,7 +717,8 @@ impl Server {
         });
     }
 
-    /// The complete lint after a prediction: one at a time per file, each of the version
+    /// The complete lint after a prediction: once typing pauses for [`REFRESH_PAUSE`] (a
+    /// prediction meanwhile restarts the wait), one at a time per file, each of the version
     /// current when it starts, run even if the client moves on meanwhile (it is the next
     /// prediction's baseline); a prediction made while one runs asks for one more after
     /// it, so the last version typed always gets its complete lint.
@@ -727,6 +732,14 @@ impl Server {
             state.refreshing.insert(uri.clone(), false);
         }
         loop {
+            loop {
+                tokio::time::sleep(REFRESH_PAUSE).await;
+                let mut state = self.state();
+                match state.refreshing.get_mut(&uri) {
+                    Some(again) if *again => *again = false,
+                    _ => break,
+                }
+            }
             let (updated, _) = self.lint(&uri, LintMode::Refresh).await;
             self.publish(updated).await;
             let mut state = self.state();
