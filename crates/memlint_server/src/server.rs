@@ -365,40 +365,94 @@ fn text_edit(doc: &Document, edit: &memlint_linter::Edit, encoding: Encoding) ->
 /// positions, and each fact of its evidence that has a place is a `relatedInformation`
 /// entry (in `doc`, or in another cell of its notebook).
 fn to_lsp(doc: &Document, findings: &Findings, i: usize, docs: &HashMap<Uri, Document>, encoding: Encoding) -> lsp::Diagnostic {
-    let d = &findings.diagnostics[i];
-    let related: Vec<lsp::DiagnosticRelatedInformation> = d
-        .evidence
-        .iter()
-        .enumerate()
-        .filter_map(|(j, fact)| {
-            let range = fact.range.as_ref()?;
-            let target = findings.fact_document(i, j, doc, docs)?;
-            Some(lsp::DiagnosticRelatedInformation {
-                location: lsp::Location { uri: target.uri.clone(), range: target.range(range.clone(), encoding) },
-                message: fact.text.clone(),
-            })
-        })
-        .collect();
-    let fix = d.fix.as_ref().map(|fix| {
-        json!({
-            "applicability": applicability_str(fix.applicability),
-            "message": fix.message,
-            "edits": fix.edits.iter().map(|e| text_edit(doc, e, encoding)).collect::<Vec<_>>(),
-        })
-    });
+    let wire = WireDiagnostic::of(doc, findings, i, docs, encoding);
     lsp::Diagnostic {
-        range: doc.range(d.range.clone(), encoding),
-        severity: Some(to_lsp_severity(d.severity)),
-        code: Some(lsp::NumberOrString::String(d.rule.code().to_owned())),
-        // Only an absolute URI is a link; the docs' path inside memlint's repository
-        // (while it has no public home) is shown in the hover instead.
-        code_description: Some(d.rule.url()).filter(|u| u.contains("://")).and_then(|u| u.parse().ok()).map(|href| lsp::CodeDescription { href }),
-        source: Some("memlint".to_owned()),
-        message: d.message.clone(),
-        related_information: (!related.is_empty()).then_some(related),
+        range: wire.range,
+        severity: Some(wire.severity),
+        code: Some(lsp::NumberOrString::String(wire.code.to_owned())),
+        code_description: wire.code_description,
+        source: Some(wire.source.to_owned()),
+        message: wire.message.to_owned(),
+        related_information: wire.related_information,
         tags: None,
-        data: Some(json!({ "name": d.rule.name(), "help": d.help, "fix": fix })),
+        data: serde_json::to_value(&wire.data).ok(),
     }
+}
+
+/// A diagnostic as `publishDiagnostics` writes it: the JSON of [`to_lsp`]'s
+/// `lsp::Diagnostic`, serialized straight from the finding (its `data` is not built as a
+/// `serde_json::Value` first, which for a thousand findings costs milliseconds).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WireDiagnostic<'a> {
+    range: lsp::Range,
+    severity: lsp::DiagnosticSeverity,
+    code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code_description: Option<lsp::CodeDescription>,
+    source: &'static str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    related_information: Option<Vec<lsp::DiagnosticRelatedInformation>>,
+    data: WireData<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct WireData<'a> {
+    name: &'a str,
+    help: Option<&'a str>,
+    fix: Option<WireFix<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct WireFix<'a> {
+    applicability: &'static str,
+    message: &'a str,
+    edits: Vec<TextEdit>,
+}
+
+impl<'a> WireDiagnostic<'a> {
+    fn of(doc: &Document, findings: &'a Findings, i: usize, docs: &HashMap<Uri, Document>, encoding: Encoding) -> WireDiagnostic<'a> {
+        let d = &findings.diagnostics[i];
+        let related: Vec<lsp::DiagnosticRelatedInformation> = d
+            .evidence
+            .iter()
+            .enumerate()
+            .filter_map(|(j, fact)| {
+                let range = fact.range.as_ref()?;
+                let target = findings.fact_document(i, j, doc, docs)?;
+                Some(lsp::DiagnosticRelatedInformation {
+                    location: lsp::Location { uri: target.uri.clone(), range: target.range(range.clone(), encoding) },
+                    message: fact.text.clone(),
+                })
+            })
+            .collect();
+        let fix = d.fix.as_ref().map(|fix| WireFix {
+            applicability: applicability_str(fix.applicability),
+            message: &fix.message,
+            edits: fix.edits.iter().map(|e| text_edit(doc, e, encoding)).collect(),
+        });
+        WireDiagnostic {
+            range: doc.range(d.range.clone(), encoding),
+            severity: to_lsp_severity(d.severity),
+            code: d.rule.code(),
+            // Only an absolute URI is a link; the docs' path inside memlint's repository
+            // (while it has no public home) is shown in the hover instead.
+            code_description: Some(d.rule.url()).filter(|u| u.contains("://")).and_then(|u| u.parse().ok()).map(|href| lsp::CodeDescription { href }),
+            source: "memlint",
+            message: &d.message,
+            related_information: (!related.is_empty()).then_some(related),
+            data: WireData { name: d.rule.name(), help: d.help.as_deref(), fix },
+        }
+    }
+}
+
+/// The params of `publishDiagnostics` as the direct output writes them.
+#[derive(serde::Serialize)]
+struct WirePublish<'a> {
+    uri: &'a Uri,
+    diagnostics: Vec<WireDiagnostic<'a>>,
+    version: i32,
 }
 
 fn content_modified() -> Error {
@@ -756,6 +810,20 @@ impl Server {
     /// Publishes the current findings of `updated`.
     async fn publish(&self, updated: Vec<Uri>) {
         let _order = self.publish_lock.lock().await;
+        if let Some(output) = &self.direct_output {
+            {
+                let state = self.state();
+                for uri in &updated {
+                    let (Some(doc), Some(lint)) = (state.docs.get(uri), state.current_lint(uri)) else { continue };
+                    let diagnostics =
+                        (0..lint.diagnostics.len()).map(|i| WireDiagnostic::of(doc, &lint, i, &state.docs, state.encoding)).collect();
+                    output.notify("textDocument/publishDiagnostics", &WirePublish { uri, diagnostics, version: doc.version });
+                }
+            }
+            drop(_order);
+            self.flush_messages().await;
+            return;
+        }
         let to_publish: Vec<_> = {
             let state = self.state();
             updated.iter().filter_map(|u| state.lsp_diagnostics(u).map(|(v, d)| (u.clone(), v, d))).collect()
