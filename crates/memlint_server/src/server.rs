@@ -64,6 +64,9 @@ struct Linted {
     version: i32,
     generation: u64,
     findings: Arc<Findings>,
+    /// A prediction (see [`crate::incremental`]): `schedule` published it, and a complete
+    /// lint of the same version is still to come.
+    predicted: bool,
 }
 
 /// A document's findings, and where the facts of their evidence are.
@@ -620,12 +623,15 @@ impl State {
             self.dependencies.insert(unit, dependencies);
         }
         for (uri, version, findings) in output.entries {
-            // The complete lint that confirms a prediction changes nothing to publish.
-            let confirmed = self
-                .lints
-                .get(&uri)
-                .is_some_and(|l| l.version == version && l.generation == output.generation && l.findings.diagnostics == findings.diagnostics);
-            self.lints.insert(uri.clone(), Linted { version, generation: output.generation, findings: Arc::new(findings) });
+            // The complete lint that confirms a published prediction changes nothing to
+            // publish. (Findings a request linted for are stored unpublished: a lint of
+            // the same version after them is published.)
+            let confirmed = !output.predicted
+                && self.lints.get(&uri).is_some_and(|l| {
+                    l.predicted && l.version == version && l.generation == output.generation && l.findings.diagnostics == findings.diagnostics
+                });
+            let predicted = output.predicted;
+            self.lints.insert(uri.clone(), Linted { version, generation: output.generation, findings: Arc::new(findings), predicted });
             if !confirmed {
                 updated.push(uri);
             }

@@ -209,6 +209,24 @@ async fn a_file_linted_faster_than_predict_after_is_not_predicted() {
     assert_eq!((publish["params"]["version"].clone(), codes(&publish)), (json!(2), vec!["MEM001".to_owned()]));
 }
 
+#[tokio::test]
+async fn each_version_is_published_even_when_a_request_linted_it_first() {
+    // Eglot asks for a hover right after each edit: the hover's lint of the new version
+    // may be stored before the pushed one, which must still be published.
+    let mut client = push_server().await;
+    let uri = "file:///memlint-test/two.py";
+    client.open(uri, TWO_FUNCTIONS).await;
+    client.diagnostics_for(uri).await;
+    for version in 2..12 {
+        let text = if version % 2 == 0 { "x" } else { "" };
+        let range = if version % 2 == 0 { range(9, 18, 9, 18) } else { range(9, 18, 9, 19) };
+        client.change(uri, version, json!([{"range": range, "text": text}])).await;
+        client.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 9, "character": 8}})).await;
+        let publish = client.diagnostics_for(uri).await;
+        assert_eq!(publish["params"]["version"], version);
+    }
+}
+
 /// Non-ASCII identifiers, strings with emoji and a CJK comment before and after findings.
 const UNICODE: &str = "import torch
 
