@@ -592,19 +592,7 @@ fn reads_by_name(name: &str) -> bool {
 }
 
 fn collect_targets<'t>(target: Node<'t>, out: &mut Vec<Node<'t>>) {
-    match target.kind_name() {
-        "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list" | "parenthesized_expression" => {
-            for c in named_children(target) {
-                collect_targets(c, out);
-            }
-        }
-        "list_splat_pattern" => {
-            if let Some(inner) = target.named_child(0) {
-                collect_targets(inner, out);
-            }
-        }
-        _ => out.push(target),
-    }
+    out.extend(crate::index::target_leaves(target));
 }
 
 impl<'t> SemanticModel<'t> {

@@ -305,31 +305,18 @@ impl<'t> SemanticModel<'t> {
     }
 
     pub(crate) fn bind_target(&mut self, scope: ScopeId, target: Node<'t>, statement: Node<'t>, value: Option<Node<'t>>, kind: BindingKind) {
-        match target.kind_name() {
-            "identifier" => {
-                self.add_binding(scope, self.text(target), statement, value, kind);
-            }
-            "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list" | "parenthesized_expression" => {
-                for child in named_children(target) {
-                    self.bind_target(scope, child, statement, value, kind);
-                }
-            }
-            // `with f() as x:` (the grammar wraps the target).
-            "list_splat_pattern" | "as_pattern_target" => {
-                if let Some(inner) = target.named_child(0) {
-                    self.bind_target(scope, inner, statement, value, kind);
-                }
-            }
-            "attribute" => {
-                if let (Some(obj), Some(attr), Some(value)) =
-                    (target.field("object"), target.field("attribute"), value)
-                {
-                    if self.text(obj) == "self" && kind == BindingKind::Assign {
-                        self.self_attributes.entry(self.text(attr)).or_default().push(value);
+        for leaf in target_leaves(target) {
+            match leaf.kind_name() {
+                "identifier" => self.add_binding(scope, self.text(leaf), statement, value, kind),
+                "attribute" => {
+                    if let (Some(obj), Some(attr), Some(value)) = (leaf.field("object"), leaf.field("attribute"), value) {
+                        if self.text(obj) == "self" && kind == BindingKind::Assign {
+                            self.self_attributes.entry(self.text(attr)).or_default().push(value);
+                        }
                     }
                 }
+                _ => {}
             }
-            _ => {}
         }
     }
 
@@ -408,4 +395,29 @@ impl<'t> SemanticModel<'t> {
         self.local_scope_extents = extents.into_iter().map(|(id, start, end, outer)| (id, (end, outer, start))).collect();
         self.local_scope_segments = segments;
     }
+}
+
+/// The targets an assignment, `for` or `with` target stands for, in order: the pattern
+/// containers (`a, (b, *c)`, `[a, b]`) and wrappers (`*c`, the `as` target) taken apart down
+/// to what gets bound (an identifier, an attribute, a subscript).
+pub fn target_leaves(target: Node<'_>) -> Vec<Node<'_>> {
+    fn collect<'t>(target: Node<'t>, out: &mut Vec<Node<'t>>) {
+        match target.kind_name() {
+            "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list" | "parenthesized_expression" => {
+                for child in named_children(target) {
+                    collect(child, out);
+                }
+            }
+            // `*rest`, and `with f() as x:` (the grammar wraps the target).
+            "list_splat_pattern" | "as_pattern_target" => {
+                if let Some(inner) = target.named_child(0) {
+                    collect(inner, out);
+                }
+            }
+            _ => out.push(target),
+        }
+    }
+    let mut out = Vec::new();
+    collect(target, &mut out);
+    out
 }

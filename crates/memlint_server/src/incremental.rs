@@ -95,11 +95,16 @@ fn member_around<'t>(class: Node<'t>, changed: &Range<usize>) -> Option<Node<'t>
 
 /// The body of a class definition (decorated or not).
 fn class_body(definition: Node<'_>) -> Option<Node<'_>> {
-    let definition = match definition.kind() {
-        "decorated_definition" => definition.child_by_field_name("definition")?,
-        _ => definition,
-    };
+    let definition = undecorated(definition)?;
     (definition.kind() == "class_definition").then(|| definition.child_by_field_name("body")).flatten()
+}
+
+/// The function or class a (decorated) definition defines.
+fn undecorated(definition: Node<'_>) -> Option<Node<'_>> {
+    match definition.kind() {
+        "decorated_definition" => definition.child_by_field_name("definition"),
+        _ => Some(definition),
+    }
 }
 
 const DEFINITIONS: &[&str] = &["function_definition", "class_definition", "decorated_definition"];
@@ -113,20 +118,12 @@ fn top_level_definition_around<'t>(root: Node<'t>, changed: &Range<usize>) -> Op
 
 /// Where the body of a definition starts (after a decorated definition's decorators).
 fn body_start(definition: Node<'_>) -> Option<usize> {
-    let definition = match definition.kind() {
-        "decorated_definition" => definition.child_by_field_name("definition")?,
-        _ => definition,
-    };
-    Some(definition.child_by_field_name("body")?.start_byte())
+    Some(undecorated(definition)?.child_by_field_name("body")?.start_byte())
 }
 
 /// The name a top-level definition binds.
 fn definition_name<'s>(definition: Node<'_>, text: &'s str) -> Option<&'s str> {
-    let definition = match definition.kind() {
-        "decorated_definition" => definition.child_by_field_name("definition")?,
-        _ => definition,
-    };
-    Some(&text[definition.child_by_field_name("name")?.byte_range()])
+    Some(&text[undecorated(definition)?.child_by_field_name("name")?.byte_range()])
 }
 
 /// `text` with the top-level statements unrelated to `edited` left out (their line breaks
@@ -178,17 +175,14 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
                 // A method of the edited one's class binds the attributes of `self` it sets
                 // (`self.model = ...` in `setUp`).
                 if class_members.contains(&i) {
-                    let mut bound = Vec::new();
-                    self_attributes_set(*s, text, &mut bound);
-                    for name in bound {
+                    let body = undecorated(*s).and_then(|d| d.child_by_field_name("body"));
+                    for name in body.map(|b| Bound::of(b, text).self_attributes).unwrap_or_default() {
                         bound_by.entry(name).or_default().push(i);
                     }
                 }
             }
             None if !DEFINITIONS.contains(&s.kind()) => {
-                let mut bound = Vec::new();
-                bound_names(*s, text, &mut bound);
-                for name in bound {
+                for name in Bound::of(*s, text).names {
                     bound_by.entry(name).or_default().push(i);
                 }
             }
@@ -283,24 +277,6 @@ impl Excerpt {
     }
 }
 
-/// The attributes of `self` a method assigns (`self.model = ...`, `self.a, self.b = ...`).
-fn self_attributes_set<'s>(node: Node<'_>, text: &'s str, out: &mut Vec<&'s str>) {
-    if node.kind() == "attribute" && node.child_by_field_name("object").is_some_and(|o| &text[o.byte_range()] == "self") {
-        let assigned = node.parent().is_some_and(|p| {
-            matches!(p.kind(), "assignment" | "augmented_assignment") && p.child_by_field_name("left").is_some_and(|l| l.id() == node.id())
-                || matches!(p.kind(), "pattern_list" | "tuple_pattern")
-        });
-        if assigned {
-            out.extend(node.child_by_field_name("attribute").map(|a| &text[a.byte_range()]));
-        }
-        return;
-    }
-    let mut cursor = node.walk();
-    for child in node.named_children(&mut cursor) {
-        self_attributes_set(child, text, out);
-    }
-}
-
 /// Does `text` use the name `name` (not as part of a longer name)?
 fn mentions(text: &str, name: &str) -> bool {
     let is_name = |c: char| c.is_alphanumeric() || c == '_';
@@ -309,37 +285,46 @@ fn mentions(text: &str, name: &str) -> bool {
     })
 }
 
-/// The names a statement outside definitions binds: assignment, `for` and `with` targets,
-/// and the definitions nested in it (in an `if`, a `try`), not what their bodies bind.
-fn bound_names<'s>(node: Node<'_>, text: &'s str, out: &mut Vec<&'s str>) {
-    fn targets<'s>(node: Node<'_>, text: &'s str, out: &mut Vec<&'s str>) {
-        match node.kind() {
-            "identifier" => out.push(&text[node.byte_range()]),
-            "pattern_list" | "tuple_pattern" | "list_pattern" | "list_splat_pattern" | "parenthesized_expression" | "tuple" | "list" => {
-                let mut cursor = node.walk();
-                for child in node.named_children(&mut cursor) {
-                    targets(child, text, out);
+/// What `node` binds where it runs, as the semantic model's binder takes targets apart
+/// ([`memlint_python::target_leaves`]): the names its assignment, `for` and `with` targets
+/// and nested definitions bind (not what those definitions' bodies bind), and the
+/// attributes of `self` it assigns.
+#[derive(Default)]
+struct Bound<'s> {
+    names: Vec<&'s str>,
+    self_attributes: Vec<&'s str>,
+}
+
+impl<'s> Bound<'s> {
+    fn of(node: Node<'_>, text: &'s str) -> Bound<'s> {
+        let mut bound = Bound::default();
+        bound.walk(node, text);
+        bound
+    }
+
+    fn walk(&mut self, node: Node<'_>, text: &'s str) {
+        let target = match node.kind() {
+            "function_definition" | "class_definition" => {
+                self.names.extend(node.child_by_field_name("name").map(|n| &text[n.byte_range()]));
+                return;
+            }
+            "assignment" | "augmented_assignment" | "for_statement" => node.child_by_field_name("left"),
+            "as_pattern_target" => Some(node),
+            _ => None,
+        };
+        for leaf in target.map(memlint_python::target_leaves).unwrap_or_default() {
+            match leaf.kind() {
+                "identifier" => self.names.push(&text[leaf.byte_range()]),
+                "attribute" if leaf.child_by_field_name("object").is_some_and(|o| &text[o.byte_range()] == "self") => {
+                    self.self_attributes.extend(leaf.child_by_field_name("attribute").map(|a| &text[a.byte_range()]))
                 }
-            }
-            _ => {}
-        }
-    }
-    match node.kind() {
-        "function_definition" | "class_definition" => {
-            out.extend(node.child_by_field_name("name").map(|n| &text[n.byte_range()]));
-            return;
-        }
-        "assignment" | "augmented_assignment" | "for_statement" | "for_in_clause" => {
-            if let Some(left) = node.child_by_field_name("left") {
-                targets(left, text, out);
+                _ => {}
             }
         }
-        "as_pattern_target" => targets(node.named_child(0).unwrap_or(node), text, out),
-        _ => {}
-    }
-    let mut cursor = node.walk();
-    for child in node.named_children(&mut cursor) {
-        bound_names(child, text, out);
+        let mut cursor = node.walk();
+        for child in node.named_children(&mut cursor) {
+            self.walk(child, text);
+        }
     }
 }
 
@@ -584,8 +569,7 @@ mod tests {
     fn a_statement_binds_its_targets_and_nested_definitions() {
         let text = "if x:\n    a, (b, c) = 1\n    total += 1\n    for d in y:\n        pass\n    with f() as e:\n        pass\n    def g():\n        h = 1\n    class K:\n        pass\n    obj.attr = 2\n";
         let tree = parse(text);
-        let mut bound = Vec::new();
-        bound_names(tree.root_node().named_child(0).unwrap(), text, &mut bound);
+        let mut bound = Bound::of(tree.root_node().named_child(0).unwrap(), text).names;
         bound.sort();
         assert_eq!(bound, ["K", "a", "b", "c", "d", "e", "g", "total"]);
     }

@@ -442,7 +442,7 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Fix> {
             if has_multiline_string(target) || !crate::rules::owns_its_lines(source, target) {
                 return None;
             }
-            let unit = indent_unit(source);
+            let unit = indent_unit(source, model.root());
             let indent = line_indent(source, target.start_byte());
             let at = line_start(source, target.start_byte());
             let wrap = format!("{indent}with {torch}.no_grad():\n");
@@ -469,7 +469,7 @@ fn grad_follows_flag_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>, enabled:
     if has_multiline_string(target) || !crate::rules::owns_its_lines(source, target) {
         return None;
     }
-    let unit = indent_unit(source);
+    let unit = indent_unit(source, model.root());
     let indent = line_indent(source, target.start_byte());
     let at = line_start(source, target.start_byte());
     let mut body = indent_lines(source, target, &unit);

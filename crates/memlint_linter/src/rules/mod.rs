@@ -85,49 +85,41 @@ pub(crate) fn line_end_inclusive(source: &str, offset: usize) -> usize {
     source[offset.min(source.len())..].find('\n').map(|i| offset + i + 1).unwrap_or(source.len())
 }
 
-/// The file's indentation unit: how far the first block is indented past the line that
-/// opens it (ends in `:`), else four spaces. A continuation line (`help=...` under
-/// `parser.add_argument(`) is aligned, not indented: it says nothing about the unit.
-pub(crate) fn indent_unit(source: &str) -> String {
-    let mut opener: Option<usize> = None;
-    for line in source.lines() {
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
-            continue;
-        }
-        let indent = &line[..line.len() - line.trim_start_matches([' ', '\t']).len()];
-        if let Some(outer) = opener {
-            if indent.starts_with('\t') {
-                return "\t".to_owned();
+/// The file's indentation unit: how far the first block on lines of its own is indented
+/// past the statement that opens it, else four spaces. Read from the tree: a continuation
+/// line (`help=...` under `parser.add_argument(`) is aligned, not indented, and a `:` in a
+/// comment or a string opens nothing.
+pub(crate) fn indent_unit(source: &str, root: Node<'_>) -> String {
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if node.kind_name() == "block" {
+            let mut cursor = node.walk();
+            let first = node.named_children(&mut cursor).find(|c| c.kind_name() != "comment");
+            if let (Some(first), Some(opener)) = (first, node.parent()) {
+                if first.start_position().row > opener.start_position().row {
+                    let (outer, inner) = (line_indent(source, opener.start_byte()), line_indent(source, first.start_byte()));
+                    if inner.starts_with('\t') {
+                        return "\t".to_owned();
+                    }
+                    if inner.len() > outer.len() {
+                        return " ".repeat(inner.len() - outer.len());
+                    }
+                }
             }
-            if indent.len() > outer {
-                return " ".repeat(indent.len() - outer);
-            }
         }
-        opener = without_comment(line).trim_end().ends_with(':').then_some(indent.len());
+        // Depth first, in source order.
+        let mut cursor = node.walk();
+        let children: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
+        stack.extend(children.into_iter().rev());
     }
     "    ".to_owned()
 }
 
-/// `line` without a trailing `# comment` (a `#` inside a string literal stays).
-fn without_comment(line: &str) -> &str {
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    for (i, c) in line.char_indices() {
-        match (quote, c) {
-            (Some(_), _) if escaped => escaped = false,
-            (Some(_), '\\') => escaped = true,
-            (Some(q), c) if c == q => quote = None,
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '#') => return &line[..i],
-            _ => {}
-        }
-    }
-    line
-}
-
 #[cfg(test)]
 mod indent_tests {
-    use super::indent_unit;
+    fn indent_unit(source: &str) -> String {
+        super::indent_unit(source, memlint_python::parse_with(source, None).root_node())
+    }
 
     #[test]
     fn the_unit_is_the_first_blocks_indentation() {
