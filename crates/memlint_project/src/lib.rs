@@ -174,6 +174,10 @@ pub struct Project {
     modules: Mutex<FxHashMap<PathBuf, Arc<OnceLock<Option<Arc<Module>>>>>>,
     /// Does this file exist (module resolution asks the same paths again and again)?
     exists: Mutex<FxHashMap<std::ffi::OsString, bool>>,
+    /// [`ModuleLoader::resolve_module_in`]'s answers, by the importing file's folder, the
+    /// dotted name and the folders the file adds to `sys.path`: the files of a folder
+    /// import much the same modules, and each answer tries several paths.
+    resolved: Mutex<FxHashMap<String, Option<String>>>,
     /// Which files of the run mention each identifier (built on the first question).
     mentions: Mutex<Option<Arc<Mentions>>>,
     /// [`Project::file_hash`]'s answers.
@@ -207,6 +211,7 @@ impl Project {
             files: Mutex::new(Arc::new(files)),
             modules: Mutex::new(FxHashMap::default()),
             exists: Mutex::new(FxHashMap::default()),
+            resolved: Mutex::new(FxHashMap::default()),
             mentions: Mutex::new(None),
             hashes: Mutex::new(FxHashMap::default()),
             limit,
@@ -285,6 +290,7 @@ impl Project {
         // A created or deleted `__init__.py` changes package roots: forget them all.
         exists.retain(|p, _| Path::new(p).file_name().map(|n| n != "__init__.py").unwrap_or(true));
         drop(exists);
+        lock(&self.resolved).clear();
         *lock(&self.mentions) = None;
         lock(&self.hashes).remove(&Project::key(path));
         if let Some(files) = files {
@@ -359,6 +365,44 @@ impl Project {
         }
         let init = dir.join("__init__.py");
         self.exists(&init).then_some(init)
+    }
+
+    /// [`ModuleLoader::resolve_module_in`] without the memo.
+    fn resolve_module_uncached(&self, from: &str, dotted: &str, import_dirs: &[String]) -> Option<String> {
+        let from = Path::new(from);
+        let dots = dotted.len() - dotted.trim_start_matches('.').len();
+        let rest = &dotted[dots..];
+        let parts: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('.').collect() };
+        if dots > 0 {
+            let mut base = from.parent()?.to_owned();
+            for _ in 1..dots {
+                base = base.parent()?.to_owned();
+            }
+            return self.module_file(&base, &parts).map(|p| Project::key(&p));
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        let mut bases: Vec<PathBuf> = Vec::new();
+        if let Some(root) = self.package_root(from) {
+            bases.push(root);
+        }
+        if let Some(dir) = from.parent() {
+            bases.push(dir.to_owned());
+            bases.extend(import_dirs.iter().map(|d| folder_below(dir, d)));
+        }
+        bases.extend(self.roots.iter().cloned());
+        let mut tried: Vec<&Path> = Vec::new();
+        for base in &bases {
+            if tried.contains(&base.as_path()) {
+                continue;
+            }
+            tried.push(base);
+            if let Some(file) = self.module_file(base, &parts) {
+                return Some(Project::key(&file));
+            }
+        }
+        None
     }
 
     fn module(&self, key: &str) -> Option<Arc<Module>> {
@@ -502,40 +546,22 @@ impl ModuleLoader for Project {
     /// After the package root and the file's folder, the folders the file puts on
     /// `sys.path` (relative to its folder), then the project roots.
     fn resolve_module_in(&self, from: &str, dotted: &str, import_dirs: &[String]) -> Option<String> {
-        let from = Path::new(from);
-        let dots = dotted.len() - dotted.trim_start_matches('.').len();
-        let rest = &dotted[dots..];
-        let parts: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('.').collect() };
-        if dots > 0 {
-            let mut base = from.parent()?.to_owned();
-            for _ in 1..dots {
-                base = base.parent()?.to_owned();
-            }
-            return self.module_file(&base, &parts).map(|p| Project::key(&p));
+        // The answer depends on the importing file's folder, not on the file.
+        let folder = Path::new(from).parent().map(|d| d.to_string_lossy()).unwrap_or_default();
+        let mut key = String::with_capacity(folder.len() + dotted.len() + 2);
+        key.push_str(&folder);
+        key.push('\0');
+        key.push_str(dotted);
+        for dir in import_dirs {
+            key.push('\0');
+            key.push_str(dir);
         }
-        if parts.is_empty() {
-            return None;
+        if let Some(answer) = lock(&self.resolved).get(&key) {
+            return answer.clone();
         }
-        let mut bases: Vec<PathBuf> = Vec::new();
-        if let Some(root) = self.package_root(from) {
-            bases.push(root);
-        }
-        if let Some(dir) = from.parent() {
-            bases.push(dir.to_owned());
-            bases.extend(import_dirs.iter().map(|d| folder_below(dir, d)));
-        }
-        bases.extend(self.roots.iter().cloned());
-        let mut tried: Vec<&Path> = Vec::new();
-        for base in &bases {
-            if tried.contains(&base.as_path()) {
-                continue;
-            }
-            tried.push(base);
-            if let Some(file) = self.module_file(base, &parts) {
-                return Some(Project::key(&file));
-            }
-        }
-        None
+        let answer = self.resolve_module_uncached(from, dotted, import_dirs);
+        lock(&self.resolved).insert(key, answer.clone());
+        answer
     }
 
     fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>> {
