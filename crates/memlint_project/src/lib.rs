@@ -41,17 +41,71 @@ pub const KEPT_TREES_TEXT_BUDGET: usize = 4 << 20;
 /// How many modules one run summarizes at most.
 pub const DEFAULT_MODULE_LIMIT: usize = 50_000;
 
-/// The words of the files of a run, scanned once ([`Project::mentions`]).
+/// The words of the files of a run, scanned once ([`Project::mentions`]). A word is kept
+/// as a 64-bit hash: two words that hash alike only make a file a candidate that the
+/// summaries then rule out, never hide one.
 struct Mentions {
-    /// Which files mention each identifier, by index in the run's files (ascending).
-    files_by_word: FxHashMap<String, Vec<u32>>,
-    /// Which files may call each identifier (ascending): the word followed by `(` or by
-    /// `as`, past spaces, line breaks, backslashes and comments. A call of an imported
-    /// name is written one of those ways: `name(`, `m.name(`, or `from m import name as
-    /// alias`.
-    callers_by_word: FxHashMap<String, Vec<u32>>,
+    /// The files that mention each identifier.
+    mentioned: Postings,
+    /// The files that may call each identifier: the word followed by `(` or by `as`, past
+    /// spaces, line breaks, backslashes and comments. A call of an imported name is
+    /// written one of those ways: `name(`, `m.name(`, or `from m import name as alias`.
+    called: Postings,
     /// Each file's index, by module key.
     index_by_key: FxHashMap<String, u32>,
+}
+
+impl Mentions {
+    /// The files (ascending indices) whose text mentions `word`.
+    fn files_mentioning(&self, word: &str) -> &[u32] {
+        self.mentioned.files(word_hash(word.as_bytes()))
+    }
+
+    /// Does file `index` perhaps call `word`?
+    fn may_call(&self, index: u32, word: &str) -> bool {
+        self.called.files(word_hash(word.as_bytes())).binary_search(&index).is_ok()
+    }
+}
+
+/// For each word (hashed), the files that hold it, by index in the run's files: the
+/// words sorted, and each word's files one ascending run of `files` (about 4 bytes per
+/// word of each file).
+struct Postings {
+    words: Vec<u64>,
+    /// Where each word's files start in `files`; one more entry than `words`.
+    starts: Vec<u32>,
+    files: Vec<u32>,
+}
+
+impl Postings {
+    /// From each file's words (hashed, sorted, each once).
+    fn of(per_file: Vec<Vec<u64>>) -> Postings {
+        let mut pairs: Vec<(u64, u32)> =
+            per_file.into_iter().enumerate().flat_map(|(i, words)| words.into_iter().map(move |h| (h, i as u32))).collect();
+        pairs.par_sort_unstable();
+        let mut postings = Postings { words: Vec::new(), starts: Vec::new(), files: Vec::with_capacity(pairs.len()) };
+        for (word, file) in pairs {
+            if postings.words.last() != Some(&word) {
+                postings.words.push(word);
+                postings.starts.push(postings.files.len() as u32);
+            }
+            postings.files.push(file);
+        }
+        postings.starts.push(postings.files.len() as u32);
+        postings
+    }
+
+    fn files(&self, word: u64) -> &[u32] {
+        match self.words.binary_search(&word) {
+            Ok(i) => &self.files[self.starts[i] as usize..self.starts[i + 1] as usize],
+            Err(_) => &[],
+        }
+    }
+}
+
+fn word_hash(word: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(word)
 }
 
 /// Module summaries on disk, one small file per module text (named by its content hash;
@@ -446,43 +500,29 @@ impl Project {
             return m.clone();
         }
         let files = lock(&self.files).clone();
-        let per_file: Vec<(Vec<String>, Vec<String>)> = files
+        let per_file: Vec<(Vec<u64>, Vec<u64>)> = files
             .par_iter()
-            .map(|f| {
-                let Ok(bytes) = std::fs::read(f) else { return (Vec::new(), Vec::new()) };
-                let (words, called) = scan_words(&bytes);
-                let owned = |set: FxHashSet<&[u8]>| set.into_iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect();
-                (owned(words), owned(called))
+            .map(|f| match std::fs::read(f) {
+                Ok(bytes) => scan_words(&bytes),
+                Err(_) => (Vec::new(), Vec::new()),
             })
             .collect();
-        let mut files_by_word: FxHashMap<String, Vec<u32>> = FxHashMap::default();
-        let mut callers_by_word: FxHashMap<String, Vec<u32>> = FxHashMap::default();
-        for (i, (words, called)) in per_file.into_iter().enumerate() {
-            for (index, words) in [(&mut files_by_word, words), (&mut callers_by_word, called)] {
-                for w in words {
-                    match index.get_mut(w.as_str()) {
-                        Some(files) => files.push(i as u32),
-                        None => {
-                            index.insert(w, vec![i as u32]);
-                        }
-                    }
-                }
-            }
-        }
+        let (mentioned, called): (Vec<Vec<u64>>, Vec<Vec<u64>>) = per_file.into_iter().unzip();
+        let (mentioned, called) = (Postings::of(mentioned), Postings::of(called));
         let index_by_key = files.iter().enumerate().map(|(i, f)| (Project::key(f), i as u32)).collect();
-        let mentions = Arc::new(Mentions { files_by_word, callers_by_word, index_by_key });
+        let mentions = Arc::new(Mentions { mentioned, called, index_by_key });
         *lock(&self.mentions) = Some(mentions.clone());
         mentions
     }
 }
 
-/// The words of a file (identifiers, each once), and those of them that may be called
-/// there: followed by `(` or by the keyword `as`, past spaces, line breaks, backslashes
-/// and comments (see [`Mentions::callers_by_word`]).
-fn scan_words(bytes: &[u8]) -> (FxHashSet<&[u8]>, FxHashSet<&[u8]>) {
+/// The words of a file (identifiers, hashed, sorted, each once), and those of them that
+/// may be called there: followed by `(` or by the keyword `as`, past spaces, line breaks,
+/// backslashes and comments (see [`Mentions::called`]).
+fn scan_words(bytes: &[u8]) -> (Vec<u64>, Vec<u64>) {
     let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
-    let mut words = FxHashSet::default();
-    let mut called = FxHashSet::default();
+    let mut words = Vec::new();
+    let mut called = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
         if !is_word(bytes[i]) {
@@ -497,7 +537,8 @@ fn scan_words(bytes: &[u8]) -> (FxHashSet<&[u8]>, FxHashSet<&[u8]>) {
         if word[0].is_ascii_digit() {
             continue;
         }
-        words.insert(word);
+        let hash = word_hash(word);
+        words.push(hash);
         let mut j = i;
         while j < bytes.len() {
             match bytes[j] {
@@ -512,8 +553,14 @@ fn scan_words(bytes: &[u8]) -> (FxHashSet<&[u8]>, FxHashSet<&[u8]>) {
         }
         let next_is_as = bytes[j..].starts_with(b"as") && bytes.get(j + 2).is_none_or(|b| !is_word(*b));
         if bytes.get(j) == Some(&b'(') || next_is_as {
-            called.insert(word);
+            called.push(hash);
         }
+    }
+    for list in [&mut words, &mut called] {
+        list.sort_unstable();
+        list.dedup();
+        // Every occurrence was pushed: keep room for the distinct words only.
+        list.shrink_to_fit();
     }
     (words, called)
 }
@@ -574,7 +621,10 @@ impl ModuleLoader for Project {
     fn candidate_callers(&self, key: &str, name: &str) -> Vec<String> {
         let files = lock(&self.files).clone();
         let mentions = self.mentions();
-        let Some(indices) = mentions.files_by_word.get(name) else { return Vec::new() };
+        let indices = mentions.files_mentioning(name);
+        if indices.is_empty() {
+            return Vec::new();
+        }
         let mut words: Vec<String> = Vec::new();
         let path = Path::new(key);
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
@@ -603,7 +653,7 @@ impl ModuleLoader for Project {
             dir = d.parent().map(Path::to_owned);
         }
         let importing: std::collections::HashSet<u32> =
-            words.iter().filter_map(|w| mentions.files_by_word.get(w)).flatten().copied().collect();
+            words.iter().flat_map(|w| mentions.files_mentioning(w)).copied().collect();
         indices
             .iter()
             .filter(|i| importing.contains(i))
@@ -616,7 +666,7 @@ impl ModuleLoader for Project {
     fn may_call(&self, key: &str, name: &str) -> bool {
         let mentions = self.mentions();
         let Some(index) = mentions.index_by_key.get(key) else { return true };
-        mentions.callers_by_word.get(name).is_some_and(|files| files.binary_search(index).is_ok())
+        mentions.may_call(*index, name)
     }
 
     fn take_tree(&self, key: &str, text: &str) -> Option<memlint_python::tree_sitter::Tree> {
@@ -728,15 +778,26 @@ mod tests {
     fn a_word_may_be_called_when_a_parenthesis_or_an_alias_follows_it() {
         let text = b"from m import evaluate as ev, score\nrun (x)\nfit \\\n  (y)\nstep # later\n(z)\nmodel.sample(4)\nx = train\nprint(score)\nassert_ok\nfrom n import cases as c2\n";
         let (words, called) = scan_words(text);
-        let called: Vec<&str> = {
-            let mut v: Vec<&str> = called.iter().map(|w| std::str::from_utf8(w).expect("ascii")).collect();
-            v.sort_unstable();
-            v
-        };
+        // Words are kept hashed: which of the words of the text are called.
+        let all = ["from", "m", "import", "evaluate", "as", "ev", "score", "run", "x", "fit", "y", "step", "later", "z", "model", "sample", "train", "print", "assert_ok", "n", "cases", "c2"];
+        let mut said_called: Vec<&str> = all.iter().copied().filter(|w| called.contains(&word_hash(w.as_bytes()))).collect();
+        said_called.sort_unstable();
         // Words in comments and strings count as well (`later`): the scan may say a word
         // is called when it is not, never the reverse.
-        assert_eq!(called, ["cases", "evaluate", "fit", "later", "print", "run", "sample", "step"]);
-        assert!(words.contains(&b"train"[..]) && words.contains(&b"score"[..]), "every word is mentioned");
+        assert_eq!(said_called, ["cases", "evaluate", "fit", "later", "print", "run", "sample", "step"]);
+        assert_eq!(called.len(), said_called.len(), "no other word is called");
+        assert!(all.iter().all(|w| words.contains(&word_hash(w.as_bytes()))), "every word is mentioned");
+        assert_eq!(words.len(), all.len(), "each word once");
+        assert!(words.windows(2).all(|w| w[0] < w[1]) && called.windows(2).all(|w| w[0] < w[1]), "sorted, for the postings");
+    }
+
+    #[test]
+    fn postings_give_each_words_files_in_order() {
+        let postings = Postings::of(vec![vec![1, 5], vec![], vec![5, 9], vec![1, 5, 9]]);
+        assert_eq!(postings.files(1), [0, 3]);
+        assert_eq!(postings.files(5), [0, 2, 3]);
+        assert_eq!(postings.files(9), [2, 3]);
+        assert!(postings.files(4).is_empty() && postings.files(10).is_empty() && postings.files(0).is_empty());
     }
 
     #[test]
