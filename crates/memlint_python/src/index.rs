@@ -36,11 +36,13 @@ pub(crate) fn flatten_nested_spans(mut spans: Vec<(usize, usize, usize)>) -> (Ve
 }
 
 impl<'t> SemanticModel<'t> {
-    /// Indexes `node` when it is of a kind asked for (`indexed_kinds`), with its kind id.
-    pub(crate) fn index_node(&mut self, node: Node<'t>) {
-        let kind = node.kind_id();
-        if self.indexed_kinds.get(kind as usize).copied().unwrap_or(false) && node.is_named() {
-            self.indexed_nodes.push(node);
+    /// Indexes the node at `at` (a named node) when it is of a kind asked for
+    /// (`indexed_kinds`), with its kind id.
+    pub(crate) fn index_node(&mut self, nodes: &NamedNodes<'t>, at: usize) {
+        let kind = nodes.kind_id(at);
+        // Every node but the root is named; the root is whatever node the walk began at.
+        if self.indexed_kinds.get(kind as usize).copied().unwrap_or(false) && (at != 0 || nodes.node(0).is_named()) {
+            self.indexed_nodes.push(nodes.node(at));
             self.indexed_node_kinds.push(kind);
         }
     }
@@ -49,7 +51,7 @@ impl<'t> SemanticModel<'t> {
     /// (parameters, base classes, imports), in source order.
     pub(crate) fn index_subtree(&mut self, nodes: &NamedNodes<'t>, at: usize) {
         for i in nodes.subtree(at) {
-            self.index_node(nodes.node(i));
+            self.index_node(nodes, i);
         }
     }
 
@@ -69,7 +71,7 @@ impl<'t> SemanticModel<'t> {
     /// Collects what the node at `at` defines, binds and calls, stepping through the named
     /// nodes of the model's one walk of the tree.
     pub(crate) fn collect(&mut self, nodes: &NamedNodes<'t>, at: usize, scope: ScopeId, class: Option<&str>) {
-        self.index_node(nodes.node(at));
+        self.index_node(nodes, at);
         if !self.visit(nodes, at, scope, class) {
             return;
         }
@@ -84,7 +86,7 @@ impl<'t> SemanticModel<'t> {
     #[inline(never)]
     pub(crate) fn visit(&mut self, nodes: &NamedNodes<'t>, at: usize, scope: ScopeId, class: Option<&str>) -> bool {
         let node = nodes.node(at);
-        match node.kind_name() {
+        match nodes.kind(at) {
             "function_definition" => {
                 let name = node
                     .field("name")

@@ -73,16 +73,22 @@ impl<'t> NodeExt<'t> for Node<'t> {
     }
 
     fn kind_name(&self) -> &'static str {
-        static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-        let names = NAMES.get_or_init(|| {
-            let language = language();
-            (0..language.node_kind_count()).map(|id| language.node_kind_for_id(id as u16).unwrap_or("")).collect()
-        });
-        match names.get(self.kind_id() as usize) {
+        match kind_name_of(self.kind_id()) {
             Some(name) => name,
             None => self.kind(),
         }
     }
+}
+
+/// The name of the node kind `id` of the Python grammar (what [`Node::kind`] gives for a
+/// node of that kind id), from a table: no call into tree-sitter.
+pub(crate) fn kind_name_of(id: u16) -> Option<&'static str> {
+    static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        let language = language();
+        (0..language.node_kind_count()).map(|id| language.node_kind_for_id(id as u16).unwrap_or("")).collect()
+    });
+    names.get(id as usize).copied()
 }
 
 /// The fields memlint reads, in the order of [`field_id`]'s `match`.

@@ -13,6 +13,9 @@ use tree_sitter::Node;
 pub struct NamedNodes<'t> {
     /// The root, then every named node below it reached through named nodes, in preorder.
     nodes: Vec<Node<'t>>,
+    /// Each node's kind id, read once here: the walks over these nodes ask for kinds
+    /// again and again, and each question to a node is a call into tree-sitter.
+    kinds: Vec<u16>,
     /// For each node, the index one past its last descendant.
     ends: Vec<u32>,
     /// For each node, its parent's index (the root's is its own).
@@ -26,6 +29,7 @@ impl<'t> NamedNodes<'t> {
     /// anonymous node's subtree is not entered: `named_children` never reaches below one.
     pub fn of(root: Node<'t>) -> NamedNodes<'t> {
         let mut nodes = vec![root];
+        let mut kinds = vec![root.kind_id()];
         let mut ends = vec![0u32];
         let mut parents = vec![0u32];
         // The nodes entered and not yet left: each is left when the cursor climbs back to it.
@@ -39,6 +43,7 @@ impl<'t> NamedNodes<'t> {
             let node = cursor.node();
             if node.is_named() {
                 nodes.push(node);
+                kinds.push(node.kind_id());
                 ends.push(0);
                 parents.push(open.last().copied().unwrap_or(0) as u32);
                 if cursor.goto_first_child() {
@@ -65,11 +70,21 @@ impl<'t> NamedNodes<'t> {
             ends[left] = nodes.len() as u32;
         }
         let starts = nodes.iter().map(|n| n.start_byte()).collect();
-        NamedNodes { nodes, ends, parents, starts }
+        NamedNodes { nodes, kinds, ends, parents, starts }
     }
 
     pub(crate) fn node(&self, index: usize) -> Node<'t> {
         self.nodes[index]
+    }
+
+    /// The kind of the node at `index`: its [`NodeExt::kind_name`](crate::NodeExt::kind_name).
+    pub(crate) fn kind(&self, index: usize) -> &'static str {
+        crate::kind_name_of(self.kinds[index]).unwrap_or_else(|| self.nodes[index].kind())
+    }
+
+    /// The kind id of the node at `index`.
+    pub(crate) fn kind_id(&self, index: usize) -> u16 {
+        self.kinds[index]
     }
 
     /// The named children of the node at `index`, in order (as indices).
@@ -157,6 +172,8 @@ mod tests {
         while let Some((node, index)) = stack.pop() {
             visited += 1;
             assert_eq!(flat.node(index).id(), node.id());
+            assert_eq!(flat.kind(index), node.kind());
+            assert_eq!(flat.kind_id(index), node.kind_id());
             assert_eq!(flat.index_of(node), Some(index));
             let expected: Vec<usize> = node.named_children(&mut cursor).map(|c| c.id()).collect();
             let got: Vec<usize> = flat.children(index).map(|i| flat.node(i).id()).collect();

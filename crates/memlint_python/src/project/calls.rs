@@ -169,7 +169,8 @@ impl ModuleSummary {
                 continue;
             }
             let node = nodes.node(child);
-            match node.kind_name() {
+            let kind = nodes.kind(child);
+            match kind {
                 "call" => self.record_call(source, nodes, child, root, disabled, out),
                 "assignment" => {
                     self.record_instance(source, node, out);
@@ -178,7 +179,7 @@ impl ModuleSummary {
                 "return_statement" | "yield" => out.note_kept(source, node),
                 _ => {}
             }
-            let class = node.kind_name() == "class_definition";
+            let class = kind == "class_definition";
             if class {
                 out.enter_class();
             }
@@ -195,7 +196,7 @@ impl ModuleSummary {
     #[inline(never)]
     fn collect_calls_of_definition<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, disabled: bool, out: &mut CallCollector) -> bool {
         let child = nodes.node(at);
-        match child.kind_name() {
+        match nodes.kind(at) {
             "decorated_definition" => {
                 let decorators = named_children(child).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0));
                 let inner = decorators.into_iter().any(|d| decorator_disables_grad(source, d));
@@ -231,7 +232,7 @@ impl ModuleSummary {
                 // Its items (those of its `with_clause`, as `with_items_disabling_grad`
                 // gives them), then its body.
                 let (_, off) = with_items_disabling_grad(source, child);
-                if let Some(clause) = nodes.children(at).find(|c| nodes.node(*c).kind_name() == "with_clause") {
+                if let Some(clause) = nodes.children(at).find(|c| nodes.kind(*c) == "with_clause") {
                     for item in nodes.children(clause) {
                         self.collect_calls(source, nodes, item, disabled, out);
                     }
@@ -333,7 +334,7 @@ fn result_kept(source: &str, nodes: &NamedNodes<'_>, at: usize, root: usize, sco
     while let Some(parent_at) = nodes.parent(up).filter(|_| up != root) {
         up = parent_at;
         let parent = nodes.node(up);
-        match parent.kind_name() {
+        match nodes.kind(up) {
             "return_statement" | "yield" => return Kept::Known(true),
             "assignment" | "augmented_assignment" => {
                 let Some(left) = parent.field("left") else { return Kept::Known(true) };

@@ -75,7 +75,7 @@ fn attribute_calls(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Ve
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
         let n = nodes.node(i);
-        match n.kind_name() {
+        match nodes.kind(i) {
             "function_definition" | "class_definition" | "lambda" => continue,
             "assignment" => {
                 if let (Some(left), Some(right)) = (n.field("left"), n.field("right")) {
@@ -100,7 +100,7 @@ fn pretrained_calls_in(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mu
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
         let n = nodes.node(i);
-        if matches!(n.kind_name(), "function_definition" | "class_definition" | "lambda") && i != at {
+        if matches!(nodes.kind(i), "function_definition" | "class_definition" | "lambda") && i != at {
             continue;
         }
         if n.kind_name() == "call" {
@@ -230,13 +230,13 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
     let mut stack: Vec<(usize, bool)> = vec![(body, false)];
     while let Some((i, off)) = stack.pop() {
         let n = nodes.node(i);
-        match n.kind_name() {
+        match nodes.kind(i) {
             "function_definition" | "class_definition" | "lambda" => continue,
             "with_statement" => {
                 // The items of its `with_clause`, then its body (as `with_items_disabling_grad`
                 // gives them).
                 let (_, disables) = with_items_disabling_grad(source, n);
-                let clause = nodes.children(i).find(|c| nodes.node(*c).kind_name() == "with_clause");
+                let clause = nodes.children(i).find(|c| nodes.kind(*c) == "with_clause");
                 stack.extend(clause.into_iter().flat_map(|c| nodes.children(c)).map(|item| (item, off)));
                 let body = n.field("body").map(|b| b.id());
                 if let Some(inner) = nodes.children(i).find(|c| Some(nodes.node(*c).id()) == body) {

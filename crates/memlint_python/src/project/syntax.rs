@@ -79,7 +79,7 @@ pub(crate) fn parameter_free_stores(source: &str, nodes: &NamedNodes<'_>, at: us
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
         let n = nodes.node(i);
-        match n.kind_name() {
+        match nodes.kind(i) {
             "identifier" => {
                 if matches!(
                     text(source, n),
