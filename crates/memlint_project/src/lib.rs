@@ -80,8 +80,11 @@ struct Postings {
 impl Postings {
     /// From each file's words (hashed, sorted, each once).
     fn of(per_file: Vec<Vec<u64>>) -> Postings {
-        let mut pairs: Vec<(u64, u32)> =
-            per_file.into_iter().enumerate().flat_map(|(i, words)| words.into_iter().map(move |h| (h, i as u32))).collect();
+        // Sized once: grown by doubling, the pairs took fresh pages over and over.
+        let mut pairs: Vec<(u64, u32)> = Vec::with_capacity(per_file.iter().map(Vec::len).sum());
+        for (i, words) in per_file.into_iter().enumerate() {
+            pairs.extend(words.into_iter().map(|h| (h, i as u32)));
+        }
         pairs.par_sort_unstable();
         let mut postings = Postings { words: Vec::new(), starts: Vec::new(), files: Vec::with_capacity(pairs.len()) };
         for (word, file) in pairs {
@@ -500,11 +503,17 @@ impl Project {
             return m.clone();
         }
         let files = lock(&self.files).clone();
+        // Each thread reads into one buffer and gathers words in one pair of lists, reused
+        // from file to file: a fresh buffer per file took fresh pages from the system.
         let per_file: Vec<(Vec<u64>, Vec<u64>)> = files
             .par_iter()
-            .map(|f| match std::fs::read(f) {
-                Ok(bytes) => scan_words(&bytes),
-                Err(_) => (Vec::new(), Vec::new()),
+            .map_init(WordScan::default, |scan, f| {
+                use std::io::Read;
+                scan.text.clear();
+                match std::fs::File::open(f).and_then(|mut file| file.read_to_end(&mut scan.text)) {
+                    Ok(_) => scan.words(),
+                    Err(_) => (Vec::new(), Vec::new()),
+                }
             })
             .collect();
         let (mentioned, called): (Vec<Vec<u64>>, Vec<Vec<u64>>) = per_file.into_iter().unzip();
@@ -519,50 +528,81 @@ impl Project {
 /// The words of a file (identifiers, hashed, sorted, each once), and those of them that
 /// may be called there: followed by `(` or by the keyword `as`, past spaces, line breaks,
 /// backslashes and comments (see [`Mentions::called`]).
+#[cfg(test)]
 fn scan_words(bytes: &[u8]) -> (Vec<u64>, Vec<u64>) {
-    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
-    let mut words = Vec::new();
-    let mut called = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if !is_word(bytes[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < bytes.len() && is_word(bytes[i]) {
-            i += 1;
-        }
-        let word = &bytes[start..i];
-        if word[0].is_ascii_digit() {
-            continue;
-        }
-        let hash = word_hash(word);
-        words.push(hash);
-        let mut j = i;
-        while j < bytes.len() {
-            match bytes[j] {
-                b' ' | b'\t' | b'\r' | b'\n' | b'\\' | b'\x0c' => j += 1,
-                b'#' => {
-                    while j < bytes.len() && bytes[j] != b'\n' {
-                        j += 1;
+    let mut scan = WordScan { text: bytes.to_vec(), ..WordScan::default() };
+    scan.words()
+}
+
+/// A thread's buffers for [`scan_words`]: the text of the file read, and every occurrence
+/// of a word (and of a called word) before they are sorted and made distinct.
+#[derive(Default)]
+struct WordScan {
+    text: Vec<u8>,
+    words: Vec<u64>,
+    called: Vec<u64>,
+}
+
+/// Which bytes make up identifiers: ASCII letters, digits, `_`, and every byte of a
+/// non-ASCII character.
+const WORD_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
+        b += 1;
+    }
+    table
+};
+
+impl WordScan {
+    /// [`scan_words`] of `self.text`.
+    fn words(&mut self) -> (Vec<u64>, Vec<u64>) {
+        let bytes = &self.text[..];
+        let is_word = |b: u8| WORD_BYTE[b as usize];
+        self.words.clear();
+        self.called.clear();
+        let mut i = 0;
+        while i < bytes.len() {
+            if !is_word(bytes[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len() && is_word(bytes[i]) {
+                i += 1;
+            }
+            let word = &bytes[start..i];
+            if word[0].is_ascii_digit() {
+                continue;
+            }
+            let hash = word_hash(word);
+            self.words.push(hash);
+            let mut j = i;
+            while j < bytes.len() {
+                match bytes[j] {
+                    b' ' | b'\t' | b'\r' | b'\n' | b'\\' | b'\x0c' => j += 1,
+                    b'#' => {
+                        while j < bytes.len() && bytes[j] != b'\n' {
+                            j += 1;
+                        }
                     }
+                    _ => break,
                 }
-                _ => break,
+            }
+            let next_is_as = bytes[j..].starts_with(b"as") && bytes.get(j + 2).is_none_or(|b| !is_word(*b));
+            if bytes.get(j) == Some(&b'(') || next_is_as {
+                self.called.push(hash);
             }
         }
-        let next_is_as = bytes[j..].starts_with(b"as") && bytes.get(j + 2).is_none_or(|b| !is_word(*b));
-        if bytes.get(j) == Some(&b'(') || next_is_as {
-            called.push(hash);
-        }
+        let distinct = |list: &mut Vec<u64>| {
+            list.sort_unstable();
+            list.dedup();
+            list.clone()
+        };
+        (distinct(&mut self.words), distinct(&mut self.called))
     }
-    for list in [&mut words, &mut called] {
-        list.sort_unstable();
-        list.dedup();
-        // Every occurrence was pushed: keep room for the distinct words only.
-        list.shrink_to_fit();
-    }
-    (words, called)
 }
 
 /// `dir` joined with the relative folder `relative` (`"../lib"`), `..` taking back a
