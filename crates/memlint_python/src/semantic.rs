@@ -525,4 +525,9 @@ impl<'t> SemanticModel<'t> {
     pub fn indexed_node_kinds(&self) -> &[u16] {
         &self.indexed_node_kinds
     }
+
+    /// The indexed nodes of kind `kind` (a node kind id), in source order.
+    pub fn indexed_nodes_of_kind(&self, kind: u16) -> impl Iterator<Item = Node<'t>> + '_ {
+        self.indexed_nodes.iter().zip(&self.indexed_node_kinds).filter(move |(_, k)| **k == kind).map(|(n, _)| *n)
+    }
 }
