@@ -105,6 +105,17 @@ impl<'t> SemanticModel<'t> {
         if self.enclosing_function(at).is_some_and(|f| self.bindings_of(Some(f.node.id()), name).is_some()) {
             return None;
         }
+        if let Some(known) = self.module_aliases.borrow().get(name) {
+            return known.clone();
+        }
+        let alias = self.module_alias(name);
+        self.module_aliases.borrow_mut().insert(name.to_owned(), alias.clone());
+        alias
+    }
+
+    /// [`Self::alias_by_assignment`] past the reading function's own bindings: what depends
+    /// on the name alone.
+    fn module_alias(&self, name: &str) -> Option<String> {
         let bindings = self.bindings_of(None, name)?;
         let in_except = |n: Node<'t>| {
             let mut current = self.parent(n);

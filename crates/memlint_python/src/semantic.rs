@@ -233,6 +233,10 @@ pub struct SemanticModel<'t> {
     /// The fixed point of `no_grad_functions` is being computed: a gradient context asked
     /// meanwhile sees no function as no-grad yet.
     pub(crate) finding_no_grad_functions: Cell<bool>,
+    /// The last parent [`SemanticModel::parent`] gave, by node id, with its index in the
+    /// model's walk: a walk up asks for the parent of the parent it was just given, and
+    /// finding a node's index is a binary search.
+    pub(crate) last_parent: Cell<(usize, usize)>,
     pub(crate) value_cache: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
@@ -299,6 +303,9 @@ pub struct SemanticModel<'t> {
     pub(crate) project_symbols: RefCell<HashMap<String, Option<crate::Symbol>>>,
     /// Library names brought by star imports of project modules, by name (asked once).
     pub(crate) star_imported: RefCell<HashMap<String, Option<String>>>,
+    /// What each name is a module-level alias of, by assignment (`F = torch.nn.functional`),
+    /// once per name: the answer looks at every module-level binding of the name.
+    pub(crate) module_aliases: RefCell<HashMap<String, Option<String>>>,
     /// Top-level functions only called from other modules, all with gradients disabled.
     pub(crate) external_no_grad: RefCell<HashMap<usize, Option<String>>>,
 }
@@ -399,6 +406,7 @@ impl<'t> SemanticModel<'t> {
             optimizers_by_use: OnceCell::new(),
             no_grad_functions: OnceCell::new(),
             finding_no_grad_functions: Cell::new(false),
+            last_parent: Cell::new((usize::MAX, 0)),
             value_cache: RefCell::new(HashMap::default()),
             named: std::rc::Rc::new(nodes),
             scope_segments: Vec::new(),
@@ -428,6 +436,7 @@ impl<'t> SemanticModel<'t> {
             star_imports: Vec::new(),
             project_symbols: RefCell::new(HashMap::default()),
             star_imported: RefCell::new(HashMap::default()),
+            module_aliases: RefCell::new(HashMap::default()),
             external_no_grad: RefCell::new(HashMap::default()),
         };
         let nodes = model.named.clone();
@@ -470,8 +479,15 @@ impl<'t> SemanticModel<'t> {
     /// The parent of a node: from the model's walk (every named node), else tree-sitter's
     /// (an anonymous node; tree-sitter walks down from the root to find it).
     pub fn parent(&self, node: Node<'t>) -> Option<Node<'t>> {
-        match self.named.index_of(node) {
-            Some(at) => self.named.parent(at).map(|p| self.named.node(p)),
+        let (last_id, last_at) = self.last_parent.get();
+        let at = if last_id == node.id() { Some(last_at) } else { self.named.index_of(node) };
+        match at {
+            Some(at) => {
+                let p = self.named.parent(at)?;
+                let parent = self.named.node(p);
+                self.last_parent.set((parent.id(), p));
+                Some(parent)
+            }
             None => node.parent(),
         }
     }
