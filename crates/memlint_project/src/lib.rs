@@ -819,7 +819,10 @@ mod tests {
         let text = b"from m import evaluate as ev, score\nrun (x)\nfit \\\n  (y)\nstep # later\n(z)\nmodel.sample(4)\nx = train\nprint(score)\nassert_ok\nfrom n import cases as c2\n";
         let (words, called) = scan_words(text);
         // Words are kept hashed: which of the words of the text are called.
-        let all = ["from", "m", "import", "evaluate", "as", "ev", "score", "run", "x", "fit", "y", "step", "later", "z", "model", "sample", "train", "print", "assert_ok", "n", "cases", "c2"];
+        let all = [
+            "from", "m", "import", "evaluate", "as", "ev", "score", "run", "x", "fit", "y", "step", "later", "z", "model", "sample", "train",
+            "print", "assert_ok", "n", "cases", "c2",
+        ];
         let mut said_called: Vec<&str> = all.iter().copied().filter(|w| called.contains(&word_hash(w.as_bytes()))).collect();
         said_called.sort_unstable();
         // Words in comments and strings count as well (`later`): the scan may say a word
