@@ -13,6 +13,7 @@
 //! names the value flows into (looked up in the identifier index), bounded by a budget
 //! past which the value counts as handed to unseen code.
 
+use crate::index::target_leaves;
 use tree_sitter::Node;
 
 use crate::library::{READING_CALLS, READING_LIBRARIES, STORING_METHODS};
@@ -351,9 +352,7 @@ impl<'m, 't> Follower<'m, 't> {
                 "for_statement" => {
                     if parent.field("right").is_some_and(|r| r.id() == current.id()) {
                         if let Some(left) = parent.field("left") {
-                            let mut targets = Vec::new();
-                            collect_targets(left, &mut targets);
-                            for t in targets.into_iter().filter(|t| t.kind_name() == "identifier") {
+                            for t in target_leaves(left).into_iter().filter(|t| t.kind_name() == "identifier") {
                                 self.follow_name(t, parent, function, carries);
                             }
                         }
@@ -487,9 +486,7 @@ impl<'m, 't> Follower<'m, 't> {
 
     /// The value is assigned to `left`.
     fn assigned_to(&mut self, left: Node<'t>, statement: Node<'t>, function: Option<Node<'t>>, carries: Carries) {
-        let mut targets = Vec::new();
-        collect_targets(left, &mut targets);
-        for t in targets {
+        for t in target_leaves(left) {
             match t.kind_name() {
                 "identifier" => self.follow_name(t, statement, function, carries),
                 // `results[k] = out`: into a local container, followed as the container.
@@ -589,10 +586,6 @@ const READING_VERBS: &[&str] = &["save", "show", "plot", "log", "print", "visual
 
 fn reads_by_name(name: &str) -> bool {
     crate::lexicon::name_words(name).first().map(|w| READING_VERBS.contains(&w.as_str())).unwrap_or(false)
-}
-
-fn collect_targets<'t>(target: Node<'t>, out: &mut Vec<Node<'t>>) {
-    out.extend(crate::index::target_leaves(target));
 }
 
 impl<'t> SemanticModel<'t> {

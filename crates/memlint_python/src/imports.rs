@@ -72,14 +72,19 @@ impl<'t> SemanticModel<'t> {
         if !matches!(binding.kind, BindingKind::Assign | BindingKind::AugAssign | BindingKind::LoopTarget | BindingKind::WithTarget) {
             return false;
         }
-        let mut current = self.parent(binding.statement);
+        !self.in_except_clause(binding.statement)
+    }
+
+    /// Is `node` inside an `except` clause (the fallback of a `try:`)?
+    fn in_except_clause(&self, node: Node<'t>) -> bool {
+        let mut current = self.parent(node);
         while let Some(p) = current {
             if matches!(p.kind_name(), "except_clause" | "except_group_clause") {
-                return false;
+                return true;
             }
             current = self.parent(p);
         }
-        true
+        false
     }
 
     /// A name bound nowhere in this module, brought by a star import of a project module
@@ -117,17 +122,7 @@ impl<'t> SemanticModel<'t> {
     /// on the name alone.
     fn module_alias(&self, name: &str) -> Option<String> {
         let bindings = self.bindings_of(None, name)?;
-        let in_except = |n: Node<'t>| {
-            let mut current = self.parent(n);
-            while let Some(p) = current {
-                if matches!(p.kind_name(), "except_clause" | "except_group_clause") {
-                    return true;
-                }
-                current = self.parent(p);
-            }
-            false
-        };
-        let primary: Vec<&Binding<'t>> = bindings.iter().filter(|b| !in_except(b.statement)).collect();
+        let primary: Vec<&Binding<'t>> = bindings.iter().filter(|b| !self.in_except_clause(b.statement)).collect();
         let [binding] = primary[..] else { return None };
         let value = unparenthesize(binding.value.filter(|_| binding.kind == BindingKind::Assign)?);
         if !matches!(value.kind_name(), "attribute" | "identifier") || self.text(value) == name {

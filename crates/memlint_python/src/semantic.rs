@@ -542,8 +542,9 @@ impl<'t> SemanticModel<'t> {
         &self.indexed_node_kinds
     }
 
-    /// The indexed nodes of kind `kind` (a node kind id), in source order.
-    pub fn indexed_nodes_of_kind(&self, kind: u16) -> impl Iterator<Item = Node<'t>> + '_ {
+    /// The indexed nodes of the named kind `kind` (`"call"`), in source order.
+    pub fn indexed_nodes_of_kind(&self, kind: &str) -> impl Iterator<Item = Node<'t>> + '_ {
+        let kind = crate::language().id_for_node_kind(kind, true);
         self.indexed_nodes.iter().zip(&self.indexed_node_kinds).filter(move |(_, k)| **k == kind).map(|(n, _)| *n)
     }
 }

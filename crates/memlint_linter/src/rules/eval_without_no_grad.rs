@@ -119,7 +119,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     // Every call is a candidate forward pass: the calls the model indexed (the roots the
     // query runs at; see the query's comment), in source order, each judged as a forward
     // pass and then as a volatile `Variable`.
-    let calls: Vec<Node<'_>> = model.indexed_nodes_of_kind(call_kind()).collect();
+    let calls: Vec<Node<'_>> = model.indexed_nodes_of_kind("call").collect();
     for call in calls {
         if call.field("function").is_some_and(|f| f.is_named()) {
             check_forward_pass(checker, call);
@@ -128,12 +128,6 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             check_volatile(checker, call);
         }
     }
-}
-
-/// The node kind id of a call.
-fn call_kind() -> u16 {
-    static KIND: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
-    *KIND.get_or_init(|| memlint_python::language().id_for_node_kind("call", true))
 }
 
 /// Reports `call` when it is a forward pass in evaluation code.
