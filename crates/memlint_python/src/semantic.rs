@@ -206,6 +206,10 @@ pub struct SemanticModel<'t> {
     /// parameter asks for its function's callers, and finding them filters every call of
     /// that name in the module.
     pub(crate) function_calls: RefCell<HashMap<usize, Vec<Node<'t>>>>,
+    /// Memo of what each call of a function's name resolves to, by call node id: a name
+    /// defined many times (copies of a script in one file) would otherwise resolve every
+    /// call once per definition.
+    pub(crate) call_targets: RefCell<HashMap<usize, crate::values::names::CallTarget<'t>>>,
     /// Memo of [`SemanticModel::qualified_name`]: asked of the same callee by many facts
     /// (is it a backward call, a project class, a library call).
     pub(crate) qualified_names: RefCell<HashMap<NodeKey, Option<String>>>,
@@ -398,6 +402,7 @@ impl<'t> SemanticModel<'t> {
             forward_methods: RefCell::new(HashMap::default()),
             forward_method_names: RefCell::new(HashMap::default()),
             function_calls: RefCell::new(HashMap::default()),
+            call_targets: RefCell::new(HashMap::default()),
             qualified_names: RefCell::new(HashMap::default()),
             local_forwards_without_grad: RefCell::new(HashMap::default()),
             instance_classes: RefCell::new(HashMap::default()),
@@ -470,6 +475,7 @@ impl<'t> SemanticModel<'t> {
         // Answers given while the model was still being built may rest on facts it had
         // not yet collected: the memos start afresh.
         model.function_calls.get_mut().clear();
+        model.call_targets.get_mut().clear();
         model.qualified_names.get_mut().clear();
         model.local_forwards_without_grad.get_mut().clear();
         model.instance_classes.get_mut().clear();

@@ -175,3 +175,63 @@ fn a_method_defined_twice_is_its_last_definition_every_time() {
         assert!(order.windows(2).all(|w| w[0] < w[1]), "functions come in source order: {order:?}");
     }
 }
+
+/// One line per function: where it is defined, and where each call the model resolves to
+/// it is (`SemanticModel::calls_of_function`).
+fn check_callers(source: &str, expect: Expect) {
+    let source = unindent(source);
+    let parsed = parse(&source);
+    let model = SemanticModel::new(&parsed.tree, &source);
+    let index = LineIndex::new(&source);
+    let at = |byte: usize| {
+        let p = index.position(byte, &source);
+        format!("{}:{}", p.row, p.column)
+    };
+    let mut actual = String::new();
+    for function in model.functions() {
+        let calls: Vec<String> = model.calls_of_function(function).iter().map(|c| at(c.start_byte())).collect();
+        actual.push_str(&format!("{} {} <- [{}]\n", at(function.node.start_byte()), function.name, calls.join(", ")));
+    }
+    expect.assert_eq(&actual);
+}
+
+#[test]
+fn a_name_defined_twice_has_its_calls_split_by_the_binding_each_sees() {
+    // Copies of a script in one file: a module-level call sees the definition before it,
+    // a call in a function body the last one; `self.step` and `net.step` the method of
+    // the receiver's class (an instance of a module class), `Net.step` a method of the
+    // class named so.
+    check_callers(
+        r#"
+        import torch.nn as nn
+        def run():
+            pass
+        run()
+        def run():
+            pass
+        run()
+        def main():
+            run()
+        class Net(nn.Module):
+            def __init__(self):
+                self.step()
+            def step(self):
+                pass
+        class Other:
+            def step(self):
+                self.step()
+        net = Net()
+        net.step()
+        Net.step(net)
+        Other().step()
+        "#,
+        expect![[r#"
+            2:1 run <- [4:1]
+            5:1 run <- [7:1, 9:5]
+            8:1 main <- []
+            11:5 __init__ <- [18:7]
+            13:5 step <- [12:9, 19:1, 20:1]
+            16:5 step <- [17:9]
+        "#]],
+    );
+}

@@ -16,7 +16,7 @@ use crate::semantic::*;
 use crate::NodeExt;
 
 mod calls;
-mod names;
+pub(crate) mod names;
 mod uses;
 
 /// How deep a value is followed through bindings, calls and callers.

@@ -256,42 +256,58 @@ impl<'t> SemanticModel<'t> {
         // `Trainer(model, opt)` calls `Trainer.__init__`.
         if info.name == "__init__" {
             if let Some(class) = &info.class {
+                if !self.method_of(class, "__init__").is_some_and(|m| m.id() == info.node.id()) {
+                    return Vec::new();
+                }
                 return self
                     .calls_named(class)
                     .iter()
                     .copied()
-                    .filter(|call| {
-                        call.field("function").is_some_and(|c| {
-                            c.kind_name() == "identifier"
-                                && self.binding_at(self.text(c), c).is_some_and(|b| b.statement.kind_name() == "class_definition")
-                                && self.method_of(class, "__init__").is_some_and(|m| m.id() == info.node.id())
-                        })
+                    .filter(|call| match self.call_target(*call) {
+                        CallTarget::Name(Some(statement)) => statement.kind_name() == "class_definition",
+                        _ => false,
                     })
                     .collect();
             }
         }
+        let id = info.node.id();
         self.calls_named(&info.name)
             .iter()
             .copied()
-            .filter(|call| {
-                let Some(callee) = call.field("function") else { return false };
-                match (callee.kind_name(), &info.class) {
-                    ("identifier", None) => self.binding_at(self.text(callee), callee).is_some_and(|b| b.statement.id() == info.node.id()),
-                    ("attribute", Some(class)) => {
-                        let Some(receiver) = callee.field("object") else { return false };
-                        if self.text(receiver) == "self" {
-                            let caller_class = self.enclosing_function(*call).and_then(|g| g.class.clone());
-                            return caller_class.is_some_and(|c| self.method_of(&c, &info.name).is_some_and(|m| m.id() == info.node.id()));
-                        }
-                        if self.text(receiver) == class.as_str() {
-                            return true;
-                        }
-                        self.instance_class(receiver).is_some_and(|c| self.method_of(c, &info.name).is_some_and(|m| m.id() == info.node.id()))
-                    }
-                    _ => false,
-                }
+            .filter(|call| match (self.call_target(*call), &info.class) {
+                (CallTarget::Name(statement), None) => statement.is_some_and(|s| s.id() == id),
+                (CallTarget::SelfMethod(method), Some(_)) => method == Some(id),
+                (CallTarget::Receiver(receiver, method), Some(class)) => receiver == class.as_str() || method == Some(id),
+                _ => false,
             })
             .collect()
+    }
+
+    /// What the callee of `call` resolves to, worked out once per call.
+    fn call_target(&self, call: Node<'t>) -> CallTarget<'t> {
+        if let Some(known) = self.call_targets.borrow().get(&call.id()) {
+            return *known;
+        }
+        let target = self.find_call_target(call);
+        self.call_targets.borrow_mut().insert(call.id(), target);
+        target
+    }
+
+    fn find_call_target(&self, call: Node<'t>) -> CallTarget<'t> {
+        let Some(callee) = call.field("function") else { return CallTarget::Other };
+        match callee.kind_name() {
+            "identifier" => CallTarget::Name(self.binding_at(self.text(callee), callee).map(|b| b.statement)),
+            "attribute" => {
+                let (Some(receiver), Some(attribute)) = (callee.field("object"), callee.field("attribute")) else { return CallTarget::Other };
+                let name = self.text(attribute);
+                if self.text(receiver) == "self" {
+                    let caller_class = self.enclosing_function(call).and_then(|g| g.class.clone());
+                    return CallTarget::SelfMethod(caller_class.and_then(|c| self.method_of(&c, name)).map(|m| m.id()));
+                }
+                CallTarget::Receiver(self.text(receiver), self.instance_class(receiver).and_then(|c| self.method_of(c, name)).map(|m| m.id()))
+            }
+            _ => CallTarget::Other,
+        }
     }
 
     /// The value of a loop (or comprehension) target: an element of a container of modules
@@ -426,4 +442,18 @@ impl<'t> SemanticModel<'t> {
         }
         ValueKind::Callable
     }
+}
+
+/// What the callee of a call resolves to (see [`SemanticModel::calls_of_function`]).
+#[derive(Clone, Copy)]
+pub(crate) enum CallTarget<'t> {
+    /// `f(...)`: the statement of the binding of `f` in effect there.
+    Name(Option<Node<'t>>),
+    /// `self.f(...)`: the method `f` (its node id) of the caller's class.
+    SelfMethod(Option<usize>),
+    /// `x.f(...)`: `x`'s text (`C.f(...)` calls a method of the class named `C`) and the
+    /// method `f` (its node id) of the class `x` holds an instance of.
+    Receiver(&'t str, Option<usize>),
+    /// Any other callee.
+    Other,
 }
