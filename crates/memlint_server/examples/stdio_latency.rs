@@ -219,10 +219,15 @@ impl Client {
 
     /// The diagnostics published for `uri` at `version`, and when they arrived.
     pub fn diagnostics(&mut self, uri: &str, version: i64) -> Result<(Instant, Vec<Value>), String> {
-        let (at, message) = self.wait(&format!("publishDiagnostics for version {version} of {uri}"), |m| {
+        let (at, mut message) = self.wait(&format!("publishDiagnostics for version {version} of {uri}"), |m| {
             m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri && m["params"]["version"] == json!(version)
         })?;
-        Ok((at, message["params"]["diagnostics"].as_array().cloned().unwrap_or_default()))
+        // Taken, not cloned: a copy of a thousand findings would only take the measuring
+        // process's time from the server it shares the cores with.
+        match message["params"]["diagnostics"].take() {
+            Value::Array(diagnostics) => Ok((at, diagnostics)),
+            _ => Ok((at, Vec::new())),
+        }
     }
 
     pub fn open(&mut self, uri: &str, text: &str) -> Result<(), String> {

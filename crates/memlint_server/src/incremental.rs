@@ -1,19 +1,21 @@
-//! A fast first answer after an edit inside one definition: the findings of the last
-//! complete lint outside that definition, moved by the edit's length, and the findings
-//! inside it from a lint of the module with every unrelated definition left out.
+//! A fast first answer after an edit inside one top-level statement: the findings of the
+//! last complete lint outside that statement, moved by the edit's length, and the findings
+//! inside it from a lint of the module with every unrelated statement left out.
 //!
 //! Why it is only a first answer: the semantic model reads across definitions (the callers
 //! of a function decide whether its forward pass runs under `no_grad`; a backward pass
 //! anywhere in a scope makes its names tensors with history). The prediction keeps the
-//! definitions the edited one names or is named by, and gives up where it can see a
-//! dependency (a finding outside the definition whose evidence or fix lies in it, a
-//! changed header, an edit outside any definition, a line added or removed) or where it
-//! would save little (less than a quarter of the file left out). What it cannot see, the
-//! complete lint that always follows it corrects (see `Server::schedule`), so the findings
-//! a client ends up with are exactly those of a complete lint. `examples/predict_edits.rs`
-//! measures how often the first answer is already exact.
+//! statements the edited one uses or is used by, name by name as Python resolves names
+//! at module level, and gives up where it can see a dependency (a finding outside the
+//! statement whose evidence or fix lies in it, a changed definition header, a statement
+//! that binds other names than before, an edited import or comment, a line added or
+//! removed) or where it would save little (less than a quarter of the file left out). What
+//! it cannot see, the complete lint that always follows it corrects (see
+//! `Server::schedule`), so the findings a client ends up with are exactly those of a
+//! complete lint. `examples/predict_edits.rs` measures how often the first answer is
+//! already exact.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::ops::Range;
 
 use memlint_linter::Diagnostic;
@@ -28,26 +30,30 @@ pub struct Baseline {
     pub generation: u64,
 }
 
-/// A top-level definition whose body changed, in the old text and in the new one.
+/// A top-level statement (or a method, in a class) in which every changed byte lies, in
+/// the old text and in the new one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EditedDefinition {
+pub struct EditedStatement {
     /// Its bytes in the old text.
     pub old: Range<usize>,
     /// Its bytes in the new text (the same start).
     pub new: Range<usize>,
 }
 
-impl EditedDefinition {
+impl EditedStatement {
     fn delta(&self) -> isize {
         self.new.end as isize - self.old.end as isize
     }
 }
 
-/// The one top-level definition (function, class, decorated either) whose body holds every
-/// byte in which `old_text` and `new_text` differ, with its header (decorators, name,
-/// parameters, bases) unchanged, or in a class the one method whose body holds them, with
-/// its header unchanged; `None` when the texts differ anywhere else, or not at all.
-pub fn edited_definition(old_text: &str, old_tree: &Tree, new_text: &str, new_tree: &Tree) -> Option<EditedDefinition> {
+/// The one top-level statement that holds every byte in which `old_text` and `new_text`
+/// differ: a definition (function, class, decorated either) whose body holds them, with
+/// its header (decorators, name, parameters, bases) unchanged, or in a class the one
+/// method whose body holds them, with its header unchanged; or any other statement that
+/// binds the same names as before (not an import, which changes what names mean
+/// everywhere, nor a comment, which may hold a `noqa` for another line). `None` when the
+/// texts differ anywhere else, or not at all.
+pub fn edited_statement(old_text: &str, old_tree: &Tree, new_text: &str, new_tree: &Tree) -> Option<EditedStatement> {
     let (old, new) = (old_text.as_bytes(), new_text.as_bytes());
     let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
     let room = old.len().min(new.len()) - prefix;
@@ -57,19 +63,31 @@ pub fn edited_definition(old_text: &str, old_tree: &Tree, new_text: &str, new_tr
     }
     let old_changed = prefix..old.len() - suffix;
     let new_changed = prefix..new.len() - suffix;
-    let old_def = top_level_definition_around(old_tree.root_node(), &old_changed)?;
-    let new_def = top_level_definition_around(new_tree.root_node(), &new_changed)?;
-    let (old_body, new_body) = (body_start(old_def)?, body_start(new_def)?);
-    let same_header = old_def.start_byte() == new_def.start_byte()
-        && old_def.kind() == new_def.kind()
-        && old_text[old_def.start_byte()..old_body] == new_text[new_def.start_byte()..new_body];
-    // The definition's end moves by exactly the edit's length: nothing after it changed.
-    let same_tail = old.len() - old_def.end_byte() == new.len() - new_def.end_byte();
+    let old_statement = top_level_statement_around(old_tree.root_node(), &old_changed)?;
+    let new_statement = top_level_statement_around(new_tree.root_node(), &new_changed)?;
+    // The statement's end moves by exactly the edit's length: nothing after it changed.
+    let same_tail = old.len() - old_statement.end_byte() == new.len() - new_statement.end_byte();
     // Messages and facts name lines (`after model.eval() (line 16)`): an edit that adds or
     // removes a line would leave those of the findings after it wrong.
     let same_lines = old[old_changed.clone()].iter().filter(|b| **b == b'\n').count()
         == new[new_changed.clone()].iter().filter(|b| **b == b'\n').count();
-    if !(same_header && same_tail && same_lines && prefix >= old_body && prefix >= new_body) {
+    if !(same_tail && same_lines && old_statement.start_byte() == new_statement.start_byte() && old_statement.kind() == new_statement.kind()) {
+        return None;
+    }
+    if !DEFINITIONS.contains(&old_statement.kind()) {
+        let unfollowed = ["import_statement", "import_from_statement", "future_import_statement", "comment"];
+        let binds = |statement: Node<'_>, text: &str| {
+            let mut names: Vec<String> = Bound::of(statement, text).names.into_iter().map(str::to_owned).collect();
+            names.sort();
+            names
+        };
+        return (!unfollowed.contains(&old_statement.kind()) && binds(old_statement, old_text) == binds(new_statement, new_text))
+            .then(|| EditedStatement { old: old_statement.byte_range(), new: new_statement.byte_range() });
+    }
+    let (old_def, new_def) = (old_statement, new_statement);
+    let (old_body, new_body) = (body_start(old_def)?, body_start(new_def)?);
+    let same_header = old_text[old_def.start_byte()..old_body] == new_text[new_def.start_byte()..new_body];
+    if !(same_header && prefix >= old_body && prefix >= new_body) {
         return None;
     }
     let method = (|| {
@@ -80,9 +98,9 @@ pub fn edited_definition(old_text: &str, old_tree: &Tree, new_text: &str, new_tr
             && old_text[old_method.start_byte()..old_body] == new_text[new_method.start_byte()..new_body]
             && prefix >= old_body
             && prefix >= new_body)
-            .then(|| EditedDefinition { old: old_method.byte_range(), new: new_method.byte_range() })
+            .then(|| EditedStatement { old: old_method.byte_range(), new: new_method.byte_range() })
     })();
-    Some(method.unwrap_or(EditedDefinition { old: old_def.byte_range(), new: new_def.byte_range() }))
+    Some(method.unwrap_or(EditedStatement { old: old_def.byte_range(), new: new_def.byte_range() }))
 }
 
 /// The definition among a class's statements whose bytes hold `changed`.
@@ -109,11 +127,11 @@ fn undecorated(definition: Node<'_>) -> Option<Node<'_>> {
 
 const DEFINITIONS: &[&str] = &["function_definition", "class_definition", "decorated_definition"];
 
-/// The top-level definition whose bytes hold `changed` (an empty range: a point inside it).
-fn top_level_definition_around<'t>(root: Node<'t>, changed: &Range<usize>) -> Option<Node<'t>> {
+/// The top-level statement whose bytes hold `changed` (an empty range: a point inside it).
+fn top_level_statement_around<'t>(root: Node<'t>, changed: &Range<usize>) -> Option<Node<'t>> {
     let mut cursor = root.walk();
     let found = root.named_children(&mut cursor).find(|s| s.start_byte() <= changed.start && changed.end <= s.end_byte());
-    found.filter(|s| DEFINITIONS.contains(&s.kind()))
+    found
 }
 
 /// Where the body of a definition starts (after a decorated definition's decorators).
@@ -129,13 +147,17 @@ fn definition_name<'s>(definition: Node<'_>, text: &'s str) -> Option<&'s str> {
 /// `text` with the top-level statements unrelated to `edited` left out (their line breaks
 /// kept, see [`Excerpt`]).
 ///
-/// Kept: the edited definition, every import, and, until nothing changes, what kept code
-/// is tied to by name. A name of a definition ties the use to every definition of that
-/// name (the semantic model resolves names module-wide: a class to its last definition,
-/// a backward pass to any in the scope), and a definition to the statements that use its
-/// name (its callers, whose `no_grad` can decide its findings); any other name ties the
-/// statements outside definitions that bind it (a global the code reads, not the script
-/// that only tests `__name__`).
+/// Kept: the edited statement, every import and top-level comment, and, until nothing
+/// changes, what kept code is tied to by name, as the semantic model resolves a name at
+/// module level: a use in a function body to the name's last binding in the module, any
+/// other use to the last one before its statement, and any use to the last one too (the
+/// model knows a class by its last definition). So a statement is tied to the bindings its
+/// names resolve to, and the edited statement to the statements whose names resolve to
+/// what it binds: its callers, whose `no_grad` can decide its findings, and theirs in turn
+/// (not the other callers of what kept code calls). In copies of one script, an edit in
+/// one copy's function keeps only what resolves to it.
+/// A method of the edited one's class is tied to every method of it that sets an
+/// attribute of `self` it names (`self.model = ...` in `setUp`).
 ///
 /// `None` when less than a quarter of the text would be left out: the prediction would cost
 /// about what the complete lint costs, which then runs anyway.
@@ -163,65 +185,165 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
             class_members = i..i + count;
         }
     }
+    let edited_at = statements.iter().position(|s| s.byte_range() == *edited);
     let names: Vec<Option<&str>> =
         statements.iter().map(|s| if DEFINITIONS.contains(&s.kind()) { definition_name(*s, text) } else { None }).collect();
-    // The statements that define each name, and those outside definitions that bind it.
-    let mut defined: HashMap<&str, Vec<usize>> = HashMap::new();
-    let mut bound_by: HashMap<&str, Vec<usize>> = HashMap::new();
+    // What each statement binds: a definition its name, any other statement its targets.
+    let mut binds: Vec<Vec<&str>> = Vec::with_capacity(statements.len());
+    // The statements that bind each name, in order, and the methods of the edited one's
+    // class that set each attribute of `self`.
+    let mut binders: HashMap<&str, Vec<usize>> = HashMap::default();
+    let mut attribute_setters: HashMap<&str, Vec<usize>> = HashMap::default();
     for (i, s) in statements.iter().enumerate() {
-        match names[i] {
+        let mut bound = match names[i] {
             Some(name) => {
-                defined.entry(name).or_default().push(i);
-                // A method of the edited one's class binds the attributes of `self` it sets
-                // (`self.model = ...` in `setUp`).
                 if class_members.contains(&i) {
                     let body = undecorated(*s).and_then(|d| d.child_by_field_name("body"));
                     for name in body.map(|b| Bound::of(b, text).self_attributes).unwrap_or_default() {
-                        bound_by.entry(name).or_default().push(i);
+                        attribute_setters.entry(name).or_default().push(i);
                     }
                 }
+                vec![name]
             }
-            None if !DEFINITIONS.contains(&s.kind()) => {
-                for name in Bound::of(*s, text).names {
-                    bound_by.entry(name).or_default().push(i);
-                }
-            }
-            None => {}
+            None if !DEFINITIONS.contains(&s.kind()) => Bound::of(*s, text).names,
+            None => Vec::new(),
+        };
+        bound.sort_unstable();
+        bound.dedup();
+        for name in &bound {
+            binders.entry(name).or_default().push(i);
         }
+        binds.push(bound);
     }
+    // The binding of `name` a use in statement `at` sees, at module level.
+    let last = |name: &str| binders.get(name).and_then(|b| b.last().copied());
+    let last_before = |name: &str, at: usize| {
+        let b = binders.get(name)?;
+        b[..b.partition_point(|i| *i < at)].last().copied()
+    };
+    let mut uses: Vec<Option<Uses<'_>>> = vec![None; statements.len()];
+    let mut uses_of = |i: usize| uses[i].get_or_insert_with(|| Uses::of(statements[i], text)).clone();
     // Past this many bytes kept, less than a quarter of the text could be left out.
     let most = text.len() - text.len() / 4;
     let mut kept_bytes = 0;
     let mut kept = vec![false; statements.len()];
-    let mut queue: Vec<usize> = statements
+    for (i, s) in statements.iter().enumerate() {
+        if s.kind() == "comment" {
+            kept[i] = true;
+            kept_bytes += s.byte_range().len();
+        }
+    }
+    // Each statement queued with whether its users are to be kept too: those of the edited
+    // statement and, in turn, of its users (callers of callers can decide a forward
+    // pass's `no_grad`), not those of what kept code calls (its other callers do not
+    // change what the edited statement finds).
+    let mut queue: Vec<(usize, bool)> = statements
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.byte_range() == *edited || matches!(s.kind(), "import_statement" | "import_from_statement" | "future_import_statement"))
-        .map(|(i, _)| i)
-        .chain(class_core)
+        .filter(|(_, s)| matches!(s.kind(), "import_statement" | "import_from_statement" | "future_import_statement"))
+        .map(|(i, _)| (i, false))
+        .chain(class_core.into_iter().map(|i| (i, false)))
+        .chain(edited_at.map(|i| (i, true)))
         .collect();
-    while let Some(x) = queue.pop() {
-        if std::mem::replace(&mut kept[x], true) {
+    let mut users_kept = vec![false; statements.len()];
+    // Which statements mention each word: built at the first look for users.
+    let mut mentioned_in: Option<HashMap<&str, Vec<usize>>> = None;
+    while let Some((x, with_users)) = queue.pop() {
+        if !std::mem::replace(&mut kept[x], true) {
+            kept_bytes += statements[x].byte_range().len();
+            if kept_bytes > most {
+                return None;
+            }
+            // What its names resolve to.
+            let used = uses_of(x);
+            let mut resolved = Vec::new();
+            for name in &used.now {
+                resolved.extend(last_before(name, x).into_iter().chain(last(name)));
+            }
+            for name in &used.later {
+                resolved.extend(last(name));
+                if last(name) == Some(x) {
+                    resolved.extend(last_before(name, x));
+                }
+            }
+            for name in used.now.iter().chain(&used.later) {
+                resolved.extend(attribute_setters.get(name).into_iter().flatten().copied());
+            }
+            queue.extend(resolved.into_iter().filter(|y| !kept[*y]).map(|y| (y, false)));
+        }
+        if !with_users || std::mem::replace(&mut users_kept[x], true) || binds[x].is_empty() {
             continue;
         }
-        kept_bytes += statements[x].byte_range().len();
-        if kept_bytes > most {
-            return None;
-        }
-        let own: HashSet<&str> = words(&text[statements[x].byte_range()]).collect();
-        for w in own {
-            match defined.get(w) {
-                Some(definitions) => queue.extend(definitions.iter().copied().filter(|d| !kept[*d])),
-                None => queue.extend(bound_by.get(w).into_iter().flatten().copied().filter(|y| !kept[*y])),
+        // The statements whose names resolve to what it binds.
+        let mentioned_in = mentioned_in.get_or_insert_with(|| {
+            let mut index: HashMap<&str, Vec<usize>> = HashMap::default();
+            for (i, s) in statements.iter().enumerate() {
+                for w in words(&text[s.byte_range()]).collect::<HashSet<_>>() {
+                    index.entry(w).or_default().push(i);
+                }
             }
-        }
-        if let Some(name) = names[x] {
-            // Its callers: a scan of the other statements' text, once per kept definition.
-            queue.extend((0..statements.len()).filter(|y| !kept[*y] && mentions(&text[statements[*y].byte_range()], name)));
+            index
+        });
+        for name in &binds[x] {
+            for &y in mentioned_in.get(name).into_iter().flatten() {
+                if users_kept[y] || y == x {
+                    continue;
+                }
+                let used = uses_of(y);
+                let sees_x = (used.now.contains(name) || used.later.contains(name)) && last(name) == Some(x)
+                    || used.now.contains(name) && last_before(name, y) == Some(x)
+                    || used.later.contains(name) && last(name) == Some(y) && last_before(name, y) == Some(x);
+                if sees_x {
+                    queue.push((y, true));
+                }
+            }
         }
     }
     let left_out: Vec<Range<usize>> = statements.iter().zip(&kept).filter(|(_, k)| !**k).map(|(s, _)| s.byte_range()).collect();
     Some(Excerpt::leaving_out(text, &left_out))
+}
+
+/// The names a statement uses, as words of its text: those in the bodies of the functions
+/// it defines run later (they see a name's last binding in the module), the others where
+/// the statement runs. The name a definition binds is not a use of it.
+#[derive(Clone, Default)]
+struct Uses<'s> {
+    now: HashSet<&'s str>,
+    later: HashSet<&'s str>,
+}
+
+impl<'s> Uses<'s> {
+    fn of(statement: Node<'_>, text: &'s str) -> Uses<'s> {
+        let mut parts = Vec::new();
+        definition_parts(statement, &mut parts);
+        let mut uses = Uses::default();
+        let mut from = statement.start_byte();
+        for (range, is_body) in parts {
+            uses.now.extend(words(&text[from..range.start]));
+            if is_body {
+                uses.later.extend(words(&text[range.clone()]));
+            }
+            from = range.end;
+        }
+        uses.now.extend(words(&text[from..statement.end_byte()]));
+        uses
+    }
+}
+
+/// In `node`, in order: the name of each function and class it defines (`false`) and the
+/// body of each function (`true`), not looking inside those bodies.
+fn definition_parts(node: Node<'_>, out: &mut Vec<(Range<usize>, bool)>) {
+    if matches!(node.kind(), "function_definition" | "class_definition") {
+        out.extend(node.child_by_field_name("name").map(|n| (n.byte_range(), false)));
+    }
+    if node.kind() == "function_definition" {
+        out.extend(node.child_by_field_name("body").map(|b| (b.byte_range(), true)));
+        return;
+    }
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        definition_parts(child, out);
+    }
 }
 
 /// A text with some statements left out but their line breaks kept: every line keeps its
@@ -275,14 +397,6 @@ impl Excerpt {
         }
         d
     }
-}
-
-/// Does `text` use the name `name` (not as part of a longer name)?
-fn mentions(text: &str, name: &str) -> bool {
-    let is_name = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(name).any(|(at, _)| {
-        !text[..at].chars().next_back().is_some_and(is_name) && !text[at + name.len()..].chars().next().is_some_and(is_name)
-    })
 }
 
 /// What `node` binds where it runs, as the semantic model's binder takes targets apart
@@ -352,7 +466,7 @@ fn shift(range: &mut Range<usize>, from: usize, delta: isize) {
 
 /// The baseline's findings outside the edited definition, moved to the new text; `None`
 /// when one of them rests on something inside it (a fact or a fix edit there).
-pub fn findings_outside(baseline: &[Diagnostic], edited: &EditedDefinition) -> Option<(Vec<Diagnostic>, Vec<Diagnostic>)> {
+pub fn findings_outside(baseline: &[Diagnostic], edited: &EditedStatement) -> Option<(Vec<Diagnostic>, Vec<Diagnostic>)> {
     let span = &edited.old;
     let mut before = Vec::new();
     let mut after = Vec::new();
@@ -393,7 +507,7 @@ pub fn predict(baseline: &Baseline, text: &str, tree: &Tree, lint: &dyn Fn(&str)
     if baseline.text == text {
         return Some(baseline.diagnostics.clone());
     }
-    let edited = edited_definition(&baseline.text, &baseline.tree, text, tree)?;
+    let edited = edited_statement(&baseline.text, &baseline.tree, text, tree)?;
     let (mut found, after) = findings_outside(&baseline.diagnostics, &edited)?;
     let excerpt = leave_out_unrelated(text, tree, &edited.new)?;
     let inside = lint(&excerpt.text)?;
@@ -434,7 +548,7 @@ mod tests {
     #[test]
     fn an_edit_inside_a_body_names_its_definition() {
         let new = edit(TWO, "    outs.append", "    outs.appxend");
-        let found = edited_definition(TWO, &parse(TWO), &new, &parse(&new)).unwrap();
+        let found = edited_statement(TWO, &parse(TWO), &new, &parse(&new)).unwrap();
         let start = TWO.find("def evaluate").unwrap();
         assert_eq!(found.old, start..TWO.trim_end().len());
         assert_eq!(found.new, start..new.trim_end().len());
@@ -448,9 +562,9 @@ mod tests {
             ("\n\n\ndef evaluate", "\nx = 1\n\ndef evaluate"),
         ] {
             let new = edit(TWO, find, with);
-            assert_eq!(edited_definition(TWO, &parse(TWO), &new, &parse(&new)), None, "{find:?} -> {with:?}");
+            assert_eq!(edited_statement(TWO, &parse(TWO), &new, &parse(&new)), None, "{find:?} -> {with:?}");
         }
-        assert_eq!(edited_definition(TWO, &parse(TWO), TWO, &parse(TWO)), None, "no edit");
+        assert_eq!(edited_statement(TWO, &parse(TWO), TWO, &parse(TWO)), None, "no edit");
     }
 
     #[test]
@@ -489,7 +603,7 @@ mod tests {
         let mut d = lint_text(TWO).into_iter().next().unwrap();
         let inside = TWO.find("def evaluate").unwrap() + 20;
         d.evidence.push(memlint_python::Fact { text: "there".into(), range: Some(inside..inside + 3) });
-        let edited = EditedDefinition { old: inside - 20..TWO.len(), new: inside - 20..TWO.len() + 1 };
+        let edited = EditedStatement { old: inside - 20..TWO.len(), new: inside - 20..TWO.len() + 1 };
         assert!(findings_outside(&[d.clone()], &edited).is_none());
         d.evidence.pop();
         assert!(findings_outside(&[d], &edited).is_some());
@@ -512,16 +626,68 @@ mod tests {
         assert!(!blanked.contains("def other"));
     }
 
+    /// The example script the editor benchmark copies.
+    const SCRIPT: &str = include_str!("../../../tests/examples/train_classifier.py");
+
     #[test]
-    fn copies_of_one_script_are_tied_together() {
-        // Each copy's names resolve module-wide: an edit in one can change what the others
-        // find (a class's last definition, the first backward pass), so nothing is left out.
-        let copy = "import torch\n\n\ndef train(model):\n    return model(1)\n\n\ndef main():\n    train(torch.nn.Linear(1, 1))\n\n\nif __name__ == \"__main__\":\n    main()\n";
-        let text = copy.repeat(4);
-        let tree = parse(&text);
-        let third = 2 * copy.len() + copy.find("def train").unwrap();
-        let end = 2 * copy.len() + copy.find("\n\n\ndef main").unwrap();
-        assert!(leave_out_unrelated(&text, &tree, &(third..end)).is_none());
+    fn copies_of_one_script_keep_only_what_the_edited_copy_resolves_to() {
+        // A call in a function body sees the last definition of its name: the third
+        // copy's `validate` has no caller (every `main` calls the last copy's), so the
+        // other copies' definitions are left out.
+        let text = SCRIPT.repeat(4);
+        let third = 2 * SCRIPT.len();
+        let start = third + SCRIPT.find("def validate").unwrap();
+        let end = third + SCRIPT.find("\n\n\ndef main").unwrap();
+        let excerpt = leave_out_unrelated(&text, &parse(&text), &(start..end)).unwrap().text;
+        assert_eq!(excerpt.matches("def validate").count(), 1);
+        assert_eq!(excerpt.matches("def main").count(), 0);
+        assert_eq!(excerpt.matches("import torch\n").count(), 4);
+        let new = format!("{}{}", &text[..start + 100], &text[start + 100..].replacen("val_loader", "vxal_loader", 1));
+        assert_eq!(prediction(&text, &new).unwrap(), lint_text(&new));
+        // The last copy's `validate` is every `main`'s: they are kept, and what they call.
+        let last = 3 * SCRIPT.len();
+        let start = last + SCRIPT.find("def validate").unwrap();
+        let end = last + SCRIPT.find("\n\n\ndef main").unwrap();
+        let excerpt = leave_out_unrelated(&text, &parse(&text), &(start..end)).unwrap().text;
+        assert_eq!(excerpt.matches("def main").count(), 4);
+        assert_eq!(excerpt.matches("def train_one_epoch").count(), 1);
+        let new = format!("{}{}", &text[..start + 100], &text[start + 100..].replacen("val_loader", "vxal_loader", 1));
+        assert_eq!(prediction(&text, &new).unwrap(), lint_text(&new));
+    }
+
+    #[test]
+    fn an_edit_of_a_statement_outside_definitions_is_followed_when_it_binds_the_same_names() {
+        let text = SCRIPT.repeat(2);
+        // A docstring (the second copy's): it binds and uses nothing.
+        let second = text.rfind("\"\"\"Image classifier").unwrap();
+        let new = format!("{}{}", &text[..second], text[second..].replacen("classifier", "clxassifier", 1));
+        let found = edited_statement(&text, &parse(&text), &new, &parse(&new)).unwrap();
+        assert_eq!(found.old.start, second);
+        assert_eq!(prediction(&text, &new).unwrap(), lint_text(&new));
+        // A script's loop at module level: the definitions it calls are kept.
+        let script = "import torch\n\n\ndef make():\n    return torch.nn.Linear(2, 2)\n\n\ndef unrelated(values):\n    total = 0\n    for v in values:\n        total = total + v * 2 - 1\n    return total\n\n\nmodel = make()\nopt = torch.optim.SGD(model.parameters())\nlosses = []\nfor x in range(10):\n    loss = model(torch.ones(2)).sum()\n    loss.backward()\n    opt.step()\n    losses.append(loss)\n";
+        let new = edit(script, "losses.append(loss)", "losses.append(loss.item())");
+        assert!(edited_statement(script, &parse(script), &new, &parse(&new)).is_some());
+        assert_eq!(prediction(script, &new).unwrap(), lint_text(&new));
+        assert_ne!(lint_text(script), lint_text(&new));
+        // Binding another name, an import, a comment: not followed.
+        for (find, with) in [("model = make()", "modxel = make()"), ("import torch\n", "import torxch\n")] {
+            let new = edit(script, find, with);
+            assert_eq!(edited_statement(script, &parse(script), &new, &parse(&new)), None, "{find:?} -> {with:?}");
+        }
+        let commented = format!("{script}# a note\n");
+        let new = edit(&commented, "# a note", "# noqa: MEM002");
+        assert_eq!(edited_statement(&commented, &parse(&commented), &new, &parse(&new)), None);
+    }
+
+    #[test]
+    fn a_definition_is_not_a_use_of_its_own_name() {
+        // The header `def step(...)` names `step`, but the other `step` is not tied to it.
+        let text = "def step(x):\n    return x\n\n\ndef step(x):\n    return x + 1\n\n\ndef other(values):\n    print(values, len(values), sum(values), max(values))\n    return values\n";
+        let start = text.find("def step(x):\n    return x +").unwrap();
+        let excerpt = leave_out_unrelated(text, &parse(text), &(start..text.find("\n\n\ndef other").unwrap())).unwrap().text;
+        assert_eq!(excerpt.matches("def step").count(), 1);
+        assert!(!excerpt.contains("def other"));
     }
 
     #[test]
@@ -540,7 +706,7 @@ mod tests {
     #[test]
     fn an_edit_inside_a_method_names_the_method() {
         let new = edit(CLASS, "        total += loss", "        total += lxoss");
-        let found = edited_definition(CLASS, &parse(CLASS), &new, &parse(&new)).unwrap();
+        let found = edited_statement(CLASS, &parse(CLASS), &new, &parse(&new)).unwrap();
         let start = CLASS.find("    def fit").unwrap() + 4;
         assert_eq!(found.old, start..CLASS.find("\n\n    @torch.no_grad()").unwrap());
         let blanked = leave_out_unrelated(&new, &parse(&new), &found.new).unwrap().text;
@@ -572,13 +738,6 @@ mod tests {
         let mut bound = Bound::of(tree.root_node().named_child(0).unwrap(), text).names;
         bound.sort();
         assert_eq!(bound, ["K", "a", "b", "c", "d", "e", "g", "total"]);
-    }
-
-    #[test]
-    fn a_name_is_mentioned_only_whole() {
-        assert!(mentions("x = train(y)", "train"));
-        assert!(!mentions("x = train_1(y)", "train"));
-        assert!(!mentions("x = pretrain(y) + étrain", "train"));
     }
 
     #[test]
