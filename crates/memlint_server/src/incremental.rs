@@ -55,9 +55,9 @@ impl EditedStatement {
 /// texts differ anywhere else, or not at all.
 pub fn edited_statement(old_text: &str, old_tree: &Tree, new_text: &str, new_tree: &Tree) -> Option<EditedStatement> {
     let (old, new) = (old_text.as_bytes(), new_text.as_bytes());
-    let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let prefix = common_prefix(old, new);
     let room = old.len().min(new.len()) - prefix;
-    let suffix = old.iter().rev().zip(new.iter().rev()).take(room).take_while(|(a, b)| a == b).count();
+    let suffix = common_suffix(&old[prefix..], &new[prefix..]).min(room);
     if prefix == old.len() && prefix == new.len() {
         return None;
     }
@@ -127,6 +127,30 @@ fn undecorated(definition: Node<'_>) -> Option<Node<'_>> {
 
 const DEFINITIONS: &[&str] = &["function_definition", "class_definition", "decorated_definition"];
 
+/// How many bytes `a` and `b` start with in common: compared a block at a time (`memcmp`),
+/// then byte by byte in the first block that differs.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 256;
+    let n = a.len().min(b.len());
+    let mut at = 0;
+    while at + BLOCK <= n && a[at..at + BLOCK] == b[at..at + BLOCK] {
+        at += BLOCK;
+    }
+    at + a[at..n].iter().zip(&b[at..n]).take_while(|(x, y)| x == y).count()
+}
+
+/// How many bytes `a` and `b` end with in common.
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 256;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut at = n;
+    while at >= BLOCK && a[at - BLOCK..at] == b[at - BLOCK..at] {
+        at -= BLOCK;
+    }
+    n - at + a[..at].iter().rev().zip(b[..at].iter().rev()).take_while(|(x, y)| x == y).count()
+}
+
 /// The top-level statement whose bytes hold `changed` (an empty range: a point inside it).
 fn top_level_statement_around<'t>(root: Node<'t>, changed: &Range<usize>) -> Option<Node<'t>> {
     let mut cursor = root.walk();
@@ -144,14 +168,37 @@ fn definition_name<'s>(definition: Node<'_>, text: &'s str) -> Option<&'s str> {
     Some(&text[undecorated(definition)?.child_by_field_name("name")?.byte_range()])
 }
 
+const IMPORTS: &[&str] = &["import_statement", "import_from_statement"];
+
+/// The names an import binds: `torch` for `import torch.nn`, `nn` for `import torch.nn as
+/// nn`, `F` for `from torch.nn import functional as F`.
+fn imported_names<'s>(import: Node<'_>, text: &'s str) -> Vec<&'s str> {
+    let mut cursor = import.walk();
+    let names: Vec<Node<'_>> = if import.kind() == "import_statement" {
+        import.named_children(&mut cursor).collect()
+    } else {
+        import.children_by_field_name("name", &mut cursor).collect()
+    };
+    names
+        .into_iter()
+        .filter_map(|n| match n.kind() {
+            "dotted_name" if import.kind() == "import_statement" => text[n.byte_range()].split('.').next(),
+            "dotted_name" => Some(&text[n.byte_range()]),
+            "aliased_import" => n.child_by_field_name("alias").map(|a| &text[a.byte_range()]),
+            _ => None,
+        })
+        .collect()
+}
+
 /// `text` with the top-level statements unrelated to `edited` left out (their line breaks
 /// kept, see [`Excerpt`]).
 ///
-/// Kept: the edited statement, every import and top-level comment, and, until nothing
-/// changes, what kept code is tied to by name, as the semantic model resolves a name at
-/// module level: a use in a function body to the name's last binding in the module, any
-/// other use to the last one before its statement, and any use to the last one too (the
-/// model knows a class by its last definition). So a statement is tied to the bindings its
+/// Kept: the edited statement, every import (a fix may add one where there is none) and
+/// top-level comment, and, until nothing changes, what kept code is tied to by name, as
+/// the semantic model resolves a name at module level: a use in a function body to the
+/// name's last binding in the module, any other use to the last one before its
+/// statement, and any use to the last one too (the model knows a class by its last
+/// definition). So a statement is tied to the bindings its
 /// names resolve to, and the edited statement to the statements whose names resolve to
 /// what it binds: its callers, whose `no_grad` can decide its findings, and theirs in turn
 /// (not the other callers of what kept code calls). In copies of one script, an edit in
@@ -205,6 +252,7 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
                 }
                 vec![name]
             }
+            None if IMPORTS.contains(&s.kind()) => imported_names(*s, text),
             None if !DEFINITIONS.contains(&s.kind()) => Bound::of(*s, text).names,
             None => Vec::new(),
         };
@@ -240,7 +288,7 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     let mut queue: Vec<(usize, bool)> = statements
         .iter()
         .enumerate()
-        .filter(|(_, s)| matches!(s.kind(), "import_statement" | "import_from_statement" | "future_import_statement"))
+        .filter(|(_, s)| s.kind() == "future_import_statement" || IMPORTS.contains(&s.kind()))
         .map(|(i, _)| (i, false))
         .chain(class_core.into_iter().map(|i| (i, false)))
         .chain(edited_at.map(|i| (i, true)))
@@ -254,8 +302,8 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
             if kept_bytes > most {
                 return None;
             }
-            // What its names resolve to.
-            let used = uses_of(x);
+            // What its names resolve to (an import uses none).
+            let used = if IMPORTS.contains(&statements[x].kind()) { Uses::default() } else { uses_of(x) };
             let mut resolved = Vec::new();
             for name in &used.now {
                 resolved.extend(last_before(name, x).into_iter().chain(last(name)));
@@ -748,6 +796,17 @@ mod tests {
         assert_eq!(excerpt.text, "a = 1\r\n\r\n\r\n\r\nb = 3\r\n");
         assert_eq!(excerpt.to_original(excerpt.text.find('b').unwrap()), text.find('b').unwrap());
         assert_eq!(excerpt.to_original(2), 2);
+    }
+
+    #[test]
+    fn common_ends_are_counted_across_blocks() {
+        let long = "ab".repeat(1000);
+        for (a, b) in [(long.clone() + "x" + &long, long.clone() + "yz" + &long), (long.clone(), long.clone() + "q"), (String::new(), long.clone())] {
+            let (a, b) = (a.as_bytes(), b.as_bytes());
+            let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+            let suffix = a.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
+            assert_eq!((common_prefix(a, b), common_suffix(a, b)), (prefix, suffix));
+        }
     }
 
     #[test]
