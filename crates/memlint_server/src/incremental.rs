@@ -198,13 +198,12 @@ fn imported_names<'s>(import: Node<'_>, text: &'s str) -> Vec<&'s str> {
 /// the semantic model resolves a name at module level: a use in a function body to the
 /// name's last binding in the module, any other use to the last one before its
 /// statement, and any use to the last one too (the model knows a class by its last
-/// definition). So a statement is tied to the bindings its
-/// names resolve to, and the edited statement to the statements whose names resolve to
-/// what it binds: its callers, whose `no_grad` can decide its findings, and theirs in turn
-/// (not the other callers of what kept code calls). In copies of one script, an edit in
-/// one copy's function keeps only what resolves to it.
-/// A method of the edited one's class is tied to every method of it that sets an
-/// attribute of `self` it names (`self.model = ...` in `setUp`).
+/// definition), and any mention of an attribute of `self` to every statement that assigns
+/// it (the model knows `self.model` by name across the module's classes). So a statement
+/// is tied to the bindings its names resolve to, and the edited statement to the
+/// statements whose names resolve to what it binds: its callers, whose `no_grad` can decide
+/// its findings, and theirs in turn (not the other callers of what kept code calls). In
+/// copies of one script, an edit in one copy's function keeps only what resolves to it.
 ///
 /// `None` when less than a quarter of the text would be left out: the prediction would cost
 /// about what the complete lint costs, which then runs anyway.
@@ -215,7 +214,6 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     // A method: its class's statements take the class's place (the class's header stays),
     // and what makes the class what it is stays with them.
     let mut class_core = Vec::new();
-    let mut class_members = 0..0;
     if !statements.iter().any(|s| s.byte_range() == *edited) {
         let class = statements.iter().position(|s| s.start_byte() <= edited.start && edited.end <= s.end_byte());
         if let Some((i, body)) = class.and_then(|i| Some((i, class_body(statements[i])?))) {
@@ -227,9 +225,7 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
                     matches!(name, Some("__init__" | "forward" | "__call__"))
                 })
                 .collect();
-            let count = members.len();
             statements.splice(i..i + 1, members);
-            class_members = i..i + count;
         }
     }
     let edited_at = statements.iter().position(|s| s.byte_range() == *edited);
@@ -237,21 +233,11 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
         statements.iter().map(|s| if DEFINITIONS.contains(&s.kind()) { definition_name(*s, text) } else { None }).collect();
     // What each statement binds: a definition its name, any other statement its targets.
     let mut binds: Vec<Vec<&str>> = Vec::with_capacity(statements.len());
-    // The statements that bind each name, in order, and the methods of the edited one's
-    // class that set each attribute of `self`.
+    // The statements that bind each name, in order.
     let mut binders: HashMap<&str, Vec<usize>> = HashMap::default();
-    let mut attribute_setters: HashMap<&str, Vec<usize>> = HashMap::default();
     for (i, s) in statements.iter().enumerate() {
         let mut bound = match names[i] {
-            Some(name) => {
-                if class_members.contains(&i) {
-                    let body = undecorated(*s).and_then(|d| d.child_by_field_name("body"));
-                    for name in body.map(|b| Bound::of(b, text).self_attributes).unwrap_or_default() {
-                        attribute_setters.entry(name).or_default().push(i);
-                    }
-                }
-                vec![name]
-            }
+            Some(name) => vec![name],
             None if IMPORTS.contains(&s.kind()) => imported_names(*s, text),
             None if !DEFINITIONS.contains(&s.kind()) => Bound::of(*s, text).names,
             None => Vec::new(),
@@ -294,6 +280,8 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
         .chain(edited_at.map(|i| (i, true)))
         .collect();
     let mut users_kept = vec![false; statements.len()];
+    // Which statements assign each attribute of `self`: built at the first mention of one.
+    let mut attribute_setters: Option<HashMap<&str, Vec<usize>>> = None;
     // Which statements mention each word: built at the first look for users.
     let mut mentioned_in: Option<HashMap<&str, Vec<usize>>> = None;
     while let Some((x, with_users)) = queue.pop() {
@@ -314,8 +302,26 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
                     resolved.extend(last_before(name, x));
                 }
             }
-            for name in used.now.iter().chain(&used.later) {
-                resolved.extend(attribute_setters.get(name).into_iter().flatten().copied());
+            // The model knows `self.model` by its attribute name across the module's
+            // classes, by the values any method assigns to it.
+            let mut attributes = self_attributes(&text[statements[x].byte_range()]).peekable();
+            if attributes.peek().is_some() {
+                let setters = attribute_setters.get_or_insert_with(|| {
+                    let mut index: HashMap<&str, Vec<usize>> = HashMap::default();
+                    for (i, s) in statements.iter().enumerate() {
+                        let mut set = Vec::new();
+                        assigned_self_attributes(*s, text, &mut set);
+                        set.sort_unstable();
+                        set.dedup();
+                        for attribute in set {
+                            index.entry(attribute).or_default().push(i);
+                        }
+                    }
+                    index
+                });
+                for attribute in attributes {
+                    resolved.extend(setters.get(attribute).into_iter().flatten().copied());
+                }
             }
             queue.extend(resolved.into_iter().filter(|y| !kept[*y]).map(|y| (y, false)));
         }
@@ -349,6 +355,38 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     }
     let left_out: Vec<Range<usize>> = statements.iter().zip(&kept).filter(|(_, k)| !**k).map(|(s, _)| s.byte_range()).collect();
     Some(Excerpt::leaving_out(text, &left_out))
+}
+
+/// The attributes of `self` that `text` names (`self.model`, `self.model.eval()`).
+fn self_attributes(text: &str) -> impl Iterator<Item = &str> {
+    let is_name = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices("self.").filter_map(move |(at, _)| {
+        if text[..at].chars().next_back().is_some_and(is_name) {
+            return None;
+        }
+        let rest = &text[at + 5..];
+        let end = rest.find(|c: char| !is_name(c)).unwrap_or(rest.len());
+        (end > 0).then(|| &rest[..end])
+    })
+}
+
+/// The attributes of `self` that assignments, `for` and `with` targets anywhere in `node`
+/// (in its nested definitions too) bind.
+fn assigned_self_attributes<'s>(node: Node<'_>, text: &'s str, out: &mut Vec<&'s str>) {
+    let target = match node.kind() {
+        "assignment" | "augmented_assignment" | "for_statement" => node.child_by_field_name("left"),
+        "as_pattern_target" => Some(node),
+        _ => None,
+    };
+    for leaf in target.map(memlint_python::target_leaves).unwrap_or_default() {
+        if leaf.kind() == "attribute" && leaf.child_by_field_name("object").is_some_and(|o| &text[o.byte_range()] == "self") {
+            out.extend(leaf.child_by_field_name("attribute").map(|a| &text[a.byte_range()]));
+        }
+    }
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        assigned_self_attributes(child, text, out);
+    }
 }
 
 /// The names a statement uses, as words of its text: those in the bodies of the functions
