@@ -487,12 +487,10 @@ impl Excerpt {
 
 /// What `node` binds where it runs, as the semantic model's binder takes targets apart
 /// ([`memlint_python::target_leaves`]): the names its assignment, `for` and `with` targets
-/// and nested definitions bind (not what those definitions' bodies bind), and the
-/// attributes of `self` it assigns.
+/// and nested definitions bind (not what those definitions' bodies bind).
 #[derive(Default)]
 struct Bound<'s> {
     names: Vec<&'s str>,
-    self_attributes: Vec<&'s str>,
 }
 
 impl<'s> Bound<'s> {
@@ -513,12 +511,8 @@ impl<'s> Bound<'s> {
             _ => None,
         };
         for leaf in target.map(memlint_python::target_leaves).unwrap_or_default() {
-            match leaf.kind() {
-                "identifier" => self.names.push(&text[leaf.byte_range()]),
-                "attribute" if leaf.child_by_field_name("object").is_some_and(|o| &text[o.byte_range()] == "self") => {
-                    self.self_attributes.extend(leaf.child_by_field_name("attribute").map(|a| &text[a.byte_range()]))
-                }
-                _ => {}
+            if leaf.kind() == "identifier" {
+                self.names.push(&text[leaf.byte_range()]);
             }
         }
         let mut cursor = node.walk();
@@ -592,6 +586,11 @@ pub fn findings_outside(baseline: &[Diagnostic], edited: &EditedStatement) -> Op
 pub fn predict(baseline: &Baseline, text: &str, tree: &Tree, lint: &dyn Fn(&str) -> Option<Vec<Diagnostic>>) -> Option<Vec<Diagnostic>> {
     if baseline.text == text {
         return Some(baseline.diagnostics.clone());
+    }
+    // A syntax error made or mended anywhere changes what the linter knows of the whole
+    // module (a fact such as "the program may run with CUDA" rests on all of it).
+    if tree.root_node().has_error() != baseline.tree.root_node().has_error() {
+        return None;
     }
     let edited = edited_statement(&baseline.text, &baseline.tree, text, tree)?;
     let (mut found, after) = findings_outside(&baseline.diagnostics, &edited)?;
@@ -677,6 +676,16 @@ mod tests {
         assert!(lint_text(CALLER).is_empty());
         assert_eq!(lint_text(&new).len(), 1);
         assert_eq!(prediction(CALLER, &new), Some(Vec::new()));
+    }
+
+    #[test]
+    fn an_edit_that_makes_or_mends_a_syntax_error_is_not_followed() {
+        // A stray `)`: an error in the parse, which the linter reads as a whole.
+        let broken = edit(TWO, "        loss.backward()", "        loss.backward())");
+        assert!(parse(&broken).root_node().has_error());
+        assert!(edited_statement(TWO, &parse(TWO), &broken, &parse(&broken)).is_some());
+        assert_eq!(prediction(TWO, &broken), None);
+        assert_eq!(prediction(&broken, TWO), None);
     }
 
     #[test]
@@ -807,6 +816,19 @@ mod tests {
         let method = text.find("def test_forward").unwrap()..text.find("\n\n    def test_something_else").unwrap();
         let kept = leave_out_unrelated(text, &parse(text), &method).unwrap().text;
         assert!(kept.contains("def setUp") && kept.contains("def test_forward") && !kept.contains("test_something_else"));
+    }
+
+    #[test]
+    fn a_method_is_tied_to_every_class_that_sets_an_attribute_of_self_it_reads() {
+        // The model knows `self.net` by name in the whole module: what another class's
+        // `setUp` assigns to it (and calls on it there) counts.
+        let text = "import torch\n\n\nclass A:\n    def test_forward(self):\n        y = self.net(torch.ones(2))\n        assert y.shape == (2,)\n\n    def test_other(self):\n        values = [1, 2, 3]\n        assert sum(values) == 6\n\n\nclass B:\n    def setUp(self):\n        self.net = torch.nn.Linear(2, 2)\n        self.net.load_state_dict({})\n\n\nclass C:\n    def test_unrelated(self):\n        values = [4, 5, 6]\n        assert max(values) == 6\n        assert min(values) == 4\n";
+        let method = text.find("def test_forward").unwrap()..text.find("\n\n    def test_other").unwrap();
+        let kept = leave_out_unrelated(text, &parse(text), &method).unwrap().text;
+        assert!(kept.contains("class B:") && kept.contains("self.net = torch.nn.Linear"));
+        assert!(!kept.contains("class C:") && !kept.contains("def test_other"));
+        let new = edit(text, "assert y.shape", "assert y.sxhape");
+        assert_eq!(prediction(text, &new).unwrap(), lint_text(&new));
     }
 
     #[test]
