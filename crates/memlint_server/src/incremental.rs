@@ -153,9 +153,10 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 
 /// The top-level statement whose bytes hold `changed` (an empty range: a point inside it).
 fn top_level_statement_around<'t>(root: Node<'t>, changed: &Range<usize>) -> Option<Node<'t>> {
-    let mut cursor = root.walk();
-    let found = root.named_children(&mut cursor).find(|s| s.start_byte() <= changed.start && changed.end <= s.end_byte());
-    found
+    // The first statement that ends after the change's start (a search down tree-sitter's
+    // balanced tree of the module's children, not a walk along them).
+    let found = root.first_named_child_for_byte(changed.start)?;
+    (found.start_byte() <= changed.start && changed.end <= found.end_byte()).then_some(found)
 }
 
 /// Where the body of a definition starts (after a decorated definition's decorators).
@@ -193,8 +194,8 @@ fn imported_names<'s>(import: Node<'_>, text: &'s str) -> Vec<&'s str> {
 /// `text` with the top-level statements unrelated to `edited` left out (their line breaks
 /// kept, see [`Excerpt`]).
 ///
-/// Kept: the edited statement, every import (a fix may add one where there is none) and
-/// top-level comment, and, until nothing changes, what kept code is tied to by name, as
+/// Kept: the edited statement, every import (a fix may add one where there is none; of
+/// imports written alike, the last) and top-level comment, and, until nothing changes, what kept code is tied to by name, as
 /// the semantic model resolves a name at module level: a use in a function body to the
 /// name's last binding in the module, any other use to the last one before its
 /// statement, and any use to the last one too (the model knows a class by its last
@@ -267,6 +268,14 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
             kept_bytes += s.byte_range().len();
         }
     }
+    // Of imports written alike (copies of a script), the last is the one the model looks a
+    // name up by; the others are kept where a statement's name resolves to them.
+    let mut last_of_its_text: HashMap<&str, usize> = HashMap::default();
+    for (i, s) in statements.iter().enumerate() {
+        if IMPORTS.contains(&s.kind()) {
+            last_of_its_text.insert(&text[s.byte_range()], i);
+        }
+    }
     // Each statement queued with whether its users are to be kept too: those of the edited
     // statement and, in turn, of its users (callers of callers can decide a forward
     // pass's `no_grad`), not those of what kept code calls (its other callers do not
@@ -274,7 +283,7 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     let mut queue: Vec<(usize, bool)> = statements
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.kind() == "future_import_statement" || IMPORTS.contains(&s.kind()))
+        .filter(|(i, s)| s.kind() == "future_import_statement" || IMPORTS.contains(&s.kind()) && last_of_its_text[&text[s.byte_range()]] == *i)
         .map(|(i, _)| (i, false))
         .chain(class_core.into_iter().map(|i| (i, false)))
         .chain(edited_at.map(|i| (i, true)))
@@ -737,7 +746,8 @@ mod tests {
         let excerpt = leave_out_unrelated(&text, &parse(&text), &(start..end)).unwrap().text;
         assert_eq!(excerpt.matches("def validate").count(), 1);
         assert_eq!(excerpt.matches("def main").count(), 0);
-        assert_eq!(excerpt.matches("import torch\n").count(), 4);
+        // Of the four `import torch`, the last (the one the model looks `torch` up by).
+        assert_eq!(excerpt.matches("import torch\n").count(), 1);
         let new = format!("{}{}", &text[..start + 100], &text[start + 100..].replacen("val_loader", "vxal_loader", 1));
         assert_eq!(prediction(&text, &new).unwrap(), lint_text(&new));
         // The last copy's `validate` is every `main`'s: they are kept, and what they call.
