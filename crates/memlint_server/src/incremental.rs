@@ -159,6 +159,13 @@ fn top_level_statement_around<'t>(root: Node<'t>, changed: &Range<usize>) -> Opt
     (found.start_byte() <= changed.start && changed.end <= found.end_byte()).then_some(found)
 }
 
+/// Does no top-level statement of `root` but `statement` hold a syntax error?
+fn errors_only_in(root: Node<'_>, statement: Node<'_>) -> bool {
+    let mut cursor = root.walk();
+    let clean = root.children(&mut cursor).all(|s| s.id() == statement.id() || !s.has_error());
+    clean
+}
+
 /// Where the body of a definition starts (after a decorated definition's decorators).
 fn body_start(definition: Node<'_>) -> Option<usize> {
     Some(undecorated(definition)?.child_by_field_name("body")?.start_byte())
@@ -596,13 +603,24 @@ pub fn predict(baseline: &Baseline, text: &str, tree: &Tree, lint: &dyn Fn(&str)
     if baseline.text == text {
         return Some(baseline.diagnostics.clone());
     }
-    // A syntax error made or mended: the parser's recovery may reshape code past the
-    // edited statement, and the linter drops findings in a region an error touches (a
-    // broken `for` took a finding 70 lines below it out of the complete lint).
-    if tree.root_node().has_error() != baseline.tree.root_node().has_error() {
-        return None;
-    }
     let edited = edited_statement(&baseline.text, &baseline.tree, text, tree)?;
+    // A syntax error made or mended: the parser's recovery may reshape code past the
+    // edited statement (a broken `for` once took a finding 70 lines below it out of the
+    // complete lint), and the linter drops findings in the top-level statement right after
+    // a broken one. Followed only when the error stays in the edited statement's
+    // top-level statement and the one after it has no finding.
+    if tree.root_node().has_error() != baseline.tree.root_node().has_error() {
+        let old_top = top_level_statement_around(baseline.tree.root_node(), &edited.old)?;
+        let new_top = top_level_statement_around(tree.root_node(), &edited.new)?;
+        if !errors_only_in(baseline.tree.root_node(), old_top) || !errors_only_in(tree.root_node(), new_top) {
+            return None;
+        }
+        if let Some(next) = old_top.next_named_sibling() {
+            if baseline.diagnostics.iter().any(|d| next.byte_range().contains(&d.range.start)) {
+                return None;
+            }
+        }
+    }
     let (mut found, after) = findings_outside(&baseline.diagnostics, &edited)?;
     let excerpt = leave_out_unrelated(text, tree, &edited.new)?;
     let inside = lint(&excerpt.text)?;
@@ -689,13 +707,19 @@ mod tests {
     }
 
     #[test]
-    fn an_edit_that_makes_or_mends_a_syntax_error_is_not_followed() {
-        // A stray `)`: an error in the parse, whose recovery may reach past the statement.
+    fn an_edit_that_makes_or_mends_a_syntax_error_is_followed_only_where_the_error_stays() {
+        // A stray `)` in `train`: the statement after it (`evaluate`) has findings, which
+        // the linter may drop after a broken statement.
         let broken = edit(TWO, "        loss.backward()", "        loss.backward())");
         assert!(parse(&broken).root_node().has_error());
         assert!(edited_statement(TWO, &parse(TWO), &broken, &parse(&broken)).is_some());
         assert_eq!(prediction(TWO, &broken), None);
         assert_eq!(prediction(&broken, TWO), None);
+        // `rxeturn` in the last function: the error stays in it, nothing follows it.
+        let broken = edit(TWO, "    return outs", "    rxeturn outs");
+        assert!(parse(&broken).root_node().has_error());
+        assert_eq!(prediction(TWO, &broken).unwrap(), lint_text(&broken));
+        assert_eq!(prediction(&broken, TWO).unwrap(), lint_text(TWO));
     }
 
     #[test]
