@@ -206,8 +206,9 @@ fn imported_names<'s>(import: Node<'_>, text: &'s str) -> Vec<&'s str> {
 /// the semantic model resolves a name at module level: a use in a function body to the
 /// name's last binding in the module, any other use to the last one before its
 /// statement, and any use to the last one too (the model knows a class by its last
-/// definition), and any mention of an attribute of `self` to every statement that assigns
-/// it (the model knows `self.model` by name across the module's classes). So a statement
+/// definition), and a mention of an attribute of `self` in the edited statement or its users
+/// to every statement that assigns it (the model knows `self.model` by name across the
+/// module's classes). So a statement
 /// is tied to the bindings its names resolve to, and the edited statement to the
 /// statements whose names resolve to what it binds: its callers, whose `no_grad` can decide
 /// its findings, and theirs in turn (not the other callers of what kept code calls). In
@@ -319,9 +320,12 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
                 }
             }
             // The model knows `self.model` by its attribute name across the module's
-            // classes, by the values any method assigns to it.
+            // classes, by the values any method assigns to it: for the edited statement and
+            // its users (what kept code calls is summarized by what it names, as above;
+            // following its attributes too would keep every copy of a class in a file of
+            // copies of one script).
             let mut attributes = self_attributes(&text[statements[x].byte_range()]).peekable();
-            if attributes.peek().is_some() {
+            if with_users && attributes.peek().is_some() {
                 let setters = attribute_setters.get_or_insert_with(|| {
                     let mut index: HashMap<&str, Vec<usize>> = HashMap::default();
                     for (i, s) in statements.iter().enumerate() {
