@@ -299,8 +299,7 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     let mut users_kept = vec![false; statements.len()];
     // Which statements assign each attribute of `self`: built at the first mention of one.
     let mut attribute_setters: Option<HashMap<&str, Vec<usize>>> = None;
-    // Which statements mention each word: built at the first look for users.
-    let mut mentioned_in: Option<HashMap<&str, Vec<usize>>> = None;
+    let starts: Vec<usize> = statements.iter().map(|s| s.start_byte()).collect();
     while let Some((x, with_users)) = queue.pop() {
         if !std::mem::replace(&mut kept[x], true) {
             kept_bytes += statements[x].byte_range().len();
@@ -349,17 +348,8 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
             continue;
         }
         // The statements whose names resolve to what it binds.
-        let mentioned_in = mentioned_in.get_or_insert_with(|| {
-            let mut index: HashMap<&str, Vec<usize>> = HashMap::default();
-            for (i, s) in statements.iter().enumerate() {
-                for w in words(&text[s.byte_range()]).collect::<HashSet<_>>() {
-                    index.entry(w).or_default().push(i);
-                }
-            }
-            index
-        });
         for name in &binds[x] {
-            for &y in mentioned_in.get(name).into_iter().flatten() {
+            for y in statements_mentioning(text, &starts, name) {
                 if users_kept[y] || y == x {
                     continue;
                 }
@@ -375,6 +365,20 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     }
     let left_out: Vec<Range<usize>> = statements.iter().zip(&kept).filter(|(_, k)| !**k).map(|(s, _)| s.byte_range()).collect();
     Some(Excerpt::leaving_out(text, &left_out))
+}
+
+/// The statements (by index; `starts` holds where each begins, in order) whose text has
+/// `name` as a whole word: one search of the whole text (a word between statements, in a
+/// comment, falls to the statement before it, which is harmless: it is only a candidate).
+fn statements_mentioning(text: &str, starts: &[usize], name: &str) -> Vec<usize> {
+    let is_name = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found: Vec<usize> = text
+        .match_indices(name)
+        .filter(|(at, _)| !text[..*at].chars().next_back().is_some_and(is_name) && !text[at + name.len()..].chars().next().is_some_and(is_name))
+        .filter_map(|(at, _)| starts.partition_point(|s| *s <= at).checked_sub(1))
+        .collect();
+    found.dedup();
+    found
 }
 
 /// The attributes of `self` that `text` names (`self.model`, `self.model.eval()`).
