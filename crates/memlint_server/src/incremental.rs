@@ -202,17 +202,17 @@ fn imported_names<'s>(import: Node<'_>, text: &'s str) -> Vec<&'s str> {
 /// kept, see [`Excerpt`]).
 ///
 /// Kept: the edited statement, every import (a fix may add one where there is none; of
-/// imports written alike, the last) and top-level comment, and, until nothing changes, what kept code is tied to by name, as
-/// the semantic model resolves a name at module level: a use in a function body to the
-/// name's last binding in the module, any other use to the last one before its
-/// statement, and any use to the last one too (the model knows a class by its last
-/// definition), and a mention of an attribute of `self` in the edited statement or its users
-/// to every statement that assigns it (the model knows `self.model` by name across the
-/// module's classes). So a statement
-/// is tied to the bindings its names resolve to, and the edited statement to the
-/// statements whose names resolve to what it binds: its callers, whose `no_grad` can decide
-/// its findings, and theirs in turn (not the other callers of what kept code calls). In
-/// copies of one script, an edit in one copy's function keeps only what resolves to it.
+/// imports written alike, the last) and top-level comment, and, until nothing changes,
+/// what kept code is tied to by name, as the semantic model resolves a name at module
+/// level: a use in a function body to the name's last binding in the module, any other use
+/// to the last one before its statement, and any use to the last one too (the model knows
+/// a class by its last definition). So a statement is tied to the bindings its names
+/// resolve to, and the edited statement to the statements whose names resolve to what it
+/// binds: its callers, whose `no_grad` can decide its findings, and theirs in turn (not the
+/// other callers of what kept code calls). A mention of an attribute of `self` in the
+/// edited statement or those users ties every statement that assigns it (the model knows
+/// `self.model` by name across the module's classes). In copies of one script, an edit in
+/// one copy's function keeps only what resolves to it.
 ///
 /// `None` when less than a quarter of the text would be left out: the prediction would cost
 /// about what the complete lint costs, which then runs anyway.
@@ -318,34 +318,34 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
                     resolved.extend(last_before(name, x));
                 }
             }
-            // The model knows `self.model` by its attribute name across the module's
-            // classes, by the values any method assigns to it: for the edited statement and
-            // its users (what kept code calls is summarized by what it names, as above;
-            // following its attributes too would keep every copy of a class in a file of
-            // copies of one script).
-            let mut attributes = self_attributes(&text[statements[x].byte_range()]).peekable();
-            if with_users && attributes.peek().is_some() {
-                let setters = attribute_setters.get_or_insert_with(|| {
-                    let mut index: HashMap<&str, Vec<usize>> = HashMap::default();
-                    for (i, s) in statements.iter().enumerate() {
-                        let mut set = Vec::new();
-                        assigned_self_attributes(*s, text, &mut set);
-                        set.sort_unstable();
-                        set.dedup();
-                        for attribute in set {
-                            index.entry(attribute).or_default().push(i);
-                        }
-                    }
-                    index
-                });
-                for attribute in attributes {
-                    resolved.extend(setters.get(attribute).into_iter().flatten().copied());
-                }
-            }
             queue.extend(resolved.into_iter().filter(|y| !kept[*y]).map(|y| (y, false)));
         }
-        if !with_users || std::mem::replace(&mut users_kept[x], true) || binds[x].is_empty() {
+        if !with_users || std::mem::replace(&mut users_kept[x], true) {
             continue;
+        }
+        // The model knows `self.model` by its attribute name across the module's classes,
+        // by the values any method assigns to it: followed for the edited statement and its
+        // users (what kept code calls is summarized by what it names, as above; following
+        // its attributes too would keep every copy of a class in a file of copies of one
+        // script).
+        let mut attributes = self_attributes(&text[statements[x].byte_range()]).peekable();
+        if attributes.peek().is_some() {
+            let setters = attribute_setters.get_or_insert_with(|| {
+                let mut index: HashMap<&str, Vec<usize>> = HashMap::default();
+                for (i, s) in statements.iter().enumerate() {
+                    let mut set = Vec::new();
+                    assigned_self_attributes(*s, text, &mut set);
+                    set.sort_unstable();
+                    set.dedup();
+                    for attribute in set {
+                        index.entry(attribute).or_default().push(i);
+                    }
+                }
+                index
+            });
+            for attribute in attributes {
+                queue.extend(setters.get(attribute).into_iter().flatten().copied().filter(|y| !kept[*y]).map(|y| (y, false)));
+            }
         }
         // The statements whose names resolve to what it binds.
         for name in &binds[x] {
