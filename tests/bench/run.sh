@@ -25,7 +25,10 @@ step "stdio_latency: latency mode on generated files and a FILE"
 "$CLIENT" --memlint "$MEMLINT" --rounds 4 --warmup 1 --sizes 300 --dense-lines 200 tests/examples/train_classifier.py | tee "$TMP/latency.txt"
 for label in "train_classifier x0.3k" "dense 0.2k" "tests/examples/train_classifier.py"; do
     grep -E "^$label +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ " "$TMP/latency.txt" > /dev/null || fail "no figures for $label"
+    # Median, p95, min and max until the publish is read, then the p95 until it is parsed.
+    grep -E "^$label( +[0-9.]+){8}$" "$TMP/latency.txt" > /dev/null || fail "no p95 parsed for $label"
 done
+grep -q "p95 parsed ms" "$TMP/latency.txt" || fail "the header does not name the p95 parsed column"
 # The first publishDiagnostics of train_classifier.py holds its findings (6 in the CLI's count).
 cli_count=$("$MEMLINT" check --no-cache --output-format json tests/examples/train_classifier.py | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))' || true)
 grep -E "^tests/examples/train_classifier.py +66 +$cli_count " "$TMP/latency.txt" > /dev/null ||
