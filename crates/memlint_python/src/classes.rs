@@ -332,7 +332,15 @@ impl<'t> SemanticModel<'t> {
                     return None;
                 }
                 let attr = self.text(expr.field("attribute")?);
-                self.self_attributes.get(attr)?.iter().find_map(|v| self.instance_class_at(*v, depth + 1))
+                if let Some(known) = self.self_attribute_classes.borrow().get(attr) {
+                    return *known;
+                }
+                // Answered from depth 1 whatever the depth asking, so that the memo does not
+                // depend on who asked first; a cycle back to it meets the placeholder.
+                self.self_attribute_classes.borrow_mut().insert(attr, None);
+                let class = self.self_attributes.get(attr)?.iter().find_map(|v| self.instance_class_at(*v, 1));
+                self.self_attribute_classes.borrow_mut().insert(attr, class);
+                class
             }
             "call" => {
                 let callee = expr.field("function")?;

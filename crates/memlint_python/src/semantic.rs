@@ -221,6 +221,9 @@ pub struct SemanticModel<'t> {
     /// Memo of [`SemanticModel::instance_class`]: asked of the callee of every forward call
     /// by several facts, and `self.x` follows every assignment of `self.x` in the module.
     pub(crate) instance_classes: RefCell<HashMap<NodeKey, Option<&'t str>>>,
+    /// Memo of the class of `self.<name>` by the attribute's name: the values assigned to
+    /// it are the module's (every class's), so every `self.<name>` asks the same question.
+    pub(crate) self_attribute_classes: RefCell<HashMap<&'t str, Option<&'t str>>>,
     /// Memo of [`SemanticModel::function_return_kind`], by function node id.
     pub(crate) return_values: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// (scope, name) of names on which a module-only method is called (`x.eval()`,
@@ -406,6 +409,7 @@ impl<'t> SemanticModel<'t> {
             qualified_names: RefCell::new(HashMap::default()),
             local_forwards_without_grad: RefCell::new(HashMap::default()),
             instance_classes: RefCell::new(HashMap::default()),
+            self_attribute_classes: RefCell::new(HashMap::default()),
             return_values: RefCell::new(HashMap::default()),
             modules_by_use: OnceCell::new(),
             optimizers_by_use: OnceCell::new(),
@@ -479,6 +483,7 @@ impl<'t> SemanticModel<'t> {
         model.qualified_names.get_mut().clear();
         model.local_forwards_without_grad.get_mut().clear();
         model.instance_classes.get_mut().clear();
+        model.self_attribute_classes.get_mut().clear();
         model
     }
 
