@@ -154,8 +154,13 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 /// The top-level statement whose bytes hold `changed` (an empty range: a point inside it).
 fn top_level_statement_around<'t>(root: Node<'t>, changed: &Range<usize>) -> Option<Node<'t>> {
     // The first statement that ends after the change's start (a search down tree-sitter's
-    // balanced tree of the module's children, not a walk along them).
-    let found = root.first_named_child_for_byte(changed.start)?;
+    // balanced tree of the module's children, not a walk along them), or the one before it:
+    // a change at a statement's very end (a letter typed at the end of its last line).
+    let found = match root.first_named_child_for_byte(changed.start) {
+        Some(after) if after.start_byte() <= changed.start => Some(after),
+        Some(after) => after.prev_named_sibling(),
+        None => root.named_child(root.named_child_count().checked_sub(1)?),
+    }?;
     (found.start_byte() <= changed.start && changed.end <= found.end_byte()).then_some(found)
 }
 
@@ -673,6 +678,18 @@ mod tests {
         let start = TWO.find("def evaluate").unwrap();
         assert_eq!(found.old, start..TWO.trim_end().len());
         assert_eq!(found.new, start..new.trim_end().len());
+    }
+
+    #[test]
+    fn a_letter_typed_at_the_end_of_a_statement_names_it() {
+        // At the end of the file's last line, and at the end of a function's last line.
+        for (find, with) in [("    return outs\n", "    return outsx\n"), ("    return total\n", "    return totalx\n")] {
+            let new = edit(TWO, find, with);
+            let found = edited_statement(TWO, &parse(TWO), &new, &parse(&new)).unwrap();
+            let start = TWO[..TWO.find(find).unwrap()].rfind("\ndef ").unwrap() + 1;
+            assert_eq!(found.old.start, start, "{with:?}");
+            assert_eq!(prediction(TWO, &new).unwrap(), lint_text(&new), "{with:?}");
+        }
     }
 
     #[test]
