@@ -159,55 +159,17 @@ impl<'t> SemanticModel<'t> {
                 }
                 return false;
             }
-            "import_statement" => {
+            "import_statement" | "import_from_statement" => {
                 self.index_children_except(nodes, at, None);
-                for child in named_children(node) {
-                    match child.kind_name() {
-                        "dotted_name" => {
-                            let first = self.text(child).split('.').next().unwrap_or("");
-                            // `import torch.nn` binds `torch`.
-                            self.imports.push(Import { scope, local: first.to_owned(), qualified: first.to_owned() });
-                            self.add_binding(scope, first, node, None, BindingKind::Definition);
-                        }
-                        "aliased_import" => {
-                            let (Some(name), Some(alias)) =
-                                (child.field("name"), child.field("alias"))
-                            else {
-                                continue;
-                            };
-                            let local = self.text(alias);
-                            self.imports.push(Import { scope, local: local.to_owned(), qualified: self.text(name).to_owned() });
-                            self.add_binding(scope, local, node, None, BindingKind::Definition);
-                        }
-                        _ => {}
-                    }
-                }
-                return false;
-            }
-            "import_from_statement" => {
-                self.index_children_except(nodes, at, None);
-                let module = node
-                    .field("module_name")
-                    .map(|m| self.text(m).to_owned())
-                    .unwrap_or_default();
-                if named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
+                if node.kind_name() == "import_from_statement" && named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
                     self.has_star_import = true;
                     if scope.is_none() {
-                        self.star_imports.push(module.clone());
+                        let module = node.field("module_name").map(|m| self.text(m).to_owned()).unwrap_or_default();
+                        self.star_imports.push(module);
                     }
                 }
-                let mut cursor = node.walk();
-                let names: Vec<Node> = node.children_by_field_name("name", &mut cursor).collect();
-                for child in names {
-                    let (name, local) = match child.kind_name() {
-                        "dotted_name" => (self.text(child), self.text(child)),
-                        "aliased_import" => match (child.field("name"), child.field("alias")) {
-                            (Some(n), Some(a)) => (self.text(n), self.text(a)),
-                            _ => continue,
-                        },
-                        _ => continue,
-                    };
-                    self.imports.push(Import { scope, local: local.to_owned(), qualified: crate::project::join_import(&module, name) });
+                for (local, qualified) in import_bindings(node, self.source) {
+                    self.imports.push(Import { scope, local: local.to_owned(), qualified });
                     self.add_binding(scope, local, node, None, BindingKind::Definition);
                 }
                 return false;
@@ -397,6 +359,47 @@ impl<'t> SemanticModel<'t> {
         self.local_scope_extents = extents.into_iter().map(|(id, start, end, outer)| (id, (end, outer, start))).collect();
         self.local_scope_segments = segments;
     }
+}
+
+/// The names an `import` or `from ... import` statement binds, in order, each with what it
+/// names: `import torch.nn` binds `torch` (to `torch`), `import torch.nn as nn` binds `nn`
+/// (to `torch.nn`), `from torch.nn import functional as F` binds `F` (to
+/// `torch.nn.functional`). A `*` import binds no name it can list.
+pub fn import_bindings<'s>(import: Node<'_>, source: &'s str) -> Vec<(&'s str, String)> {
+    let text = |n: Node<'_>| &source[n.byte_range()];
+    let mut bound = Vec::new();
+    if import.kind_name() == "import_statement" {
+        for child in named_children(import) {
+            match child.kind_name() {
+                "dotted_name" => {
+                    let first = text(child).split('.').next().unwrap_or("");
+                    bound.push((first, first.to_owned()));
+                }
+                "aliased_import" => {
+                    if let (Some(name), Some(alias)) = (child.field("name"), child.field("alias")) {
+                        bound.push((text(alias), text(name).to_owned()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        return bound;
+    }
+    let module = import.field("module_name").map(text).unwrap_or_default();
+    let mut cursor = import.walk();
+    let names: Vec<Node> = import.children_by_field_name("name", &mut cursor).collect();
+    for child in names {
+        let (name, local) = match child.kind_name() {
+            "dotted_name" => (text(child), text(child)),
+            "aliased_import" => match (child.field("name"), child.field("alias")) {
+                (Some(n), Some(a)) => (text(n), text(a)),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        bound.push((local, crate::project::join_import(module, name)));
+    }
+    bound
 }
 
 /// The targets an assignment, `for` or `with` target stands for, in order: the pattern

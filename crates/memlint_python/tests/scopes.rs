@@ -13,10 +13,7 @@ fn check(name: &str, source: &str, expect: Expect) {
     let parsed = parse(&source);
     let model = SemanticModel::new(&parsed.tree, &source);
     let index = LineIndex::new(&source);
-    let at = |byte: usize| {
-        let p = index.position(byte, &source);
-        format!("{}:{}", p.row, p.column)
-    };
+    let at = |byte: usize| row_column(&index, &source, byte);
     let mut actual = String::new();
     for ident in model.identifiers_named_in(name, 0..source.len()) {
         let seen = match model.binding_at(name, *ident) {
@@ -27,6 +24,12 @@ fn check(name: &str, source: &str, expect: Expect) {
     }
     assert!(model.identifiers_named_in(name, 0..source.len()).iter().all(|i| i.kind_name() == "identifier"));
     expect.assert_eq(&actual);
+}
+
+/// `row:column` of `byte`, as the expectations write places.
+fn row_column(index: &LineIndex, source: &str, byte: usize) -> String {
+    let p = index.position(byte, source);
+    format!("{}:{}", p.row, p.column)
 }
 
 fn kind(kind: BindingKind) -> &'static str {
@@ -183,10 +186,7 @@ fn check_callers(source: &str, expect: Expect) {
     let parsed = parse(&source);
     let model = SemanticModel::new(&parsed.tree, &source);
     let index = LineIndex::new(&source);
-    let at = |byte: usize| {
-        let p = index.position(byte, &source);
-        format!("{}:{}", p.row, p.column)
-    };
+    let at = |byte: usize| row_column(&index, &source, byte);
     let mut actual = String::new();
     for function in model.functions() {
         let calls: Vec<String> = model.calls_of_function(function).iter().map(|c| at(c.start_byte())).collect();

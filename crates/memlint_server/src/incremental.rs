@@ -183,26 +183,6 @@ fn definition_name<'s>(definition: Node<'_>, text: &'s str) -> Option<&'s str> {
 
 const IMPORTS: &[&str] = &["import_statement", "import_from_statement"];
 
-/// The names an import binds: `torch` for `import torch.nn`, `nn` for `import torch.nn as
-/// nn`, `F` for `from torch.nn import functional as F`.
-fn imported_names<'s>(import: Node<'_>, text: &'s str) -> Vec<&'s str> {
-    let mut cursor = import.walk();
-    let names: Vec<Node<'_>> = if import.kind() == "import_statement" {
-        import.named_children(&mut cursor).collect()
-    } else {
-        import.children_by_field_name("name", &mut cursor).collect()
-    };
-    names
-        .into_iter()
-        .filter_map(|n| match n.kind() {
-            "dotted_name" if import.kind() == "import_statement" => text[n.byte_range()].split('.').next(),
-            "dotted_name" => Some(&text[n.byte_range()]),
-            "aliased_import" => n.child_by_field_name("alias").map(|a| &text[a.byte_range()]),
-            _ => None,
-        })
-        .collect()
-}
-
 /// `text` with the top-level statements unrelated to `edited` left out (their line breaks
 /// kept, see [`Excerpt`]).
 ///
@@ -252,7 +232,7 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     for (i, s) in statements.iter().enumerate() {
         let mut bound = match names[i] {
             Some(name) => vec![name],
-            None if IMPORTS.contains(&s.kind()) => imported_names(*s, text),
+            None if IMPORTS.contains(&s.kind()) => memlint_python::import_bindings(*s, text).into_iter().map(|(local, _)| local).collect(),
             None if !DEFINITIONS.contains(&s.kind()) => Bound::of(*s, text).names,
             None => Vec::new(),
         };
@@ -789,24 +769,24 @@ mod tests {
         // copy's `validate` has no caller (every `main` calls the last copy's), so the
         // other copies' definitions are left out.
         let text = SCRIPT.repeat(4);
-        let third = 2 * SCRIPT.len();
-        let start = third + SCRIPT.find("def validate").unwrap();
-        let end = third + SCRIPT.find("\n\n\ndef main").unwrap();
-        let excerpt = leave_out_unrelated(&text, &parse(&text), &(start..end)).unwrap().text;
+        // The excerpt for an edit in copy `n`'s `validate`, and the text with a letter typed
+        // in its body.
+        let edit_validate = |n: usize| {
+            let start = n * SCRIPT.len() + SCRIPT.find("def validate").unwrap();
+            let end = n * SCRIPT.len() + SCRIPT.find("\n\n\ndef main").unwrap();
+            let excerpt = leave_out_unrelated(&text, &parse(&text), &(start..end)).unwrap().text;
+            (excerpt, format!("{}{}", &text[..start + 100], &text[start + 100..].replacen("val_loader", "vxal_loader", 1)))
+        };
+        let (excerpt, new) = edit_validate(2);
         assert_eq!(excerpt.matches("def validate").count(), 1);
         assert_eq!(excerpt.matches("def main").count(), 0);
         // Of the four `import torch`, the last (the one the model looks `torch` up by).
         assert_eq!(excerpt.matches("import torch\n").count(), 1);
-        let new = format!("{}{}", &text[..start + 100], &text[start + 100..].replacen("val_loader", "vxal_loader", 1));
         assert_eq!(prediction(&text, &new).unwrap(), lint_text(&new));
         // The last copy's `validate` is every `main`'s: they are kept, and what they call.
-        let last = 3 * SCRIPT.len();
-        let start = last + SCRIPT.find("def validate").unwrap();
-        let end = last + SCRIPT.find("\n\n\ndef main").unwrap();
-        let excerpt = leave_out_unrelated(&text, &parse(&text), &(start..end)).unwrap().text;
+        let (excerpt, new) = edit_validate(3);
         assert_eq!(excerpt.matches("def main").count(), 4);
         assert_eq!(excerpt.matches("def train_one_epoch").count(), 1);
-        let new = format!("{}{}", &text[..start + 100], &text[start + 100..].replacen("val_loader", "vxal_loader", 1));
         assert_eq!(prediction(&text, &new).unwrap(), lint_text(&new));
     }
 
