@@ -15,6 +15,14 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 source scripts/lib/steps.sh
 
+# One build from nothing, as in CI: cargo's incremental files (5 GB for this workspace)
+# would never be read again, and full debug info in every test binary doubles what is left.
+# Line tables keep the file and line of a panic's backtrace. A CI run once failed with its
+# disk full; the free space is printed before and after.
+export CARGO_INCREMENTAL=0
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+df -h . | sed 's/^/disk: /'
+
 run_script() {
     if [[ -f "$1" ]]; then
         bash "$1"
@@ -48,4 +56,6 @@ for script in \
     fi
 done
 
+df -h . | sed 's/^/disk: /'
+du -sh target 2>/dev/null | sed 's/^/disk: the build takes /'
 summary
