@@ -149,6 +149,9 @@ grep -qE "^memlint check / tree-sitter parse of every file \(median of 1 rounds\
     fail "bench-check.sh did not print memlint / parse"
 grep -qE "^project pass: memlint check takes -?[0-9]+% more than --no-project \(median of 1 rounds\)$" "$TMP/bench.txt" ||
     fail "bench-check.sh did not print the project pass's share"
+grep -qE "^the same over --no-project writing its results too \([0-9.]+ s\): -?[0-9]+% \(median of 1 rounds\)$" "$TMP/bench.txt" ||
+    fail "bench-check.sh did not print the re-run with summaries cached over --no-project writing its results"
+[[ ! -e "$TMP/tree/.memlint_cache_no_project" ]] || fail "bench-check.sh left the --no-project cache in the tree"
 
 step "bench-rerun.sh: a re-run after one file changed, with and without kept summaries"
 MEMLINT="$MEMLINT" scripts/bench-rerun.sh "$TMP/tree" "$TMP/tree/huggingface+peft/tests/test_gpu_examples.py" 1 | tee "$TMP/rerun.txt"
