@@ -28,10 +28,18 @@ impl<'t> NamedNodes<'t> {
     /// The named nodes of `root`'s subtree (`root` at index 0, whatever its kind). An
     /// anonymous node's subtree is not entered: `named_children` never reaches below one.
     pub fn of(root: Node<'t>) -> NamedNodes<'t> {
-        let mut nodes = vec![root];
-        let mut kinds = vec![root.kind_id()];
-        let mut ends = vec![0u32];
-        let mut parents = vec![0u32];
+        // Room for every node below the root at once (tree-sitter keeps the count, the
+        // anonymous nodes included): grown by doubling, the lists were copied again and
+        // again, and fresh pages taken each time.
+        let room = root.descendant_count();
+        let mut nodes = Vec::with_capacity(room);
+        let mut kinds = Vec::with_capacity(room);
+        let mut ends = Vec::with_capacity(room);
+        let mut parents = Vec::with_capacity(room);
+        nodes.push(root);
+        kinds.push(root.kind_id());
+        ends.push(0u32);
+        parents.push(0u32);
         // The nodes entered and not yet left: each is left when the cursor climbs back to it.
         let mut open: Vec<usize> = vec![0];
         let mut cursor = root.walk();
