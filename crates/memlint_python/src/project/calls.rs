@@ -32,6 +32,9 @@ pub(super) struct CallCollector {
     /// The functions (and the module) around the walk's place, innermost last: what
     /// [`result_kept`] needs of each, gathered by the same walk that finds the calls.
     scopes: Vec<Scope>,
+    /// The names of the module's own functions and classes (asked at every call of a name
+    /// not imported: looking through the lists was quadratic in a module of many).
+    defined: rustc_hash::FxHashSet<String>,
 }
 
 /// Of one function body (or the module): does it run a backward pass, which words appear
@@ -63,6 +66,12 @@ enum Kept {
 }
 
 impl CallCollector {
+    /// A collector for the calls of the module `summary`, whose functions and classes are known.
+    pub(super) fn for_module(summary: &ModuleSummary) -> CallCollector {
+        let defined = summary.functions.iter().map(|f| f.name.clone()).chain(summary.classes.iter().map(|c| c.name.clone())).collect();
+        CallCollector { defined, ..CallCollector::default() }
+    }
+
     /// The walk enters `scope` (a function definition, or the module).
     pub(super) fn enter_scope(&mut self, source: &str, scope: Node<'_>) {
         let body = scope.field("body").unwrap_or(scope);
@@ -256,7 +265,7 @@ impl ModuleSummary {
         };
         let qualified = match self.through_imports(&callee) {
             Some(q) => Some(q),
-            None if rest.is_none() && !self.star_imports.is_empty() && self.function(first).is_none() && self.class(first).is_none() => {
+            None if rest.is_none() && !self.star_imports.is_empty() && !out.defined.contains(first) => {
                 Some(first.to_owned())
             }
             None => None,
@@ -276,7 +285,7 @@ impl ModuleSummary {
                     _ => rest.filter(|r| !r.contains('.')).map(|method| (first.to_owned(), method)),
                 };
                 if let Some((receiver, method)) = receiver {
-                    if self.function(first).is_none() && self.class(first).is_none() {
+                    if !out.defined.contains(first) {
                         let kept = result_kept(source, nodes, at, root, out.scopes.last());
                         out.receiver_calls.push((receiver, method.to_owned(), disabled, true));
                         out.decide(Recorded::Receiver(out.receiver_calls.len() - 1), kept);

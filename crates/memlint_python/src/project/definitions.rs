@@ -143,12 +143,12 @@ fn parameters(source: &str, def: Node<'_>, method: bool) -> Vec<String> {
 }
 
 /// The statements of a body, nested blocks included, nested functions and classes not.
-fn statements_of<'t>(body: Node<'t>, out: &mut Vec<Node<'t>>) {
-    for s in named_children(body) {
-        match s.kind_name() {
-            "expression_statement" | "return_statement" => out.push(s),
+fn statements_of<'t>(nodes: &NamedNodes<'t>, body: usize, out: &mut Vec<Node<'t>>) {
+    for s in nodes.children(body) {
+        match nodes.kind(s) {
+            "expression_statement" | "return_statement" => out.push(nodes.node(s)),
             "block" | "else_clause" | "elif_clause" | "except_clause" | "finally_clause" | "if_statement" | "for_statement"
-            | "while_statement" | "with_statement" | "try_statement" => statements_of(s, out),
+            | "while_statement" | "with_statement" | "try_statement" => statements_of(nodes, s, out),
             _ => {}
         }
     }
@@ -210,11 +210,7 @@ fn loop_elements_of(source: &str, statement: Node<'_>, name: &str) -> Vec<String
 /// `detect_face(img, self.pnet)`, `self.detect(img)`; `""` for `self(...)`), split by
 /// whether a `with torch.no_grad()` block is around the use. Nested definitions are
 /// their own.
-fn self_uses(source: &str, def: Node<'_>, nodes: &NamedNodes<'_>) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let Some(body) = def.field("body") else { return (Vec::new(), Vec::new(), Vec::new()) };
-    nodes.within(body, |nodes, at| self_uses_at(source, nodes, at))
-}
-
+/// `body`: the index of the method's body in `nodes`.
 fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut with_grad: Vec<String> = Vec::new();
     let mut without_grad: Vec<String> = Vec::new();
@@ -254,9 +250,10 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
                         used.push(called);
                     }
                 }
-                if let Some(arguments) = n.field("arguments") {
-                    for a in named_children(arguments) {
-                        let a = if a.kind_name() == "keyword_argument" { a.field("value").unwrap_or(a) } else { a };
+                if let Some(arguments) = n.field("arguments").and_then(|a| nodes.child_with_id(i, a)) {
+                    for a in nodes.children(arguments) {
+                        let node = nodes.node(a);
+                        let a = if nodes.kind(a) == "keyword_argument" { node.field("value").unwrap_or(node) } else { node };
                         used.extend(self_attribute(a));
                     }
                 }
@@ -304,8 +301,9 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
     let name = def.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
     let params = parameters(source, def, method);
     let mut statements = Vec::new();
-    if let Some(body) = def.field("body") {
-        statements_of(body, &mut statements);
+    let body = def.field("body");
+    if let Some(body) = body {
+        nodes.within(body, |nodes, at| statements_of(nodes, at, &mut statements));
     }
     // Names the function binds (parameters and assignment targets): not module state.
     let mut locals: HashSet<String> = params.iter().cloned().collect();
@@ -385,7 +383,7 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
             }
         }
     }
-    let backprops = def.field("body").is_some_and(|b| runs_backward(source, b));
+    let backprops = body.is_some_and(|b| runs_backward(source, b));
     // The method each `return` ends with (`return t.cpu().detach().numpy()`).
     let returned_methods: Vec<Option<String>> = statements
         .iter()
@@ -436,7 +434,10 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
                 .collect()
         })
         .unwrap_or_default();
-    let (self_used_with_grad, self_used_without_grad, self_called_with_grad) = if method { self_uses(source, def, nodes) } else { (Vec::new(), Vec::new(), Vec::new()) };
+    let (self_used_with_grad, self_used_without_grad, self_called_with_grad) = match body {
+        Some(body) if method => nodes.within(body, |nodes, at| self_uses_at(source, nodes, at)),
+        _ => (Vec::new(), Vec::new(), Vec::new()),
+    };
     FunctionSummary {
         name,
         no_grad: false,
@@ -458,6 +459,10 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
 /// the module, and both branches of a conditional), by name. `statements`: the function's
 /// statements (nested blocks included).
 pub(crate) fn returned_parameter(source: &str, def: Node<'_>, statements: &[Node<'_>]) -> Option<String> {
+    // No `return`, no parameter returned: the parameters are not read (most functions).
+    if !statements.iter().any(|s| s.kind_name() == "return_statement") {
+        return None;
+    }
     let params = def.field("parameters").map(named_children).unwrap_or_default();
     let names: Vec<&str> = params.iter().filter_map(|p| crate::semantic::parameter_name(*p)).map(|n| text(source, n)).collect();
     let mut found: Option<String> = None;

@@ -258,7 +258,7 @@ impl ModuleSummary {
         for statement in named_children(root) {
             summary.statement(source, statement, nodes);
         }
-        let mut collector = CallCollector::default();
+        let mut collector = CallCollector::for_module(&summary);
         collector.enter_scope(source, root);
         summary.collect_calls(source, nodes, 0, false, &mut collector);
         summary.calls = collector.finish();
