@@ -352,11 +352,15 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     Some(Excerpt::leaving_out(text, &left_out))
 }
 
+/// Can `c` be part of a Python name (the words [`words`] splits a text into)?
+fn is_name(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
 /// The statements (by index; `starts` holds where each begins, in order) whose text has
 /// `name` as a whole word: one search of the whole text (a word between statements, in a
 /// comment, falls to the statement before it, which is harmless: it is only a candidate).
 fn statements_mentioning(text: &str, starts: &[usize], name: &str) -> Vec<usize> {
-    let is_name = |c: char| c.is_alphanumeric() || c == '_';
     let mut found: Vec<usize> = text
         .match_indices(name)
         .filter(|(at, _)| !text[..*at].chars().next_back().is_some_and(is_name) && !text[at + name.len()..].chars().next().is_some_and(is_name))
@@ -368,7 +372,6 @@ fn statements_mentioning(text: &str, starts: &[usize], name: &str) -> Vec<usize>
 
 /// The attributes of `self` that `text` names (`self.model`, `self.model.eval()`).
 fn self_attributes(text: &str) -> impl Iterator<Item = &str> {
-    let is_name = |c: char| c.is_alphanumeric() || c == '_';
     text.match_indices("self.").filter_map(move |(at, _)| {
         if text[..at].chars().next_back().is_some_and(is_name) {
             return None;
@@ -538,7 +541,7 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
         "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise",
         "return", "self", "try", "while", "with", "yield",
     ];
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty() && !UNTIED.contains(w))
+    text.split(|c: char| !is_name(c)).filter(|w| !w.is_empty() && !UNTIED.contains(w))
 }
 
 /// Does `range` touch `span` (an empty range at a point inside it counts)?

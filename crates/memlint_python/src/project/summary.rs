@@ -288,40 +288,14 @@ impl ModuleSummary {
             }
             "function_definition" => self.functions.push(function_summary(source, statement, false, nodes)),
             "class_definition" => self.classes.push(class_summary_in(source, statement, nodes)),
-            "import_statement" => {
-                for child in named_children(statement) {
-                    match child.kind_name() {
-                        "dotted_name" => {
-                            let name = text(source, child);
-                            let first = name.split('.').next().unwrap_or(name);
-                            self.imports.push((first.to_owned(), first.to_owned()));
-                        }
-                        "aliased_import" => {
-                            if let (Some(n), Some(a)) = (child.field("name"), child.field("alias")) {
-                                self.imports.push((text(source, a).to_owned(), text(source, n).to_owned()));
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            "import_from_statement" => {
-                let module = statement.field("module_name").map(|m| text(source, m)).unwrap_or("");
+            "import_statement" | "import_from_statement" => {
                 if named_children(statement).iter().any(|c| c.kind_name() == "wildcard_import") {
+                    let module = statement.field("module_name").map(|m| text(source, m)).unwrap_or("");
                     self.star_imports.push(module.to_owned());
                     return;
                 }
-                let mut cursor = statement.walk();
-                for child in statement.children_by_field_name("name", &mut cursor) {
-                    let (name, local) = match child.kind_name() {
-                        "dotted_name" => (text(source, child), text(source, child)),
-                        "aliased_import" => match (child.field("name"), child.field("alias")) {
-                            (Some(n), Some(a)) => (text(source, n), text(source, a)),
-                            _ => continue,
-                        },
-                        _ => continue,
-                    };
-                    self.imports.push((local.to_owned(), join_import(module, name)));
+                for (local, qualified) in crate::import_bindings(statement, source) {
+                    self.imports.push((local.to_owned(), qualified));
                 }
             }
             "expression_statement" => {
