@@ -23,6 +23,7 @@ pub use registry::{Rule, RuleDoc, UnknownRule};
 pub use settings::{LinterSettings, RuleSelection};
 
 use memlint_python::tree_sitter::Tree;
+use memlint_python::WalkedTree;
 
 /// What linting one module found.
 #[derive(Debug, Clone, Default)]
@@ -56,8 +57,8 @@ pub fn lint_in_project(source: &str, settings: &LinterSettings, project: &dyn Pr
         drop(project.parsed_tree(source));
         return LintResult::default();
     }
-    let tree = project.parsed_tree(source).unwrap_or_else(|| memlint_python::parse_with(source, None));
-    lint_possible(source, &tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
+    let walked = project.parsed_tree(source).unwrap_or_else(|| WalkedTree::walk(memlint_python::parse_with(source, None)));
+    lint_possible(source, &walked, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
 }
 
 /// The rules that could fire on `source`. Triggers read one file's words; a name imported
@@ -100,7 +101,7 @@ fn uses_project_names(source: &str, words: &prefilter::Words<'_>, project: &dyn 
                 // `local.attr` (a module, or a class's attribute), followed one level further.
                 let prefix = format!("{local}.");
                 let bytes = source.as_bytes();
-                source.match_indices(&prefix).any(|(at, _)| {
+                memchr::memmem::find_iter(bytes, prefix.as_bytes()).any(|at| {
                     if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_' || bytes[at - 1] == b'.') {
                         return false;
                     }
@@ -131,8 +132,8 @@ pub fn lint_unfiltered_in_project(source: &str, settings: &LinterSettings, proje
     if !settings.rules.any_enabled() {
         return LintResult::default();
     }
-    let tree = project.parsed_tree(source).unwrap_or_else(|| memlint_python::parse_with(source, None));
-    lint_possible(source, &tree, settings, &settings.rules, project)
+    let walked = project.parsed_tree(source).unwrap_or_else(|| WalkedTree::walk(memlint_python::parse_with(source, None)));
+    lint_possible(source, &walked, settings, &settings.rules, project)
 }
 
 /// Lint `source` whose tree is already parsed (the language server keeps trees).
@@ -149,7 +150,9 @@ pub fn lint_tree_in_project(source: &str, tree: &Tree, settings: &LinterSettings
         drop(project.parsed_tree(source));
         return LintResult::default();
     }
-    lint_possible(source, tree, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
+    // A tree is a counted reference: the copy walked here shares the server's.
+    let walked = WalkedTree::walk(tree.clone());
+    lint_possible(source, &walked, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
 }
 
 /// Runs the rules of `settings` (already narrowed by the pre-filter, or not) on `tree`;
@@ -159,17 +162,18 @@ pub fn lint_tree_in_project(source: &str, tree: &Tree, settings: &LinterSettings
 /// suppression comments drop theirs, recording which directive suppressed what; then
 /// the rules that check suppression comments run on that record (their findings are
 /// not suppressed again: a directive that lists such a rule exempts itself).
-fn lint_possible(source: &str, tree: &Tree, settings: &LinterSettings, enabled: &RuleSelection, project: &dyn ProjectIndex) -> LintResult {
+fn lint_possible(source: &str, walked: &WalkedTree, settings: &LinterSettings, enabled: &RuleSelection, project: &dyn ProjectIndex) -> LintResult {
+    let (tree, nodes) = (walked.tree(), walked.nodes());
     let directives = Directives::from_tree(tree, source);
     if directives.skip_file {
         return LintResult { skipped: true, ..LintResult::default() };
     }
     let syntax_errors = memlint_python::syntax_errors(tree, source);
-    // One walk of the tree, for the module's summary and its semantic model.
-    let nodes = memlint_python::NamedNodes::of(tree.root_node());
-    project.seed(&nodes, source);
+    // One walk of the tree (made with the parse), for the module's summary and its
+    // semantic model.
+    project.seed(nodes, source);
     let query_roots = checker::query_root_kinds(&settings.rules);
-    let model = memlint_python::SemanticModel::indexing_walked(nodes, source, project, &query_roots);
+    let model = memlint_python::SemanticModel::indexing_borrowed(nodes, source, project, &query_roots);
     let mut diagnostics = checker::run_rules(&model, settings);
     if !syntax_errors.is_empty() {
         diagnostics.retain(|d| !checker::in_error_region(tree, d.range.clone()));
@@ -227,7 +231,7 @@ mod tests {
         fn is_project_module(&self, _module: &str) -> bool {
             false
         }
-        fn parsed_tree(&self, _source: &str) -> Option<Tree> {
+        fn parsed_tree(&self, _source: &str) -> Option<WalkedTree> {
             self.asked.fetch_add(1, Ordering::Relaxed);
             None
         }

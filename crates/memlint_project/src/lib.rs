@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use memlint_python::{ModuleLoader, ModuleSummary};
+use memlint_python::{ModuleLoader, ModuleSummary, WalkedTree};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -198,7 +198,7 @@ struct Module {
 struct KeptTrees {
     /// The files of the run whose lint has not asked for its tree yet.
     pending: FxHashSet<PathBuf>,
-    trees: FxHashMap<PathBuf, (String, memlint_python::tree_sitter::Tree)>,
+    trees: FxHashMap<PathBuf, (String, WalkedTree)>,
     /// The text those trees hold, in bytes; past [`KEPT_TREES_TEXT_BUDGET`] a tree is
     /// dropped (its file is parsed again for its lint).
     bytes: usize,
@@ -206,7 +206,7 @@ struct KeptTrees {
 
 impl KeptTrees {
     /// Keeps the tree of `path` when its lint is still to come and the budget allows.
-    fn keep(&mut self, path: &Path, text: String, tree: memlint_python::tree_sitter::Tree) {
+    fn keep(&mut self, path: &Path, text: String, tree: WalkedTree) {
         if self.pending.contains(path) && self.bytes + text.len() <= KEPT_TREES_TEXT_BUDGET {
             self.bytes += text.len();
             self.trees.insert(path.to_owned(), (text, tree));
@@ -216,7 +216,7 @@ impl KeptTrees {
     /// The lint of `path` asks for its tree, once: it is no longer to come, whether it
     /// takes a tree, parses its text itself, or needs none (the pre-filter skipped it), so
     /// no tree is kept for it later, and the room of one kept is freed now.
-    fn take(&mut self, path: &Path) -> Option<(String, memlint_python::tree_sitter::Tree)> {
+    fn take(&mut self, path: &Path) -> Option<(String, WalkedTree)> {
         self.pending.remove(path);
         let (text, tree) = self.trees.remove(path)?;
         self.bytes -= text.len();
@@ -486,8 +486,10 @@ impl Project {
             }
             let text = String::from_utf8_lossy(&bytes);
             self.parsed_for_summary.fetch_add(1, Ordering::Relaxed);
-            let tree = memlint_python::parse_with(&text, None);
-            let summary = Arc::new(ModuleSummary::new(&tree, &text));
+            // Walked once: the summary reads the named nodes, and so does the lint that
+            // may take this tree.
+            let tree = WalkedTree::walk(memlint_python::parse_with(&text, None));
+            let summary = Arc::new(ModuleSummary::walked(tree.nodes(), &text));
             if let Some(store) = &self.store {
                 store.put(&hash, &summary);
             }
@@ -713,7 +715,7 @@ impl ModuleLoader for Project {
         mentions.may_call(*index, name)
     }
 
-    fn take_tree(&self, key: &str, text: &str) -> Option<memlint_python::tree_sitter::Tree> {
+    fn take_tree(&self, key: &str, text: &str) -> Option<WalkedTree> {
         let kept_text_and_tree = lock(self.kept.as_ref()?).take(Path::new(key));
         let (kept_text, tree) = kept_text_and_tree?;
         (kept_text == text).then(|| {
@@ -773,7 +775,8 @@ mod tests {
         assert!(project.summary(&key).is_some(), "models.py is summarized");
         let text = std::fs::read_to_string(&models).expect("read models.py");
         let tree = project.take_tree(&key, &text).expect("the kept tree");
-        assert_eq!(tree.root_node().to_sexp(), memlint_python::parse_with(&text, None).root_node().to_sexp());
+        assert_eq!(tree.tree().root_node().to_sexp(), memlint_python::parse_with(&text, None).root_node().to_sexp());
+        assert_eq!(tree.nodes().len(), memlint_python::NamedNodes::of(tree.tree().root_node()).len(), "it comes walked");
         assert!(project.take_tree(&key, &text).is_none(), "handed over once");
         assert_eq!(project.trees_handed_to_lint(), 1);
     }

@@ -30,7 +30,7 @@ pub use flow::Fate;
 pub use values::{Basis, Value};
 pub use line_index::{LineIndex, SourcePosition};
 pub use index::{import_bindings, target_leaves};
-pub use named_nodes::NamedNodes;
+pub use named_nodes::{NamedNodes, WalkedTree};
 pub use lexicon::{
     function_name_says_eval, name_says_data, name_says_eval, name_says_loss, name_says_model, name_says_optimizer, name_words,
     text_names_a_model_or_loss, text_names_an_optimizer,

@@ -248,7 +248,7 @@ pub struct SemanticModel<'t> {
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
     /// The named nodes of the tree, from the one walk (a node's parent is read there).
-    pub(crate) named: std::rc::Rc<NamedNodes<'t>>,
+    pub(crate) named: std::rc::Rc<std::borrow::Cow<'t, NamedNodes<'t>>>,
     /// Where each function's scope begins and ends, flattened: `(byte, scope)` in byte
     /// order, the innermost function at that byte (found by binary search: the scope of a
     /// node is asked constantly, and walking its ancestors each time showed in profiles).
@@ -384,6 +384,16 @@ impl<'t> SemanticModel<'t> {
     /// [`Self::indexing`] of the tree `nodes` were walked from (its root node's), when the
     /// caller walked it for something else too (the module's summary).
     pub fn indexing_walked(nodes: NamedNodes<'t>, source: &'t str, project: &'t dyn crate::ProjectIndex, kinds: &'t [bool]) -> Self {
+        Self::indexing_nodes(std::borrow::Cow::Owned(nodes), source, project, kinds)
+    }
+
+    /// [`Self::indexing_walked`] over nodes walked and kept by someone else (the
+    /// project's [`crate::WalkedTree`] of a file it parsed for its summary).
+    pub fn indexing_borrowed(nodes: &'t NamedNodes<'t>, source: &'t str, project: &'t dyn crate::ProjectIndex, kinds: &'t [bool]) -> Self {
+        Self::indexing_nodes(std::borrow::Cow::Borrowed(nodes), source, project, kinds)
+    }
+
+    fn indexing_nodes(nodes: std::borrow::Cow<'t, NamedNodes<'t>>, source: &'t str, project: &'t dyn crate::ProjectIndex, kinds: &'t [bool]) -> Self {
         let root = nodes.root();
         let mut model = SemanticModel {
             source,

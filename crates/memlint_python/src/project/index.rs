@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use tree_sitter::Tree;
 
 use super::summary::{FunctionSummary, ModuleSummary};
 
@@ -101,8 +100,9 @@ pub trait ProjectIndex: Sync {
     /// (for the module's summary, before its lint): the linter then does not parse it
     /// again. Asked once per lint, also by a lint that needs no tree (the pre-filter
     /// skipped the file), so that the project keeps none for it. See
-    /// [`ModuleLoader::take_tree`].
-    fn parsed_tree(&self, _source: &str) -> Option<Tree> {
+    /// [`ModuleLoader::take_tree`]. The tree comes walked ([`crate::WalkedTree`]): the
+    /// summary walked it already.
+    fn parsed_tree(&self, _source: &str) -> Option<crate::WalkedTree> {
         None
     }
 
@@ -163,8 +163,9 @@ pub trait ModuleLoader: Sync {
     fn seed(&self, _key: &str, _text: &str, _summary: &dyn Fn() -> ModuleSummary) {}
     /// The tree of module `key` if the loader parsed exactly `text` for its summary and
     /// kept the tree for the module's own lint: handed over once, so a file of the run is
-    /// parsed once however its summary and its lint are ordered.
-    fn take_tree(&self, _key: &str, _text: &str) -> Option<Tree> {
+    /// parsed once however its summary and its lint are ordered (and walked once: the
+    /// tree comes with the named nodes its summary was made from).
+    fn take_tree(&self, _key: &str, _text: &str) -> Option<crate::WalkedTree> {
         None
     }
 }

@@ -11,7 +11,6 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use tree_sitter::Tree;
 
 use super::index::{ModuleLoader, ProjectIndex, Returned, Symbol};
 use super::summary::{FunctionSummary, ModuleSummary};
@@ -416,7 +415,7 @@ impl ProjectIndex for ProjectResolver<'_> {
         }
     }
 
-    fn parsed_tree(&self, source: &str) -> Option<Tree> {
+    fn parsed_tree(&self, source: &str) -> Option<crate::WalkedTree> {
         // Only the text on disk (what seeds the summary) is what the loader parsed.
         if self.seeds && self.from.ends_with(".py") { self.loader.take_tree(&self.from, source) } else { None }
     }
