@@ -68,6 +68,162 @@ fn pattern_root_kind(pattern: &str) -> Option<&str> {
     (!name.is_empty() && name != "_").then_some(name)
 }
 
+/// What a node's text must hold for a query's pattern to match there: for each node kind
+/// (by id), the patterns that can start at it, each as the literals every match of it
+/// holds. A literal is an anonymous node of the pattern (`"+="`) or a string a capture
+/// must equal (`(#eq? @method "append")`), or one of several (`(#any-of? @m "append"
+/// "extend")`); not one in an alternation, under a `?` or `*`, or in any other predicate.
+/// All of them lie in the text of the node a match starts at, so a candidate whose text
+/// lacks a literal of every pattern that could start there cannot match: the query cursor
+/// is not run at it (most calls hold no `append`).
+///
+/// Read from the query's text, like [`root_kinds`]: the checker knows no rule.
+struct LiteralScreen {
+    /// For each kind, each pattern's literals: groups that must each have one of theirs.
+    by_kind: Vec<Vec<Vec<Vec<String>>>>,
+}
+
+impl LiteralScreen {
+    /// The screen of `query`, compiled from `source`; `None` when a pattern does not start
+    /// with a named node kind (such queries walk their regions).
+    fn of(query: &Query, source: &str) -> Option<LiteralScreen> {
+        let language = memlint_python::language();
+        let mut by_kind = vec![Vec::new(); language.node_kind_count()];
+        for pattern in 0..query.pattern_count() {
+            let start = query.start_byte_for_pattern(pattern);
+            let end = if pattern + 1 < query.pattern_count() { query.start_byte_for_pattern(pattern + 1) } else { source.len() };
+            let text = &source[start..end];
+            let name = pattern_root_kind(text)?;
+            let literals = pattern_literals(text);
+            for id in 0..language.node_kind_count() as u16 {
+                if language.node_kind_is_named(id) && language.node_kind_for_id(id) == Some(name) {
+                    by_kind[id as usize].push(literals.clone());
+                }
+            }
+        }
+        Some(LiteralScreen { by_kind })
+    }
+
+    /// Could a pattern match starting at `node` (of kind `kind`), whose text is `text`?
+    fn may_match(&self, kind: u16, text: &[u8]) -> bool {
+        self.by_kind.get(kind as usize).is_some_and(|patterns| {
+            patterns.iter().any(|groups| groups.iter().all(|group| group.iter().any(|l| memchr::memmem::find(text, l.as_bytes()).is_some())))
+        })
+    }
+}
+
+/// The literals every match of the pattern `text` holds (see [`LiteralScreen`]), as groups
+/// of which each match holds one literal at least: a small reader of the query syntax that
+/// keeps a literal only where it is certain.
+fn pattern_literals(text: &str) -> Vec<Vec<String>> {
+    enum Frame {
+        /// A node or a group: the literals found in it so far.
+        Node(Vec<Vec<String>>),
+        /// `[...]`: what is in it is one alternative of several.
+        Alternation,
+        /// `(#name? ...)`: its name, and its arguments (`None` for a capture).
+        Predicate(String, Vec<Option<String>>),
+    }
+    let bytes = text.as_bytes();
+    let optional_after = |i: usize| matches!(bytes.get(i), Some(b'?' | b'*'));
+    let mut stack = vec![Frame::Node(Vec::new())];
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b';' => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'(' => {
+                i += 1;
+                while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                if bytes.get(i) == Some(&b'#') {
+                    let name_end = text[i..].find(|c: char| c.is_whitespace() || c == ')').map_or(text.len(), |n| i + n);
+                    stack.push(Frame::Predicate(text[i..name_end].to_owned(), Vec::new()));
+                    i = name_end;
+                } else {
+                    stack.push(Frame::Node(Vec::new()));
+                }
+            }
+            b'[' => {
+                stack.push(Frame::Alternation);
+                i += 1;
+            }
+            b')' | b']' => {
+                i += 1;
+                let closed = stack.pop();
+                let Some(Frame::Node(parent)) = stack.last_mut() else {
+                    // The top frame closed (unbalanced text), or the parent keeps nothing.
+                    if stack.is_empty() {
+                        return Vec::new();
+                    }
+                    continue;
+                };
+                match closed {
+                    Some(Frame::Node(found)) if !optional_after(i) => parent.extend(found),
+                    Some(Frame::Predicate(name, args)) if name == "#eq?" => {
+                        if let [Some(literal), None] | [None, Some(literal)] = args.as_slice() {
+                            parent.push(vec![literal.clone()]);
+                        }
+                    }
+                    Some(Frame::Predicate(name, args)) if name == "#any-of?" => {
+                        if let [None, literals @ ..] = args.as_slice() {
+                            let literals: Option<Vec<String>> = literals.iter().cloned().collect();
+                            parent.extend(literals.filter(|l| !l.is_empty() && l.iter().all(|l| !l.is_empty())));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            b'"' => {
+                let mut literal = String::new();
+                let mut certain = true;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    if bytes[i] == b'\\' {
+                        match bytes.get(i + 1) {
+                            Some(b'"') => literal.push('"'),
+                            Some(b'\\') => literal.push('\\'),
+                            _ => certain = false,
+                        }
+                        i += 2;
+                        continue;
+                    }
+                    let c = text[i..].chars().next().expect("a character at a char boundary");
+                    literal.push(c);
+                    i += c.len_utf8();
+                }
+                i += 1;
+                match stack.last_mut() {
+                    Some(Frame::Node(found)) if certain && !literal.is_empty() && !optional_after(i) => found.push(vec![literal]),
+                    Some(Frame::Predicate(_, args)) => args.push(certain.then_some(literal)),
+                    _ => {}
+                }
+            }
+            b'@' => {
+                if let Some(Frame::Predicate(_, args)) = stack.last_mut() {
+                    args.push(None);
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    match stack.into_iter().next() {
+        Some(Frame::Node(found)) => found,
+        _ => Vec::new(),
+    }
+}
+
+/// The screen of a rule's query, read once per process.
+fn rule_screen(rule: Rule) -> Option<&'static LiteralScreen> {
+    static SCREENS: [OnceLock<Option<LiteralScreen>>; Rule::ALL.len()] = [const { OnceLock::new() }; Rule::ALL.len()];
+    SCREENS[rule_index(rule)].get_or_init(|| LiteralScreen::of(query(rule), rule.query_source())).as_ref()
+}
+
 /// The node kinds (by kind id) where a pattern of some rule of `rules` can start: what the
 /// semantic model indexes during its walk (`SemanticModel::indexing`), so that finding a
 /// query's candidates takes no walk of its own.
@@ -178,6 +334,7 @@ impl<'a, 't> Checker<'a, 't> {
         let candidates = self.model.indexed_nodes();
         let candidate_kinds = self.model.indexed_node_kinds();
         let mut found = Vec::new();
+        let screen = rule_screen(self.rule);
         let mut cursor = QueryCursor::new();
         // A match starts at its pattern's first node: this one, not a descendant.
         cursor.set_max_start_depth(Some(0));
@@ -186,6 +343,9 @@ impl<'a, 't> Checker<'a, 't> {
             let in_range = candidates[first..].iter().zip(&candidate_kinds[first..]).take_while(|(n, _)| n.start_byte() < range.end);
             for (node, kind) in in_range {
                 if !kinds.get(*kind as usize).copied().unwrap_or(false) {
+                    continue;
+                }
+                if screen.is_some_and(|screen| !screen.may_match(*kind, &source[node.byte_range()])) {
                     continue;
                 }
                 let mut matches = cursor.matches(query, *node, source);
@@ -263,6 +423,7 @@ struct CombinedQuery {
     rule_of_pattern: Vec<Rule>,
     /// The node kinds (by id) at which a pattern of one of them starts.
     kinds: Vec<bool>,
+    screen: Option<LiteralScreen>,
 }
 
 /// The combined query of `rules` (each with root kinds), compiled once per process for
@@ -284,7 +445,8 @@ fn combined_query(rules: &[Rule]) -> &'static CombinedQuery {
             }
         }
         assert_eq!(rule_of_pattern.len(), query.pattern_count(), "the combined query has each rule's patterns");
-        Box::leak(Box::new(CombinedQuery { query, rule_of_pattern, kinds }))
+        let screen = LiteralScreen::of(&query, &source);
+        Box::leak(Box::new(CombinedQuery { query, rule_of_pattern, kinds, screen }))
     })
 }
 
@@ -299,6 +461,9 @@ impl CombinedQuery {
         cursor.set_max_start_depth(Some(0));
         for (node, kind) in model.indexed_nodes().iter().zip(model.indexed_node_kinds()) {
             if !self.kinds.get(*kind as usize).copied().unwrap_or(false) {
+                continue;
+            }
+            if self.screen.as_ref().is_some_and(|screen| !screen.may_match(*kind, &source[node.byte_range()])) {
                 continue;
             }
             let mut matches = cursor.matches(&self.query, *node, source);
@@ -440,6 +605,59 @@ mod tests {
             for kinds in [&indexed, &all_kinds] {
                 let model = SemanticModel::indexing(&tree, source, &memlint_python::NoProject, kinds);
                 assert_eq!(shown_nodes(model.indexed_nodes()), shown_nodes(&walk_for_kinds(&tree, kinds)), "{source}");
+            }
+        }
+    }
+
+    #[test]
+    fn literals_every_match_holds() {
+        let literals = |text: &str| pattern_literals(text).into_iter().map(|group| group.join("|")).collect::<Vec<String>>();
+        assert_eq!(literals("(augmented_assignment left: (_) @a operator: \"+=\" right: (_) @t) @s"), ["+="]);
+        assert_eq!(literals("(call function: (attribute attribute: (identifier) @m) (#eq? @m \"append\")) @c"), ["append"]);
+        assert_eq!(literals("(call (identifier) @m (#eq? \"load\" @m))"), ["load"]);
+        // Predicates after the pattern belong to it.
+        assert_eq!(literals("(call function: (identifier) @f) @c\n(#eq? @f \"empty_cache\")"), ["empty_cache"]);
+        // Alternatives, optional and repeated parts, other predicates: nothing certain.
+        assert!(literals("(call function: [(identifier) @f \"x\"] (#eq? @f \"y\"))").len() == 1);
+        assert!(literals("(call [\"a\" \"b\"])").is_empty());
+        assert!(literals("(call \"a\"? (argument_list \"b\")* (keyword_argument \"c\")?)").is_empty());
+        assert!(literals("(call (identifier) @f (#match? @f \"^load$\") (#not-eq? @f \"x\") (#not-any-of? @f \"a\" \"b\"))").is_empty());
+        assert_eq!(literals("(call (identifier) @f (#any-of? @f \"append\" \"extend\"))"), ["append|extend"]);
+        assert!(literals("(call (identifier) @f (#any-of? @f \"append\" @g))").is_empty());
+        assert!(literals("(assignment left: (identifier) @a right: (identifier) @b (#eq? @a @b))").is_empty());
+        // A group repeated once or more holds its literals.
+        assert_eq!(literals("(block (expression_statement \"x\")+)"), ["x"]);
+        // Escapes, and comments (whose quotes are not literals).
+        assert_eq!(literals("; a \"comment\"\n(string \"\\\"\")"), ["\""]);
+        assert!(literals("(string \"\\n\")").is_empty());
+    }
+
+    /// A node whose text lacks a literal of every pattern that could start at it is
+    /// screened out; one that holds them all is not.
+    #[test]
+    fn the_screen_of_a_query() {
+        let source = "(call function: (attribute attribute: (identifier) @m) (#eq? @m \"append\")) @c\n(augmented_assignment operator: \"+=\") @s\n";
+        let query = Query::new(&memlint_python::language(), source).expect("compiles");
+        let screen = LiteralScreen::of(&query, source).expect("every pattern starts with a kind");
+        let kind = |name: &str| memlint_python::language().id_for_node_kind(name, true);
+        assert!(screen.may_match(kind("call"), b"xs.append(x)"));
+        assert!(!screen.may_match(kind("call"), b"xs.extend(x) += 1"));
+        assert!(screen.may_match(kind("augmented_assignment"), b"t += 1"));
+        assert!(!screen.may_match(kind("augmented_assignment"), b"t -= xs.append"));
+        assert!(!screen.may_match(kind("assignment"), b"xs.append(x) += 1"), "no pattern starts at an assignment");
+    }
+
+    /// Every rule's query has a screen, and what it keeps of each pattern is printed
+    /// (`cargo test -p memlint_linter the_screens_of_the_rules -- --nocapture`).
+    #[test]
+    fn the_screens_of_the_rules() {
+        for rule in Rule::ALL.iter().copied() {
+            let query = query(rule);
+            assert!(rule_screen(rule).is_some(), "{}", rule.name());
+            let source = rule.query_source();
+            for pattern in 0..query.pattern_count() {
+                let end = if pattern + 1 < query.pattern_count() { query.start_byte_for_pattern(pattern + 1) } else { source.len() };
+                println!("{} pattern {pattern}: {:?}", rule.name(), pattern_literals(&source[query.start_byte_for_pattern(pattern)..end]));
             }
         }
     }
