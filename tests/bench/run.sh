@@ -4,7 +4,7 @@
 # no difference on the fixtures and the bundled examples, and that it does find one when
 # an entry point drops a finding), the scaling example, scripts/fetch-engine-tree.sh on
 # local git snapshots, the single-file figure of scripts/bench-check.sh, and
-# scripts/bench-output.sh and scripts/bench-rerun.sh.
+# scripts/bench-output.sh, scripts/bench-rerun.sh and scripts/bench-compare.sh.
 # Debug builds: these check behaviour and output, not speed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -169,5 +169,14 @@ MEMLINT="$MEMLINT" STDIO_CLIENT="$CLIENT" scripts/bench-output.sh 300 1 | tee "$
 grep -qE "^dense file: [0-9]+ lines, [1-9][0-9]* findings; median of 1 runs" "$TMP/output.txt" || fail "bench-output.sh: no file line"
 [[ $(grep -cE "^(concise|text|json) +[0-9.]+ s$" "$TMP/output.txt") -eq 3 ]] || fail "bench-output.sh: not 3 formats"
 grep -qE "^text / concise: [0-9.]+$" "$TMP/output.txt" || fail "bench-output.sh: no ratio"
+
+step "bench-compare.sh: two builds in alternating rounds"
+scripts/bench-compare.sh "$MEMLINT" "$MEMLINT" tests/examples 2 | tee "$TMP/compare.txt"
+for name in "memlint check" "memlint check --no-project"; do
+    grep -qE "^$name: wall [0-9.]+ -> [0-9.]+ s \(([+-][0-9.]+%|n/a)\), CPU [0-9.]+ -> [0-9.]+ s \(([+-][0-9.]+%|n/a)\)$" "$TMP/compare.txt" || fail "bench-compare.sh: no figures for $name"
+done
+grep -q "tree: tests/examples, 2 alternating rounds" "$TMP/compare.txt" || fail "bench-compare.sh: no tree line"
+status=0; scripts/bench-compare.sh "$MEMLINT" "$TMP/none" tests/examples > /dev/null 2> "$TMP/err" || status=$?
+[[ $status -eq 2 ]] && grep -q "is not an executable" "$TMP/err" || fail "bench-compare.sh with a missing build: status $status, $(cat "$TMP/err")"
 
 echo "benchmark tools: all tests passed"
