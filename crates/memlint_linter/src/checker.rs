@@ -114,19 +114,26 @@ impl LiteralScreen {
 
 /// The literals every match of the pattern `text` holds (see [`LiteralScreen`]), as groups
 /// of which each match holds one literal at least: a small reader of the query syntax that
-/// keeps a literal only where it is certain.
+/// keeps a literal only where it is certain. A predicate's literal counts only when its
+/// capture is always there: not captured under `?` or `*` or in an alternation (a
+/// predicate over a capture with no node holds, so its literal may be absent).
 fn pattern_literals(text: &str) -> Vec<Vec<String>> {
+    /// A group of literals, and the capture a predicate asked it of (`None`: the pattern's
+    /// own anonymous node).
+    type Group = (Option<String>, Vec<String>);
     enum Frame {
-        /// A node or a group: the literals found in it so far.
-        Node(Vec<Vec<String>>),
+        /// A node or a group: the literals and the captures found in it so far.
+        Node(Vec<Group>, Vec<String>),
         /// `[...]`: what is in it is one alternative of several.
-        Alternation,
-        /// `(#name? ...)`: its name, and its arguments (`None` for a capture).
-        Predicate(String, Vec<Option<String>>),
+        Alternation(Vec<String>),
+        /// `(#name? ...)`: its name, and its arguments (`Err(capture)` for a capture).
+        Predicate(String, Vec<Result<String, String>>),
     }
     let bytes = text.as_bytes();
     let optional_after = |i: usize| matches!(bytes.get(i), Some(b'?' | b'*'));
-    let mut stack = vec![Frame::Node(Vec::new())];
+    // Captures that may hold no node in a match.
+    let mut maybe_absent: Vec<String> = Vec::new();
+    let mut stack = vec![Frame::Node(Vec::new(), Vec::new())];
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
@@ -145,37 +152,45 @@ fn pattern_literals(text: &str) -> Vec<Vec<String>> {
                     stack.push(Frame::Predicate(text[i..name_end].to_owned(), Vec::new()));
                     i = name_end;
                 } else {
-                    stack.push(Frame::Node(Vec::new()));
+                    stack.push(Frame::Node(Vec::new(), Vec::new()));
                 }
             }
             b'[' => {
-                stack.push(Frame::Alternation);
+                stack.push(Frame::Alternation(Vec::new()));
                 i += 1;
             }
             b')' | b']' => {
                 i += 1;
                 let closed = stack.pop();
-                let Some(Frame::Node(parent)) = stack.last_mut() else {
-                    // The top frame closed (unbalanced text), or the parent keeps nothing.
-                    if stack.is_empty() {
-                        return Vec::new();
-                    }
-                    continue;
-                };
+                if stack.is_empty() {
+                    // The top frame closed: unbalanced text.
+                    return Vec::new();
+                }
+                let optional = optional_after(i);
                 match closed {
-                    Some(Frame::Node(found)) if !optional_after(i) => parent.extend(found),
-                    Some(Frame::Predicate(name, args)) if name == "#eq?" => {
-                        if let [Some(literal), None] | [None, Some(literal)] = args.as_slice() {
-                            parent.push(vec![literal.clone()]);
+                    Some(Frame::Node(found, captures)) => match stack.last_mut() {
+                        Some(Frame::Node(parent, parent_captures)) if !optional => {
+                            parent.extend(found);
+                            parent_captures.extend(captures);
+                        }
+                        Some(Frame::Alternation(alternative_captures)) if !optional => alternative_captures.extend(captures),
+                        _ => maybe_absent.extend(captures),
+                    },
+                    Some(Frame::Alternation(captures)) => maybe_absent.extend(captures),
+                    Some(Frame::Predicate(name, args)) => {
+                        let group = match (name.as_str(), args.as_slice()) {
+                            ("#eq?", [Ok(literal), Err(capture)] | [Err(capture), Ok(literal)]) => Some((capture.clone(), vec![literal.clone()])),
+                            ("#any-of?", [Err(capture), literals @ ..]) if !literals.is_empty() => {
+                                let literals: Option<Vec<String>> = literals.iter().map(|l| l.clone().ok()).collect();
+                                literals.filter(|l| l.iter().all(|l| !l.is_empty())).map(|l| (capture.clone(), l))
+                            }
+                            _ => None,
+                        };
+                        if let (Some((capture, literals)), Some(Frame::Node(parent, _))) = (group, stack.last_mut()) {
+                            parent.push((Some(capture), literals));
                         }
                     }
-                    Some(Frame::Predicate(name, args)) if name == "#any-of?" => {
-                        if let [None, literals @ ..] = args.as_slice() {
-                            let literals: Option<Vec<String>> = literals.iter().cloned().collect();
-                            parent.extend(literals.filter(|l| !l.is_empty() && l.iter().all(|l| !l.is_empty())));
-                        }
-                    }
-                    _ => {}
+                    None => {}
                 }
             }
             b'"' => {
@@ -198,24 +213,33 @@ fn pattern_literals(text: &str) -> Vec<Vec<String>> {
                 }
                 i += 1;
                 match stack.last_mut() {
-                    Some(Frame::Node(found)) if certain && !literal.is_empty() && !optional_after(i) => found.push(vec![literal]),
-                    Some(Frame::Predicate(_, args)) => args.push(certain.then_some(literal)),
+                    Some(Frame::Node(found, _)) if certain && !literal.is_empty() && !optional_after(i) => found.push((None, vec![literal])),
+                    Some(Frame::Predicate(_, args)) => args.push(if certain { Ok(literal) } else { Err(String::new()) }),
                     _ => {}
                 }
             }
             b'@' => {
-                if let Some(Frame::Predicate(_, args)) = stack.last_mut() {
-                    args.push(None);
+                let name_end = text[i + 1..].find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '.' | '-'))).map_or(text.len(), |n| i + 1 + n);
+                let name = text[i + 1..name_end].to_owned();
+                // `(x)? @c`: the capture of a node that may be absent.
+                let after_quantifier = matches!(text[..i].trim_end().as_bytes().last(), Some(b'?' | b'*'));
+                match stack.last_mut() {
+                    Some(Frame::Predicate(_, args)) => args.push(Err(name)),
+                    _ if after_quantifier => maybe_absent.push(name),
+                    Some(Frame::Node(_, captures) | Frame::Alternation(captures)) => captures.push(name),
+                    None => {}
                 }
-                i += 1;
+                i = name_end;
             }
             _ => i += 1,
         }
     }
-    match stack.into_iter().next() {
-        Some(Frame::Node(found)) => found,
-        _ => Vec::new(),
-    }
+    let Some(Frame::Node(found, captured)) = stack.into_iter().next() else { return Vec::new() };
+    found
+        .into_iter()
+        .filter(|(capture, _)| capture.as_ref().is_none_or(|c| captured.contains(c) && !maybe_absent.contains(c)))
+        .map(|(_, literals)| literals)
+        .collect()
 }
 
 /// The screen of a rule's query, read once per process.
@@ -618,12 +642,18 @@ mod tests {
         // Predicates after the pattern belong to it.
         assert_eq!(literals("(call function: (identifier) @f) @c\n(#eq? @f \"empty_cache\")"), ["empty_cache"]);
         // Alternatives, optional and repeated parts, other predicates: nothing certain.
-        assert!(literals("(call function: [(identifier) @f \"x\"] (#eq? @f \"y\"))").len() == 1);
+        assert!(literals("(call function: [(identifier) @f \"x\"] (#eq? @f \"y\"))").is_empty(), "@f holds no node when `x` matches");
         assert!(literals("(call [\"a\" \"b\"])").is_empty());
         assert!(literals("(call \"a\"? (argument_list \"b\")* (keyword_argument \"c\")?)").is_empty());
         assert!(literals("(call (identifier) @f (#match? @f \"^load$\") (#not-eq? @f \"x\") (#not-any-of? @f \"a\" \"b\"))").is_empty());
         assert_eq!(literals("(call (identifier) @f (#any-of? @f \"append\" \"extend\"))"), ["append|extend"]);
         assert!(literals("(call (identifier) @f (#any-of? @f \"append\" @g))").is_empty());
+        // A predicate over a capture that may hold no node holds without its literal.
+        assert!(literals("(call (argument_list (identifier)? @a) (#eq? @a \"foo\"))").is_empty());
+        assert!(literals("(call (argument_list (identifier) @a)* (#eq? @a \"foo\"))").is_empty());
+        assert!(literals("(call [(identifier) @a (attribute)] (#eq? @a \"foo\"))").is_empty());
+        assert!(literals("(call (#eq? @undefined \"foo\"))").is_empty());
+        assert_eq!(literals("(call (argument_list (identifier) @a)+ (#eq? @a \"foo\"))"), ["foo"]);
         assert!(literals("(assignment left: (identifier) @a right: (identifier) @b (#eq? @a @b))").is_empty());
         // A group repeated once or more holds its literals.
         assert_eq!(literals("(block (expression_statement \"x\")+)"), ["x"]);
