@@ -38,19 +38,12 @@ fn root_kinds(rule: Rule) -> Option<&'static [bool]> {
     let index = Rule::ALL.iter().position(|r| *r == rule).expect("rule in ALL");
     ROOTS[index]
         .get_or_init(|| {
-            let query = query(rule);
-            let source = rule.query_source();
-            let language = memlint_python::language();
-            let mut kinds = vec![false; language.node_kind_count()];
-            for pattern in 0..query.pattern_count() {
-                let name = pattern_root_kind(&source[query.start_byte_for_pattern(pattern)..])?;
+            let mut kinds = vec![false; memlint_python::language().node_kind_count()];
+            for pattern in pattern_texts(query(rule), rule.query_source()) {
                 let mut found = false;
-                // Every id with that name: aliased symbols share a name.
-                for id in 0..language.node_kind_count() as u16 {
-                    if language.node_kind_is_named(id) && language.node_kind_for_id(id) == Some(name) {
-                        kinds[id as usize] = true;
-                        found = true;
-                    }
+                for id in named_kind_ids(pattern_root_kind(pattern)?) {
+                    kinds[id as usize] = true;
+                    found = true;
                 }
                 if !found {
                     return None;
@@ -59,6 +52,20 @@ fn root_kinds(rule: Rule) -> Option<&'static [bool]> {
             Some(kinds)
         })
         .as_deref()
+}
+
+/// The text of each pattern of `query` (compiled from `source`), in order: from its first
+/// byte to the next pattern's (the comments before that one included).
+fn pattern_texts<'s>(query: &Query, source: &'s str) -> impl Iterator<Item = &'s str> {
+    let count = query.pattern_count();
+    let starts: Vec<usize> = (0..count).map(|p| query.start_byte_for_pattern(p)).collect();
+    (0..count).map(move |p| &source[starts[p]..starts.get(p + 1).copied().unwrap_or(source.len())])
+}
+
+/// The ids of the named node kinds called `name`: every one, as aliased symbols share a name.
+fn named_kind_ids(name: &str) -> impl Iterator<Item = u16> + '_ {
+    let language = memlint_python::language();
+    (0..language.node_kind_count() as u16).filter(move |id| language.node_kind_is_named(*id) && language.node_kind_for_id(*id) == Some(name))
 }
 
 /// The node kind a pattern (its text from its first byte) starts with: `(call ...)` →
@@ -87,18 +94,11 @@ impl LiteralScreen {
     /// The screen of `query`, compiled from `source`; `None` when a pattern does not start
     /// with a named node kind (such queries walk their regions).
     fn of(query: &Query, source: &str) -> Option<LiteralScreen> {
-        let language = memlint_python::language();
-        let mut by_kind = vec![Vec::new(); language.node_kind_count()];
-        for pattern in 0..query.pattern_count() {
-            let start = query.start_byte_for_pattern(pattern);
-            let end = if pattern + 1 < query.pattern_count() { query.start_byte_for_pattern(pattern + 1) } else { source.len() };
-            let text = &source[start..end];
-            let name = pattern_root_kind(text)?;
+        let mut by_kind = vec![Vec::new(); memlint_python::language().node_kind_count()];
+        for text in pattern_texts(query, source) {
             let literals = pattern_literals(text);
-            for id in 0..language.node_kind_count() as u16 {
-                if language.node_kind_is_named(id) && language.node_kind_for_id(id) == Some(name) {
-                    by_kind[id as usize].push(literals.clone());
-                }
+            for id in named_kind_ids(pattern_root_kind(text)?) {
+                by_kind[id as usize].push(literals.clone());
             }
         }
         Some(LiteralScreen { by_kind })
@@ -682,12 +682,9 @@ mod tests {
     #[test]
     fn the_screens_of_the_rules() {
         for rule in Rule::ALL.iter().copied() {
-            let query = query(rule);
             assert!(rule_screen(rule).is_some(), "{}", rule.name());
-            let source = rule.query_source();
-            for pattern in 0..query.pattern_count() {
-                let end = if pattern + 1 < query.pattern_count() { query.start_byte_for_pattern(pattern + 1) } else { source.len() };
-                println!("{} pattern {pattern}: {:?}", rule.name(), pattern_literals(&source[query.start_byte_for_pattern(pattern)..end]));
+            for (pattern, text) in pattern_texts(query(rule), rule.query_source()).enumerate() {
+                println!("{} pattern {pattern}: {:?}", rule.name(), pattern_literals(text));
             }
         }
     }

@@ -378,17 +378,12 @@ impl<'t> SemanticModel<'t> {
     /// [`Self::with_project`] that also indexes every named node whose kind id is `true`
     /// in `kinds` ([`Self::indexed_nodes`]), during the same walk.
     pub fn indexing(tree: &'t Tree, source: &'t str, project: &'t dyn crate::ProjectIndex, kinds: &'t [bool]) -> Self {
-        Self::indexing_walked(NamedNodes::of(tree.root_node()), source, project, kinds)
+        Self::indexing_nodes(std::borrow::Cow::Owned(NamedNodes::of(tree.root_node())), source, project, kinds)
     }
 
     /// [`Self::indexing`] of the tree `nodes` were walked from (its root node's), when the
-    /// caller walked it for something else too (the module's summary).
-    pub fn indexing_walked(nodes: NamedNodes<'t>, source: &'t str, project: &'t dyn crate::ProjectIndex, kinds: &'t [bool]) -> Self {
-        Self::indexing_nodes(std::borrow::Cow::Owned(nodes), source, project, kinds)
-    }
-
-    /// [`Self::indexing_walked`] over nodes walked and kept by someone else (the
-    /// project's [`crate::WalkedTree`] of a file it parsed for its summary).
+    /// caller walked it for something else too: the module's summary, or a parse for the
+    /// summary whose walk the project kept ([`crate::WalkedTree`]).
     pub fn indexing_borrowed(nodes: &'t NamedNodes<'t>, source: &'t str, project: &'t dyn crate::ProjectIndex, kinds: &'t [bool]) -> Self {
         Self::indexing_nodes(std::borrow::Cow::Borrowed(nodes), source, project, kinds)
     }

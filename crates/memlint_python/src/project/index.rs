@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-
 use super::summary::{FunctionSummary, ModuleSummary};
 
 /// What a name a module imports from its project is.

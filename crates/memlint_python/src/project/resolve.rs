@@ -11,7 +11,6 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-
 use super::index::{ModuleLoader, ProjectIndex, Returned, Symbol};
 use super::summary::{FunctionSummary, ModuleSummary};
 use crate::library::{library_module_class, library_module_factory};
