@@ -106,6 +106,14 @@ enum RuleFormat {
 }
 
 fn main() -> ExitCode {
+    // tree-sitter allocates its trees through the C library's malloc unless told
+    // otherwise; on mimalloc too, a check of the benchmark tree took 4% less time
+    // (`scripts/bench-compare.sh`). First thing: nothing tree-sitter allocated may be
+    // freed by another allocator.
+    // SAFETY: no tree-sitter object exists yet, and these four are one allocator's.
+    unsafe {
+        memlint_python::tree_sitter::set_allocator(Some(libmimalloc_sys::mi_malloc), Some(libmimalloc_sys::mi_calloc), Some(libmimalloc_sys::mi_realloc), Some(libmimalloc_sys::mi_free));
+    }
     // Parsed through the matches so that `verify` can tell flags given from defaults.
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());

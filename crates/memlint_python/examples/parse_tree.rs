@@ -19,6 +19,9 @@
 //! children (`stack.extend(node.named_children(&mut cursor))`). `--summarize` also makes
 //! each file's module summary (`ModuleSummary::new`, what the project pass reads of a
 //! module): its cost in units of the parse.
+//!
+//! It parses with the allocators memlint runs with (`crates/memlint/src/main.rs`:
+//! mimalloc for Rust and for tree-sitter), so the floor is the parse memlint itself does.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,7 +43,14 @@ fn python_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
+    // SAFETY: no tree-sitter object exists yet, and these four are one allocator's.
+    unsafe {
+        memlint_python::tree_sitter::set_allocator(Some(libmimalloc_sys::mi_malloc), Some(libmimalloc_sys::mi_calloc), Some(libmimalloc_sys::mi_realloc), Some(libmimalloc_sys::mi_free));
+    }
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let summarize = args.first().is_some_and(|a| a == "--summarize");
     let walk = match args.first().map(String::as_str) {
