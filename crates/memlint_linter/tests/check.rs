@@ -1211,6 +1211,123 @@ fn gradients_taken_after_eval_are_needed_until_train() {
 }
 
 #[test]
+fn eval_mode_before_a_loop_that_switches_back_to_training_is_not_known() {
+    // The `.train()` later in the loop runs before the next step: from then on the
+    // forward whose loss goes to an unseen scaler runs in training mode.
+    check_with_values(
+        r#"
+        import torch
+        from timm.utils import NativeScaler
+        model = torch.nn.Linear(4, 4).cuda()
+        scaler = NativeScaler()
+        model.eval()
+        for i, (x, y) in enumerate(loader):
+            out = model(x)
+            loss = criterion(out, y)
+            scaler(loss, optimizer, parameters=model.parameters())
+            if i % 100 == 0:
+                with torch.no_grad():
+                    model.eval()
+                    validate(model)
+                model.train()
+        "#,
+        expect![""],
+    );
+    // Without the switch back, the loop runs in evaluation mode throughout.
+    check_with_values(
+        r#"
+        import torch
+        model = torch.nn.Linear(4, 4).cuda()
+        model.eval()
+        for x, y in loader:
+            out = model(x)
+            keep(out)
+        "#,
+        expect![[r#"
+            5:11 MEM001 forward pass `model(x)` runs with gradient tracking but afte
+        "#]],
+    );
+}
+
+#[test]
+fn a_conditional_context_that_may_disable_gradients_counts_as_disabled() {
+    // Written for both modes, as `set_grad_enabled(train)` is.
+    check_with_values(
+        r#"
+        import torch
+        from contextlib import nullcontext
+        def run_epoch(model, loader, is_train):
+            total = 0
+            for x, y in loader:
+                with (torch.enable_grad() if is_train else torch.no_grad()):
+                    total += model(x).argmax(1).eq(y).sum().item()
+            return total
+
+        def predict(model, x, evaluating):
+            with torch.no_grad() if evaluating else nullcontext():
+                print(model(x).argmax(1))
+
+        run_epoch(model, val_loader, False)
+        predict(model, torch.randn(2, 4), True)
+        "#,
+        expect![""],
+    );
+    // No branch disables gradients, or one is no gradient context at all: reported.
+    check_with_values(
+        r#"
+        import torch
+        from contextlib import nullcontext
+        def predict(model, x, fast):
+            with (torch.enable_grad() if fast else nullcontext()):
+                print(model(x).argmax(1))
+            with (torch.no_grad() if fast else open("log.txt")):
+                print(model(x).argmax(1))
+
+        predict(model, torch.randn(2, 4), True)
+        "#,
+        expect![[r#"
+            5:15 MEM001 forward pass `model(x)` runs with gradient tracking but its 
+            7:15 MEM001 forward pass `model(x)` runs with gradient tracking but its 
+        "#]],
+    );
+}
+
+#[test]
+fn a_name_assigned_a_context_that_may_disable_gradients_counts_as_disabled() {
+    check_with_values(
+        r#"
+        import torch
+        import contextlib
+        def predict(model, x, train):
+            if train:
+                ctx = contextlib.nullcontext()
+            else:
+                ctx = torch.no_grad()
+            with ctx:
+                print(model(x).argmax(1))
+
+        predict(model, torch.randn(2, 4), False)
+        "#,
+        expect![""],
+    );
+    // A name assigned a context that does not touch gradients: reported.
+    check_with_values(
+        r#"
+        import torch
+        def predict(model, x):
+            ctx = open("log.txt")
+            with ctx:
+                print(model(x).argmax(1))
+
+        predict(model, torch.randn(2, 4))
+        "#,
+        expect![[r#"
+            5:15 MEM001 forward pass `model(x)` runs with gradient tracking but its 
+        "#]],
+    );
+}
+
+#[test]
 fn methods_of_a_module_class_returning_outputs_to_no_caller_are_not_judged() {
     // Whatever their names say: what they return may be backpropagated by code memlint
     // does not see.

@@ -84,13 +84,23 @@ impl<'t> SemanticModel<'t> {
         effect
     }
 
-    /// The effect of entering the context manager `expr` (a call like `torch.no_grad()`).
+    /// The effect of entering the context manager `expr` (a call like `torch.no_grad()`,
+    /// a conditional choosing between two, or a name bound to one).
     pub fn grad_effect_of_call(&self, expr: Node<'t>) -> Option<GradContext> {
+        self.grad_effect_of_context(expr, true)
+    }
+
+    /// [`Self::grad_effect_of_call`]; `follow_names`: a name is followed to the values
+    /// assigned to it (once: a name bound to another name is not followed further).
+    fn grad_effect_of_context(&self, expr: Node<'t>, follow_names: bool) -> Option<GradContext> {
         let expr = unparenthesize(expr);
-        if expr.kind_name() != "call" {
+        match expr.kind_name() {
+            "conditional_expression" => return self.grad_effect_of_either(&[expr.named_child(0), expr.named_child(2)], "a conditional expression"),
+            "identifier" if follow_names => return self.grad_effect_of_name(expr),
+            "call" => {}
             // `with torch.no_grad:` (no call) does not work, but a bare decorator-style
             // reference is common in decorators; handled there.
-            return None;
+            _ => return None,
         }
         let callee = expr.field("function")?;
         let qualified = self.qualified_name(callee).unwrap_or_else(|| self.dotted_name(callee).unwrap_or_default());
@@ -127,6 +137,44 @@ impl<'t> SemanticModel<'t> {
             "enable_grad" if torchy => Some(GradContext::ExplicitlyEnabled),
             _ => self.grad_effect_of_local_factory(expr),
         }
+    }
+
+    /// One of several contexts, chosen at run time (`torch.enable_grad() if train else
+    /// torch.no_grad()`, or a name assigned one or the other). When one of them disables
+    /// gradients and each other one is a gradient context or one that does nothing
+    /// (`nullcontext()`), the code is written for both modes, as with
+    /// `set_grad_enabled(train)`, and counts as disabled (as a local factory does, see
+    /// [`Self::grad_effect_of_local_factory`]); when each is `enable_grad()`, as enabled;
+    /// otherwise it is unknown, and gradients are on as without it.
+    fn grad_effect_of_either(&self, choices: &[Option<Node<'t>>], what: &str) -> Option<GradContext> {
+        let (mut disabled, mut all_enabled) = (None, !choices.is_empty());
+        for choice in choices {
+            let Some(choice) = *choice else { return None };
+            match self.grad_effect_of_context(choice, false) {
+                Some(GradContext::Disabled(why)) => {
+                    disabled.get_or_insert(why);
+                    all_enabled = false;
+                }
+                Some(GradContext::ExplicitlyEnabled) => {}
+                None if self.is_null_context(unparenthesize(choice)) => all_enabled = false,
+                _ => return None,
+            }
+        }
+        if all_enabled {
+            return Some(GradContext::ExplicitlyEnabled);
+        }
+        disabled.map(|why| GradContext::Disabled(format!("{why} on one branch of {what}")))
+    }
+
+    /// `with ctx:` where `ctx` is assigned a context in its scope (`ctx = torch.no_grad()
+    /// if evaluating else nullcontext()`): every value assigned to it there is a choice.
+    fn grad_effect_of_name(&self, name: Node<'t>) -> Option<GradContext> {
+        let bindings = self.bindings_in_scope(self.text(name), name);
+        if bindings.is_empty() || bindings.iter().any(|b| b.kind != BindingKind::Assign || b.value.is_none()) {
+            return None;
+        }
+        let values: Vec<Option<Node<'t>>> = bindings.iter().map(|b| b.value).collect();
+        self.grad_effect_of_either(&values, &format!("the values assigned to `{}`", self.text(name)))
     }
 
     /// `with no_grad_ctx():` where `no_grad_ctx` is a function of this module that returns

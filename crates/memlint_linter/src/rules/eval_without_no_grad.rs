@@ -13,7 +13,10 @@
 //!   (`self.decode(z)`, `policy.pi(x)`) counts too. A value memlint cannot trace to one of
 //!   these is never taken for a network, whatever its name.
 //! - **gradients are on there**: no `with torch.no_grad():` / `inference_mode()` /
-//!   `set_grad_enabled(False)` around it, no such decorator on its function, not in a
+//!   `set_grad_enabled(False)` around it (nor a context chosen at run time that may be
+//!   one: `torch.enable_grad() if train else torch.no_grad()`, `ctx = torch.no_grad()`
+//!   on one branch and `nullcontext()` on the other, code written for both modes as
+//!   `set_grad_enabled(train)` is), no such decorator on its function, not in a
 //!   Lightning hook that runs under `no_grad` (validation, test and prediction steps and
 //!   their epoch hooks), not in a function of the module only called from such code (nor,
 //!   for a top-level function its module never calls, only from such code in the project's
@@ -24,7 +27,9 @@
 //!   saved, sampled from), or returned to callers in this module that only read it. When
 //!   its fate is out of sight (returned to no caller here, stored on an object, handed to
 //!   code memlint does not see) it is reported only when the network is in evaluation mode
-//!   there (`model.eval()` earlier in the function, no `.train()` in between).
+//!   there (`model.eval()` earlier in the function, no `.train()` in between, nor a
+//!   `.train()` later in a loop around the call that the `.eval()` is outside of: the
+//!   next iteration runs in training mode).
 //!
 //! A loop shared by training and evaluation is evaluation when it is run with its
 //! training flag off: every backward pass of the function runs under one test of a
@@ -85,7 +90,7 @@
 
 use memlint_python::tree_sitter::Node;
 use memlint_python::NodeExt;
-use memlint_python::{Fact, Fate, FlagOff, GradContext, SemanticModel};
+use memlint_python::{contains, Fact, Fate, FlagOff, GradContext, SemanticModel};
 
 use crate::checker::Checker;
 use crate::prefilter::Words;
@@ -308,16 +313,36 @@ fn method_reports_its_own_forwards<'t>(model: &SemanticModel<'t>, call: Node<'t>
 }
 
 /// `model.eval()` earlier in the same function on the network called (or the object it
-/// belongs to), with no `model.train()` in between, and no backward pass after the call in
-/// the function (adversarial examples and saliency maps need gradients after `.eval()`).
+/// belongs to), with no `model.train()` in between, nor one later in a loop around the
+/// call that the `.eval()` is not in (the next iteration runs in training mode), and no
+/// backward pass after the call in the function (adversarial examples and saliency maps
+/// need gradients after `.eval()`).
 fn after_eval<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> Option<Node<'t>> {
     let function = model.enclosing_function(call);
-    let module_text = model.text(module);
-    let scope = function.map(|f| f.node.id());
     let scope_start = function.map(|f| f.node.start_byte()).unwrap_or(0);
-    let mut toggles: Vec<(usize, Option<Node<'t>>)> = Vec::new();
+    let mut before = mode_toggles(model, call, module, scope_start..call.start_byte());
+    before.sort_by_key(|(toggle, _)| toggle.start_byte());
+    let (state, true) = before.pop()? else { return None };
+    let back_to_training_in_loop = model
+        .enclosing_loops(call)
+        .iter()
+        .filter(|l| !contains(l.node, state))
+        .any(|l| mode_toggles(model, call, module, l.node.byte_range()).iter().any(|(_, eval)| !eval));
+    if back_to_training_in_loop {
+        return None;
+    }
+    (!needs_gradients(model, call)).then_some(state)
+}
+
+/// The calls in `range` of the function of `call` that switch the mode of the network
+/// called (`module`) or of the object it belongs to: `.eval()` (true), `.train()` (false,
+/// `.train(False)` true).
+fn mode_toggles<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>, range: std::ops::Range<usize>) -> Vec<(Node<'t>, bool)> {
+    let scope = model.enclosing_function(call).map(|f| f.node.id());
+    let module_text = model.text(module);
+    let mut toggles = Vec::new();
     for (method, is_eval) in [("eval", true), ("train", false)] {
-        for toggle in model.calls_named_in(method, scope_start..call.start_byte()) {
+        for toggle in model.calls_named_in(method, range.clone()) {
             if model.enclosing_function(*toggle).map(|f| f.node.id()) != scope {
                 continue;
             }
@@ -327,13 +352,10 @@ fn after_eval<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -
                 continue;
             }
             let arg = toggle.field("arguments").and_then(|a| a.named_child(0)).map(|a| model.text(a));
-            let eval = if is_eval { true } else { arg == Some("False") };
-            toggles.push((toggle.start_byte(), eval.then_some(*toggle)));
+            toggles.push((*toggle, is_eval || arg == Some("False")));
         }
     }
-    toggles.sort_by_key(|t| t.0);
-    let state = toggles.into_iter().last().and_then(|(_, t)| t)?;
-    (!needs_gradients(model, call)).then_some(state)
+    toggles
 }
 
 /// A backward pass after the call in its scope with no `.train()` in between.
