@@ -1328,6 +1328,83 @@ fn a_name_assigned_a_context_that_may_disable_gradients_counts_as_disabled() {
 }
 
 #[test]
+fn a_classmethod_that_builds_its_class_is_a_factory() {
+    check(
+        r#"
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.fc = nn.Linear(n, n)
+
+            def forward(self, x):
+                return self.fc(x)
+
+            @classmethod
+            def from_name(cls, name):
+                model = cls(4)
+                return model
+
+            @classmethod
+            def from_pretrained(cls, name):
+                return cls.from_name(name)
+
+        net = Net.from_pretrained("a")
+        print(net(torch.zeros(1, 4)))
+        "#,
+        expect![[r#"
+            22:7 MEM001 forward pass `net(torch.zeros(1, 4))` runs with gradient tra
+        "#]],
+    );
+}
+
+#[test]
+fn pytest_passes_a_test_the_fixture_its_parameter_names() {
+    check(
+        r#"
+        import pytest
+        import torch
+        import torch.nn as nn
+
+        @pytest.fixture
+        def net(pretrained):
+            return nn.Linear(4, 4) if pretrained else nn.Linear(4, 4).half()
+
+        @pytest.fixture(scope="module")
+        def data():
+            return torch.zeros(1, 4)
+
+        def test_forward(net, data):
+            output = net(data)
+            assert not torch.isnan(output).any()
+
+        def test_backward(net, data):
+            net(data).sum().backward()
+        "#,
+        expect![[r#"
+            14:14 MEM001 forward pass `net(data)` runs with gradient tracking but its
+        "#]],
+    );
+    // A parameter named like a function that is no fixture is not passed it.
+    check(
+        r#"
+        import torch
+        import torch.nn as nn
+
+        def net():
+            return nn.Linear(4, 4)
+
+        def test_forward(net):
+            output = net(torch.zeros(1, 4))
+            assert not torch.isnan(output).any()
+        "#,
+        expect![""],
+    );
+}
+
+#[test]
 fn methods_of_a_module_class_returning_outputs_to_no_caller_are_not_judged() {
     // Whatever their names say: what they return may be backpropagated by code memlint
     // does not see.

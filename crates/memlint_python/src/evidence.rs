@@ -126,6 +126,17 @@ impl<'t> SemanticModel<'t> {
                     facts.push(Fact::at(format!("an element of `{}` (line {})", self.short_text(container), self.line_of(container)), container));
                     container
                 }
+                Basis::Fixture(def) => {
+                    let name = def.field("name").map(|n| self.text(n)).unwrap_or("?");
+                    facts.push(Fact::at(format!("pytest passes it the fixture `{name}` (line {})", self.line_of(def)), def));
+                    match self.function_return_value(def, 0).basis {
+                        Basis::Returned(value) => {
+                            facts.push(Fact::at(format!("returned as `{}` (line {})", self.short_text(value), self.line_of(value)), value));
+                            value
+                        }
+                        _ => break,
+                    }
+                }
                 Basis::Returned(value) => {
                     facts.push(Fact::at(format!("returned as `{}` (line {})", self.short_text(value), self.line_of(value)), value));
                     value

@@ -71,6 +71,8 @@ impl<'t> SemanticModel<'t> {
         let bound = loop {
             match self.parent(at).map(|p| (p, p.kind_name())) {
                 Some((p, "attribute" | "call" | "parenthesized_expression")) if p.kind_name() != "call" || p.field("function").map(|f| f.id()) == Some(at.id()) => at = p,
+                // A branch of `a if c else b` (not its condition) is bound as the whole is.
+                Some((p, "conditional_expression")) if p.named_child(1).map(|c| c.id()) != Some(at.id()) => at = p,
                 Some((p, "assignment")) => {
                     let target = p.field("left").and_then(|l| match l.kind_name() {
                         "identifier" => Some(l),

@@ -111,6 +111,30 @@ fn factories_and_storing_methods() {
     assert_eq!(stores("meters.local"), 0, "a local list does not");
 }
 
+/// `Net.from_name(cfg)`: a method called on a project class itself. A classmethod that
+/// returns `cls(...)`, or another classmethod's result through `cls.other(...)`, builds an
+/// instance of the class.
+#[test]
+fn classmethods_called_on_a_project_class_are_factories() {
+    let project = Memory::new(&[
+        (
+            "zoo.py",
+            "import torch.nn as nn\nclass Net(nn.Module):\n    @classmethod\n    def from_name(klass, name):\n        model = klass(4)\n        return model\n\n    @classmethod\n    def from_pretrained(cls, name):\n        model = cls.from_name(name)\n        model.load()\n        return model\n\n    @staticmethod\n    def names():\n        return ['a']\n\nclass Config:\n    @classmethod\n    def load(cls):\n        return cls()\n",
+        ),
+        ("train.py", "from zoo import Net, Config\n"),
+    ]);
+    let r = ProjectResolver::new(&project, "train.py");
+    let returns = |q: &str| match r.symbol(q) {
+        Some(Symbol::Function { returns_module, .. }) => returns_module,
+        other => panic!("{q}: {other:?}"),
+    };
+    assert!(returns("zoo.Net.from_name"), "`klass(4)`: the first parameter of a classmethod is its class");
+    assert!(returns("zoo.Net.from_pretrained"), "through `cls.from_name(...)`");
+    assert!(!returns("zoo.Net.names"));
+    assert!(!returns("zoo.Config.load"), "an instance of a class that is no module");
+    assert_eq!(r.symbol("zoo.Net.missing"), None, "no such method");
+}
+
 #[test]
 fn classes_whose_init_loads_a_pretrained_network_they_never_freeze() {
     let project = Memory::new(&[

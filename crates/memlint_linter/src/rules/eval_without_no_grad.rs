@@ -7,7 +7,9 @@
 //! It decides from facts, not names:
 //! - **the callee is a network**: a value built from a `torch.nn.Module` subclass (local,
 //!   of the project, `torch.nn`, torchvision / timm / transformers / `torch.hub`), returned
-//!   by a function that builds one, passed by the callers of a function, held in a list or
+//!   by a function that builds one (a classmethod returning `cls(...)` too:
+//!   `Net.from_config(cfg)`), passed by the callers of a function (pytest passes a test the
+//!   `@pytest.fixture` its parameter names), held in a list or
 //!   dict of networks, assigned to `self.X` in the class, or known by what is done with it
 //!   (`x.eval()`, `x.parameters()`); a method of a module class that runs the forward pass
 //!   (`self.decode(z)`, `policy.pi(x)`) counts too. A value memlint cannot trace to one of

@@ -47,6 +47,19 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
             };
             let is_static = decorators.iter().any(|d| text(source, *d) == "staticmethod");
             let mut f = function_summary(source, def, !is_static, nodes);
+            // `cls(...)` in a classmethod builds an instance of this class (or a subclass),
+            // and `cls.build(...)` calls another of its methods.
+            if decorators.iter().any(|d| text(source, *d) == "classmethod") {
+                if let Some(first) = def.field("parameters").and_then(|p| p.named_child(0)).and_then(crate::parameter_name).map(|n| text(source, n)) {
+                    for callee in f.returns_calls.iter_mut() {
+                        if callee == first {
+                            *callee = name.clone();
+                        } else if let Some(rest) = callee.strip_prefix(first).and_then(|r| r.strip_prefix('.')) {
+                            *callee = format!("{name}.{rest}");
+                        }
+                    }
+                }
+            }
             f.no_grad = decorators.iter().any(|d| decorator_disables_grad(source, *d));
             // A decorator memlint cannot read (`@nograd`, a project function wrapping the
             // method in `torch.no_grad()`) may change how the method runs.

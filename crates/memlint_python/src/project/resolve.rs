@@ -115,6 +115,7 @@ impl<'a> ProjectResolver<'a> {
             for name in &parts[k..] {
                 target = match target {
                     Target::Module(m) => self.lookup_in_module(&m, name, seen)?,
+                    Target::Class(m, class) => self.method_on_class(m, class, name)?,
                     _ => return None,
                 };
             }
@@ -139,11 +140,21 @@ impl<'a> ProjectResolver<'a> {
                 target = match target {
                     Target::Module(m) => self.lookup_in_module(&m, name, seen)?,
                     Target::External(q) => Target::External(format!("{q}.{name}")),
+                    Target::Class(m, class) => self.method_on_class(m, class, name)?,
                     _ => return None,
                 };
             }
         }
         Some(target)
+    }
+
+    /// `Class.name` where `name` is a method the project class defines, called on the class
+    /// itself (a factory classmethod: `Net.from_config(cfg)`): that method, as a function
+    /// named `Class.name` (see [`ModuleSummary::function`]).
+    fn method_on_class(&self, m: String, class: String, name: &str) -> Option<Target> {
+        let function = format!("{class}.{name}");
+        self.summary(&m)?.function(&function)?;
+        Some(Target::Function(m, function))
     }
 
     /// What `name` is in module `m`: a class or function it defines, a name it imports

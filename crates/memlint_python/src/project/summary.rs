@@ -342,8 +342,13 @@ impl ModuleSummary {
         self.classes.iter().rev().find(|c| c.name == name)
     }
 
+    /// A top-level function, or `Class.method`: a method called on its class (a factory
+    /// classmethod, `Net.from_config(cfg)`).
     pub fn function(&self, name: &str) -> Option<&FunctionSummary> {
-        self.functions.iter().rev().find(|f| f.name == name)
+        match name.split_once('.') {
+            Some((class, method)) => self.class(class)?.methods.iter().rev().find(|f| f.name == method),
+            None => self.functions.iter().rev().find(|f| f.name == name),
+        }
     }
 
     pub fn import(&self, local: &str) -> Option<&str> {

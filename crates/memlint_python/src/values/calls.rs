@@ -365,6 +365,10 @@ impl<'t> SemanticModel<'t> {
                 if self.classes.contains_key(name) {
                     return if self.is_module_class(name) { self.instance_of_module_class(name, call) } else { Value::unknown() };
                 }
+                // `cls(...)` in a classmethod: an instance of its class.
+                if let Some(class) = self.classmethod_class(callee) {
+                    return if self.is_module_class(&class) { self.instance_of_module_class(&class, call) } else { Value::unknown() };
+                }
                 // A local function: what it returns (`build_model()` returning a network; the
                 // argument itself when it gives a parameter back: `cuda(net, flag)`).
                 if let Some(binding) = self.binding_at(name, callee) {
@@ -383,6 +387,18 @@ impl<'t> SemanticModel<'t> {
                 self.result_of_calling(call, of, depth)
             }
         }
+    }
+
+    /// The class whose classmethod binds `name` as its first parameter (`cls`).
+    fn classmethod_class(&self, name: Node<'t>) -> Option<String> {
+        let binding = self.binding_at(self.text(name), name).filter(|b| b.kind == BindingKind::Parameter)?;
+        let params = self.parent(binding.statement).filter(|p| p.kind_name() == "parameters")?;
+        if params.named_child(0).map(|p| p.id()) != Some(binding.statement.id()) {
+            return None;
+        }
+        let def = self.parent(params).filter(|d| d.kind_name() == "function_definition")?;
+        let info = self.functions.get(&def.id())?;
+        info.decorators.iter().any(|d| self.text(*d) == "classmethod").then(|| info.class.clone()).flatten()
     }
 
     /// Calling a value: constructing a module (a module class), a forward pass (a
@@ -433,6 +449,19 @@ impl<'t> SemanticModel<'t> {
                     }
                     return self.function_return_value(def, d);
                 }
+            }
+        }
+        // `Net.from_config(cfg)`: a method called on a local class itself (a factory
+        // classmethod), or on `cls` in one, gives what it returns.
+        if object.kind_name() == "identifier" {
+            let name = self.text(object);
+            let class = if self.classes.contains_key(name) && self.binding_at(name, object).is_some_and(|b| b.statement.kind_name() == "class_definition") {
+                Some(name.to_owned())
+            } else {
+                self.classmethod_class(object)
+            };
+            if let Some(def) = class.and_then(|c| self.method_of(&c, method)) {
+                return self.function_return_value(def, d);
             }
         }
         // `policy.pi(x)` on an instance of a local module class: a method that runs the

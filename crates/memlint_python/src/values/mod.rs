@@ -54,6 +54,9 @@ pub enum Basis<'t> {
     Definition(Node<'t>),
     /// The project's other modules decide (an imported class or factory): this call or name.
     Project(Node<'t>),
+    /// pytest passes it the value of the fixture its parameter names: this fixture's
+    /// definition (a function of the module decorated `@pytest.fixture`).
+    Fixture(Node<'t>),
 }
 
 /// What an expression holds, and why.

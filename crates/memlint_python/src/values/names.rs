@@ -233,7 +233,31 @@ impl<'t> SemanticModel<'t> {
                 return Value::unknown();
             }
         }
+        if joined.is_none() {
+            // No caller here: pytest calls tests and fixtures with the fixtures their
+            // parameters name.
+            if let Some(fixture) = self.pytest_fixture(name) {
+                let value = self.function_return_value(fixture, depth + 1);
+                if value.kind != ValueKind::Unknown {
+                    return Value::new(value.kind, Basis::Fixture(fixture));
+                }
+            }
+        }
         joined.unwrap_or(Value::unknown())
+    }
+
+    /// The function of this module named `name` and decorated `@pytest.fixture` (or
+    /// `@pytest.fixture(...)`), which pytest calls for a parameter of that name.
+    fn pytest_fixture(&self, name: &str) -> Option<Node<'t>> {
+        let binding = self.bindings_of(None, name)?.iter().rev().find(|b| b.statement.kind_name() == "function_definition")?;
+        let info = self.functions.get(&binding.statement.id())?;
+        info.decorators
+            .iter()
+            .any(|d| {
+                let callee = if d.kind_name() == "call" { d.field("function").unwrap_or(*d) } else { *d };
+                self.qualified_name(callee).as_deref() == Some("pytest.fixture")
+            })
+            .then_some(binding.statement)
     }
 
     pub(super) fn is_static_method(&self, info: &FunctionInfo<'t>) -> bool {
