@@ -3,7 +3,10 @@
 # (crates/memlint_server/examples/stdio_latency.rs): one character typed in the middle of
 # the file, time until publishDiagnostics for that version; median and p95 of 30 rounds
 # after 3 warm-ups, on generated files (copies of tests/examples/train_classifier.py at 1k,
-# 5k and 20k lines, a dense 5k-line file) and on each FILE given.
+# 5k and 20k lines, a dense 5k-line file) and on each FILE given. Each file of copies is
+# measured twice: in its middle (for 1k and 20k lines a module docstring, where an edit is
+# cheap), and on the first indented line after it ("in a def": in the body of a
+# definition, where every copy defines the same names again).
 #
 #   scripts/bench-server.sh [MEMLINT] [FILE...]
 #

@@ -23,7 +23,7 @@ CLIENT="$ROOT/target/debug/examples/stdio_latency"
 
 step "stdio_latency: latency mode on generated files and a FILE"
 "$CLIENT" --memlint "$MEMLINT" --rounds 4 --warmup 1 --sizes 300 --dense-lines 200 tests/examples/train_classifier.py | tee "$TMP/latency.txt"
-for label in "train_classifier x0.3k" "dense 0.2k" "tests/examples/train_classifier.py"; do
+for label in "train_classifier x0.3k" "train_classifier x0.3k, in a def" "dense 0.2k" "tests/examples/train_classifier.py"; do
     grep -E "^$label +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ " "$TMP/latency.txt" > /dev/null || fail "no figures for $label"
     # Median, p95, min and max until the publish is read, then the p95 until it is parsed.
     grep -E "^$label( +[0-9.]+){8}$" "$TMP/latency.txt" > /dev/null || fail "no p95 parsed for $label"

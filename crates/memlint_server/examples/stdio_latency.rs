@@ -12,7 +12,10 @@
 //!   `publishDiagnostics` for *that* version arrives. Prints median and p95 per file.
 //!   Without `--no-generated` it also generates its inputs: copies of
 //!   `tests/examples/train_classifier.py` at 1k, 5k and 20k lines, and a dense 5k-line
-//!   file of training and evaluation functions.
+//!   file of training and evaluation functions. Each file of copies is also measured with
+//!   the character typed on the first indented line after the middle (", in a def"): the
+//!   middle of 1k and 20k lines of copies is a module docstring, where an edit is cheap,
+//!   while in a definition's body every copy defines the same names again.
 //! - **Dump** (`--dump PATH...`): opens every `.py` file under each PATH one by one and
 //!   prints each diagnostic the server publishes for it as one JSON line
 //!   `{path, code, name, message, severity, line, col, end_line, end_col, fix, evidence}`,
@@ -445,12 +448,17 @@ pub fn dump(memlint: &Path, paths: &[PathBuf], out: &mut impl Write) -> Result<(
 }
 
 /// Where a character is typed: a 0-based line and UTF-16 column inside a word on the
-/// first line at or after the middle of the file that has a word of 3 or more letters.
-fn typing_position(text: &str) -> Option<(usize, usize)> {
+/// first line at or after the middle of the file that has a word of 3 or more letters;
+/// `indented`: the first such line that is indented (in the body of a definition: the
+/// middle of a file of copies may fall on a module docstring, where an edit is cheap).
+fn typing_position(text: &str, indented: bool) -> Option<(usize, usize)> {
     let lines = lsp_lines(text);
     let middle = lines.len() / 2;
     (middle..lines.len()).chain(0..middle).find_map(|n| {
         let line = lines[n];
+        if indented && !line.starts_with([' ', '\t']) {
+            return None;
+        }
         let chars: Vec<char> = line.chars().collect();
         let mut i = 0;
         while i < chars.len() {
@@ -498,9 +506,10 @@ pub fn median(sorted: &[Duration]) -> Duration {
     }
 }
 
-/// Latency mode for one file: open it, then `warmup + rounds` one-character edits.
-pub fn measure(memlint: &Path, file: &Path, text: &str, warmup: usize, rounds: usize) -> Result<Latency, String> {
-    let (line, column) = typing_position(text).ok_or_else(|| format!("{}: no word to type into", file.display()))?;
+/// Latency mode for one file: open it, then `warmup + rounds` one-character edits (on an
+/// indented line: see [`typing_position`]).
+pub fn measure(memlint: &Path, file: &Path, text: &str, indented: bool, warmup: usize, rounds: usize) -> Result<Latency, String> {
+    let (line, column) = typing_position(text, indented).ok_or_else(|| format!("{}: no word to type into", file.display()))?;
     let mut client = Client::start(memlint, file.parent())?;
     let uri = file_uri(file);
     let opened = Instant::now();
@@ -679,7 +688,8 @@ fn run() -> Result<(), String> {
         eprintln!("stdio_latency: {files} files, {diagnostics} diagnostics");
         return Ok(());
     }
-    let mut inputs: Vec<(String, PathBuf, String)> = Vec::new();
+    // (label, file, text, typed on an indented line)
+    let mut inputs: Vec<(String, PathBuf, String, bool)> = Vec::new();
     let scratch = std::env::temp_dir().join(format!("memlint-stdio-latency-{}", std::process::id()));
     if options.generated {
         let example_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/examples/train_classifier.py");
@@ -693,18 +703,22 @@ fn run() -> Result<(), String> {
         for (i, (label, text)) in generated.into_iter().enumerate() {
             let path = scratch.join(format!("generated_{i}.py"));
             std::fs::write(&path, &text).map_err(|e| format!("{}: {e}", path.display()))?;
-            inputs.push((label, path, text));
+            // Copies of one script define every name again and again, and their middle may
+            // fall on a module docstring: also typed in the body of a definition.
+            let in_def = label.starts_with("train_classifier").then(|| (format!("{label}, in a def"), path.clone(), text.clone(), true));
+            inputs.push((label, path, text, false));
+            inputs.extend(in_def);
         }
     }
     for path in &options.paths {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        inputs.push((path.display().to_string(), path.clone(), text));
+        inputs.push((path.display().to_string(), path.clone(), text, false));
     }
     if inputs.is_empty() {
         return Err("nothing to measure: --no-generated and no FILE".to_owned());
     }
     println!(
-        "memlint server over stdio ({}): one character typed in the middle of the file, until publishDiagnostics for that version is read whole (p95 parsed: and parsed by this client into JSON values); {} rounds after {} warm-up",
+        "memlint server over stdio ({}): one character typed in the middle of the file (\", in a def\": on the first indented line after it), until publishDiagnostics for that version is read whole (p95 parsed: and parsed by this client into JSON values); {} rounds after {} warm-up",
         options.memlint.display(),
         options.rounds,
         options.warmup
@@ -714,8 +728,8 @@ fn run() -> Result<(), String> {
         "file", "lines", "findings", "open ms", "median ms", "p95 ms", "min ms", "max ms", "p95 parsed ms"
     );
     let mut failed = None;
-    for (label, path, text) in &inputs {
-        match measure(&options.memlint, path, text, options.warmup, options.rounds) {
+    for (label, path, text, indented) in &inputs {
+        match measure(&options.memlint, path, text, *indented, options.warmup, options.rounds) {
             Ok(l) => println!(
                 "{:<40} {:>7} {:>8} {:>9.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>14.1}",
                 label,
