@@ -449,14 +449,22 @@ pub fn dump(memlint: &Path, paths: &[PathBuf], out: &mut impl Write) -> Result<(
 
 /// Where a character is typed: a 0-based line and UTF-16 column inside a word on the
 /// first line at or after the middle of the file that has a word of 3 or more letters;
-/// `indented`: the first such line that is indented (in the body of a definition: the
-/// middle of a file of copies may fall on a module docstring, where an edit is cheap).
+/// `indented`: the first such line that is indented and no definition's header (in the
+/// body of a definition: the middle of a file of copies may fall on a module docstring,
+/// where an edit is cheap),
+/// inside a word that is no keyword (a letter typed into `return` or `def` is a syntax
+/// error; into a name, a rename).
 fn typing_position(text: &str, indented: bool) -> Option<(usize, usize)> {
+    const KEYWORDS: &[&str] = &[
+        "and", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
+        "import", "lambda", "nonlocal", "not", "pass", "raise", "return", "try", "while", "with", "yield", "None", "True", "False",
+    ];
     let lines = lsp_lines(text);
     let middle = lines.len() / 2;
     (middle..lines.len()).chain(0..middle).find_map(|n| {
         let line = lines[n];
-        if indented && !line.starts_with([' ', '\t']) {
+        let header = ["def ", "async def ", "class ", "@"].iter().any(|h| line.trim_start().starts_with(h));
+        if indented && (!line.starts_with([' ', '\t']) || header) {
             return None;
         }
         let chars: Vec<char> = line.chars().collect();
@@ -467,7 +475,8 @@ fn typing_position(text: &str, indented: bool) -> Option<(usize, usize)> {
                 while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
                     i += 1;
                 }
-                if i - start >= 3 {
+                let word: String = chars[start..i].iter().collect();
+                if i - start >= 3 && !(indented && KEYWORDS.contains(&word.as_str())) {
                     let column: usize = chars[..start + 1].iter().map(|c| c.len_utf16()).sum();
                     return Some((n, column));
                 }
