@@ -49,6 +49,13 @@ pub use tree_sitter;
 
 use tree_sitter::{Language, Node, Parser, Tree};
 
+/// Python's keywords (`keyword.kwlist`): words that never name a value.
+pub const KEYWORDS: &[&str] = &[
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else",
+    "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise",
+    "return", "try", "while", "with", "yield",
+];
+
 /// The tree-sitter grammar memlint parses Python with.
 pub fn language() -> Language {
     tree_sitter_python::LANGUAGE.into()

@@ -455,10 +455,6 @@ pub fn dump(memlint: &Path, paths: &[PathBuf], out: &mut impl Write) -> Result<(
 /// inside a word that is no keyword (a letter typed into `return` or `def` is a syntax
 /// error; into a name, a rename).
 fn typing_position(text: &str, indented: bool) -> Option<(usize, usize)> {
-    const KEYWORDS: &[&str] = &[
-        "and", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
-        "import", "lambda", "nonlocal", "not", "pass", "raise", "return", "try", "while", "with", "yield", "None", "True", "False",
-    ];
     let lines = lsp_lines(text);
     let middle = lines.len() / 2;
     (middle..lines.len()).chain(0..middle).find_map(|n| {
@@ -476,7 +472,7 @@ fn typing_position(text: &str, indented: bool) -> Option<(usize, usize)> {
                     i += 1;
                 }
                 let word: String = chars[start..i].iter().collect();
-                if i - start >= 3 && !(indented && KEYWORDS.contains(&word.as_str())) {
+                if i - start >= 3 && !(indented && memlint_python::KEYWORDS.contains(&word.as_str())) {
                     let column: usize = chars[..start + 1].iter().map(|c| c.len_utf16()).sum();
                     return Some((n, column));
                 }

@@ -536,12 +536,7 @@ impl<'s> Bound<'s> {
 
 /// The names of `text`, without Python's keywords and `self`/`cls` (which tie nothing).
 fn words(text: &str) -> impl Iterator<Item = &str> {
-    const UNTIED: &[&str] = &[
-        "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "cls", "continue", "def", "del", "elif", "else",
-        "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise",
-        "return", "self", "try", "while", "with", "yield",
-    ];
-    text.split(|c: char| !is_name(c)).filter(|w| !w.is_empty() && !UNTIED.contains(w))
+    text.split(|c: char| !is_name(c)).filter(|w| !w.is_empty() && !matches!(*w, "self" | "cls") && !memlint_python::KEYWORDS.contains(w))
 }
 
 /// Does `range` touch `span` (an empty range at a point inside it counts)?

@@ -392,13 +392,8 @@ impl<'t> SemanticModel<'t> {
     /// The class whose classmethod binds `name` as its first parameter (`cls`).
     fn classmethod_class(&self, name: Node<'t>) -> Option<String> {
         let binding = self.binding_at(self.text(name), name).filter(|b| b.kind == BindingKind::Parameter)?;
-        let params = self.parent(binding.statement).filter(|p| p.kind_name() == "parameters")?;
-        if params.named_child(0).map(|p| p.id()) != Some(binding.statement.id()) {
-            return None;
-        }
-        let def = self.parent(params).filter(|d| d.kind_name() == "function_definition")?;
-        let info = self.functions.get(&def.id())?;
-        info.decorators.iter().any(|d| self.text(*d) == "classmethod").then(|| info.class.clone()).flatten()
+        let (info, _, position) = self.parameter_site(binding)?;
+        (position == 0 && self.is_classmethod(info)).then(|| info.class.clone()).flatten()
     }
 
     /// Calling a value: constructing a module (a module class), a forward pass (a

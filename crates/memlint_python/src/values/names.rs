@@ -204,11 +204,8 @@ impl<'t> SemanticModel<'t> {
     /// tensor with history and one without join as one with). `self` of a method is an
     /// instance of its class.
     pub(super) fn parameter_value(&self, name: &str, binding: &Binding<'t>, depth: usize) -> Value<'t> {
-        let Some(params) = self.parent(binding.statement).filter(|p| p.kind_name() == "parameters") else { return Value::unknown() };
-        let Some(def) = self.parent(params).filter(|d| d.kind_name() == "function_definition") else { return Value::unknown() };
-        let Some(info) = self.functions.get(&def.id()) else { return Value::unknown() };
-        let parameters = named_children(params);
-        let Some(position) = parameters.iter().position(|p| p.id() == binding.statement.id()) else { return Value::unknown() };
+        let Some((info, parameters, position)) = self.parameter_site(binding) else { return Value::unknown() };
+        let def = info.node;
         if parameters[..position].iter().any(|p| parameter_name(*p).is_none()) {
             return Value::unknown();
         }
@@ -258,6 +255,21 @@ impl<'t> SemanticModel<'t> {
                 self.qualified_name(callee).as_deref() == Some("pytest.fixture")
             })
             .then_some(binding.statement)
+    }
+
+    /// The function a parameter binding belongs to, its parameters, and the binding's
+    /// position among them.
+    pub(super) fn parameter_site(&self, binding: &Binding<'t>) -> Option<(&FunctionInfo<'t>, Vec<Node<'t>>, usize)> {
+        let params = self.parent(binding.statement).filter(|p| p.kind_name() == "parameters")?;
+        let def = self.parent(params).filter(|d| d.kind_name() == "function_definition")?;
+        let info = self.functions.get(&def.id())?;
+        let parameters = named_children(params);
+        let position = parameters.iter().position(|p| p.id() == binding.statement.id())?;
+        Some((info, parameters, position))
+    }
+
+    pub(super) fn is_classmethod(&self, info: &FunctionInfo<'t>) -> bool {
+        info.decorators.iter().any(|d| self.text(*d) == "classmethod")
     }
 
     pub(super) fn is_static_method(&self, info: &FunctionInfo<'t>) -> bool {
