@@ -234,6 +234,39 @@ fn method_only_called_from_no_grad_through_self() {
     );
 }
 
+#[test]
+fn an_attribute_of_self_is_its_class_hierarchys_not_another_classs() {
+    // `Trainer.net` is another attribute than `Metric.net` (a function passed in): the
+    // forward in `Metric.evaluate` rests on no network.
+    let classes = r#"
+        import torch
+        from torch import nn
+
+        class Trainer:
+            def __init__(self):
+                self.net = nn.Linear(2, 2)
+
+        class Metric:
+            def __init__(self, fn):
+                self.net = fn
+
+            def evaluate(self, loader):
+                scores = []
+                for x in loader:
+                    scores.append(self.net(x).argmax().item())
+                return scores
+        "#;
+    check(classes, expect![""]);
+    // A class deriving from `Metric` that sets a network is in its hierarchy.
+    let derived = format!("{classes}\n        class Child(Metric):\n            def __init__(self):\n                self.net = nn.Linear(2, 2)\n");
+    check(
+        &derived,
+        expect![[r#"
+            15:27 MEM001 forward pass `self.net(x)` runs with gradient tracking but i
+        "#]],
+    );
+}
+
 // ----- MEM001 details --------------------------------------------------------------
 
 #[test]

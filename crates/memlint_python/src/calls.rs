@@ -122,8 +122,8 @@ impl<'t> SemanticModel<'t> {
                 if self.text(obj) != "self" {
                     return None;
                 }
-                let values = self.self_attributes.get(self.text(object.field("attribute")?))?;
-                *values.iter().find(|v| unparenthesize(**v).kind_name() == "call")?
+                let mut values = self.self_attribute_values(object, self.text(object.field("attribute")?));
+                values.find(|v| unparenthesize(*v).kind_name() == "call")?
             }
             _ => return None,
         };

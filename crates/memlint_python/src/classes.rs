@@ -332,14 +332,16 @@ impl<'t> SemanticModel<'t> {
                     return None;
                 }
                 let attr = self.text(expr.field("attribute")?);
-                if let Some(known) = self.self_attribute_classes.borrow().get(attr) {
+                // The values `self.<attr>` can mean depend only on the class of the method.
+                let key = (self.enclosing_function(expr).and_then(|f| self.method_class(f)).map_or(0, |c| c.id()), attr);
+                if let Some(known) = self.self_attribute_classes.borrow().get(&key) {
                     return *known;
                 }
                 // Answered from depth 1 whatever the depth asking, so that the memo does not
                 // depend on who asked first; a cycle back to it meets the placeholder.
-                self.self_attribute_classes.borrow_mut().insert(attr, None);
-                let class = self.self_attributes.get(attr)?.iter().find_map(|v| self.instance_class_at(*v, 1));
-                self.self_attribute_classes.borrow_mut().insert(attr, class);
+                self.self_attribute_classes.borrow_mut().insert(key, None);
+                let class = self.self_attribute_values(expr, attr).find_map(|v| self.instance_class_at(v, 1));
+                self.self_attribute_classes.borrow_mut().insert(key, class);
                 class
             }
             "call" => {

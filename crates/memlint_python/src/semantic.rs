@@ -221,9 +221,10 @@ pub struct SemanticModel<'t> {
     /// Memo of [`SemanticModel::instance_class`]: asked of the callee of every forward call
     /// by several facts, and `self.x` follows every assignment of `self.x` in the module.
     pub(crate) instance_classes: RefCell<HashMap<NodeKey, Option<&'t str>>>,
-    /// Memo of the class of `self.<name>` by the attribute's name: the values assigned to
-    /// it are the module's (every class's), so every `self.<name>` asks the same question.
-    pub(crate) self_attribute_classes: RefCell<HashMap<&'t str, Option<&'t str>>>,
+    /// Memo of the class of `self.<name>`, by the node id of the class whose method uses
+    /// it (0 outside methods) and the attribute's name: every `self.<name>` in the methods
+    /// of one class asks the same question (see `self_attribute_values`).
+    pub(crate) self_attribute_classes: RefCell<HashMap<(usize, &'t str), Option<&'t str>>>,
     /// Memo of [`SemanticModel::function_return_kind`], by function node id.
     pub(crate) return_values: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// (scope, name) of names on which a module-only method is called (`x.eval()`,

@@ -195,9 +195,11 @@ const IMPORTS: &[&str] = &["import_statement", "import_from_statement"];
 /// resolve to, and the edited statement to the statements whose names resolve to what it
 /// binds: its callers, whose `no_grad` can decide its findings, and theirs in turn (not the
 /// other callers of what kept code calls). A mention of an attribute of `self` in the
-/// edited statement or those users ties every statement that assigns it (the model knows
-/// `self.model` by name across the module's classes). In copies of one script, an edit in
-/// one copy's function keeps only what resolves to it.
+/// edited statement or those users ties the statements of its class hierarchy that assign
+/// it, or every statement that does where the hierarchy assigns none (as the model knows
+/// `self.model`). An edited class's `__init__` stands for the class's name (calling the
+/// class calls it). In copies of one script, an edit in one copy's function or method
+/// keeps only what resolves to it.
 ///
 /// `None` when less than a quarter of the text would be left out: the prediction would cost
 /// about what the complete lint costs, which then runs anyway.
@@ -208,6 +210,8 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     // A method: its class's statements take the class's place (the class's header stays),
     // and what makes the class what it is stays with them.
     let mut class_core = Vec::new();
+    // The edited method's class and where its members lie among `statements`.
+    let mut edited_class: Option<(Node<'_>, Range<usize>)> = None;
     if !statements.iter().any(|s| s.byte_range() == *edited) {
         let class = statements.iter().position(|s| s.start_byte() <= edited.start && edited.end <= s.end_byte());
         if let Some((i, body)) = class.and_then(|i| Some((i, class_body(statements[i])?))) {
@@ -219,12 +223,23 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
                     matches!(name, Some("__init__" | "forward" | "__call__"))
                 })
                 .collect();
+            edited_class = undecorated(statements[i]).map(|c| (c, i..i + members.len()));
             statements.splice(i..i + 1, members);
         }
     }
     let edited_at = statements.iter().position(|s| s.byte_range() == *edited);
-    let names: Vec<Option<&str>> =
-        statements.iter().map(|s| if DEFINITIONS.contains(&s.kind()) { definition_name(*s, text) } else { None }).collect();
+    // What each definition binds by its name. The edited class's `__init__` is called by
+    // calling the class (`ConvNet()`, as the model finds its callers): it stands for the
+    // class's name, whose header is no statement here.
+    let class_name = edited_class.as_ref().and_then(|(c, _)| Some(&text[c.child_by_field_name("name")?.byte_range()]));
+    let names: Vec<Option<&str>> = statements
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match DEFINITIONS.contains(&s.kind()).then(|| definition_name(*s, text)).flatten() {
+            Some("__init__") if edited_class.as_ref().is_some_and(|(_, members)| members.contains(&i)) => class_name,
+            name => name,
+        })
+        .collect();
     // What each statement binds: a definition its name, any other statement its targets.
     let mut binds: Vec<Vec<&str>> = Vec::with_capacity(statements.len());
     // The statements that bind each name, in order.
@@ -282,8 +297,10 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
         .chain(edited_at.map(|i| (i, true)))
         .collect();
     let mut users_kept = vec![false; statements.len()];
-    // Which statements assign each attribute of `self`: built at the first mention of one.
-    let mut attribute_setters: Option<HashMap<&str, Vec<usize>>> = None;
+    // Which statements assign each attribute of `self`, and the module's classes: built at
+    // the first mention of one.
+    let mut attribute_setters: HashMap<&str, Vec<usize>> = HashMap::default();
+    let mut classes: Option<Classes<'_>> = None;
     let starts: Vec<usize> = statements.iter().map(|s| s.start_byte()).collect();
     while let Some((x, with_users)) = queue.pop() {
         if !std::mem::replace(&mut kept[x], true) {
@@ -308,34 +325,43 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
         if !with_users || std::mem::replace(&mut users_kept[x], true) {
             continue;
         }
-        // The model knows `self.model` by its attribute name across the module's classes,
-        // by the values any method assigns to it: followed for the edited statement and its
-        // users (what kept code calls is summarized by what it names, as above; following
+        // The model knows `self.model` in a method by the values the methods of its class
+        // hierarchy assign to it, or, where they assign none, by those any class's methods
+        // do (`SemanticModel::self_attribute_values`): followed for the edited statement and
+        // its users (what kept code calls is summarized by what it names, as above; following
         // its attributes too would keep every copy of a class in a file of copies of one
         // script).
         let mut attributes = self_attributes(&text[statements[x].byte_range()]).peekable();
         if attributes.peek().is_some() {
-            let setters = attribute_setters.get_or_insert_with(|| {
-                let mut index: HashMap<&str, Vec<usize>> = HashMap::default();
-                for (i, s) in statements.iter().enumerate() {
-                    let mut set = Vec::new();
-                    assigned_self_attributes(*s, text, &mut set);
-                    set.sort_unstable();
-                    set.dedup();
-                    for attribute in set {
-                        index.entry(attribute).or_default().push(i);
-                    }
-                }
-                index
-            });
+            let classes = classes.get_or_insert_with(|| Classes::of(&statements, text, edited_class.clone()));
+            let hierarchy = classes.hierarchy_of(x);
             for attribute in attributes {
-                queue.extend(setters.get(attribute).into_iter().flatten().copied().filter(|y| !kept[*y]).map(|y| (y, false)));
+                let sets = |statement: usize| {
+                    let mut set = Vec::new();
+                    assigned_self_attributes(statements[statement], text, &mut set);
+                    set.contains(&attribute)
+                };
+                let own = hierarchy.as_ref().filter(|h| h.iter().any(|s| classes.assigns_in_a_method(statements[*s], text, attribute)));
+                let tied: Vec<usize> = match own {
+                    Some(hierarchy) => hierarchy.iter().copied().filter(|s| sets(*s)).collect(),
+                    // The statements that assign it anywhere: among those that name
+                    // `self.<attribute>` (one search of the text), those with an assignment,
+                    // `for` or `with` target of it.
+                    None => attribute_setters
+                        .entry(attribute)
+                        .or_insert_with(|| statements_mentioning_self_attribute(text, &starts, attribute).into_iter().filter(|s| sets(*s)).collect())
+                        .clone(),
+                };
+                queue.extend(tied.into_iter().filter(|y| !kept[*y]).map(|y| (y, false)));
             }
         }
         // The statements whose names resolve to what it binds.
         for name in &binds[x] {
             for y in statements_mentioning(text, &starts, name) {
-                if users_kept[y] || y == x {
+                // Only a statement after which `x` still binds the name, or for which `x`
+                // is the last binding before it, can see it (asked first: taking a
+                // statement's words apart costs more).
+                if users_kept[y] || y == x || last(name) != Some(x) && last_before(name, y) != Some(x) {
                     continue;
                 }
                 let used = uses_of(y);
@@ -352,6 +378,113 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     Some(Excerpt::leaving_out(text, &left_out))
 }
 
+/// The module's top-level classes as the prediction sees them, to mirror the model's class
+/// hierarchies: a class is known by its last definition of a name, and derives from the
+/// classes its bases' words name.
+struct Classes<'s> {
+    /// Each class's name, and the names of the classes of the module its bases mention.
+    classes: Vec<(&'s str, Vec<&'s str>)>,
+    /// Each statement's class (the edited class's members lie among the statements).
+    class_of: Vec<Option<usize>>,
+}
+
+impl<'s> Classes<'s> {
+    fn of(statements: &[Node<'_>], text: &'s str, edited_class: Option<(Node<'_>, Range<usize>)>) -> Classes<'s> {
+        let mut definitions = Vec::new();
+        let mut class_of = vec![None; statements.len()];
+        for (i, s) in statements.iter().enumerate() {
+            if let Some(class) = undecorated(*s).filter(|c| c.kind() == "class_definition") {
+                class_of[i] = Some(definitions.len());
+                definitions.push(class);
+            }
+        }
+        if let Some((class, members)) = edited_class {
+            for i in members {
+                class_of[i] = Some(definitions.len());
+            }
+            definitions.push(class);
+        }
+        let name = |c: Node<'_>| c.child_by_field_name("name").map_or("", |n| &text[n.byte_range()]);
+        let names: HashSet<&str> = definitions.iter().map(|c| name(*c)).collect();
+        let classes = definitions
+            .iter()
+            .map(|c| {
+                let bases = c.child_by_field_name("superclasses").map_or("", |b| &text[b.byte_range()]);
+                (name(*c), bases.split(|c: char| !is_name(c)).filter(|w| names.contains(w)).collect())
+            })
+            .collect();
+        Classes { classes, class_of }
+    }
+
+    /// The statements of the class of statement `at` and of the classes in its hierarchy
+    /// (`SemanticModel::same_hierarchy`): itself, and those of another name from which it
+    /// derives or which derive from it. `None` when `at` is no class's.
+    fn hierarchy_of(&self, at: usize) -> Option<Vec<usize>> {
+        let class = self.class_of[at]?;
+        let name = self.classes[class].0;
+        let related: Vec<bool> = (0..self.classes.len())
+            .map(|c| c == class || self.classes[c].0 != name && (self.derives(name, self.classes[c].0) || self.derives(self.classes[c].0, name)))
+            .collect();
+        Some((0..self.class_of.len()).filter(|s| self.class_of[*s].is_some_and(|c| related[c])).collect())
+    }
+
+    /// Does the class named `class` (its last definition) derive from the one named `base`?
+    fn derives(&self, class: &str, base: &str) -> bool {
+        let mut pending = vec![class];
+        let mut seen = 0;
+        while let Some(c) = pending.pop() {
+            seen += 1;
+            if seen > 16 {
+                return false;
+            }
+            if c == base {
+                return true;
+            }
+            if let Some((_, bases)) = self.classes.iter().rev().find(|(name, _)| *name == c) {
+                pending.extend(bases.iter().copied());
+            }
+        }
+        false
+    }
+
+    /// Does a method in `statement` (a method itself, or a class) assign `self.<attribute>`
+    /// as the model records one: an assignment in the method's own body, not in a nested
+    /// definition?
+    fn assigns_in_a_method(&self, statement: Node<'_>, text: &str, attribute: &str) -> bool {
+        fn walk(node: Node<'_>, text: &str, attribute: &str) -> bool {
+            if matches!(node.kind(), "function_definition" | "class_definition" | "lambda") {
+                return false;
+            }
+            if node.kind() == "assignment" && node.child_by_field_name("right").is_some() {
+                let leaves = node.child_by_field_name("left").map(memlint_python::target_leaves).unwrap_or_default();
+                let sets = |leaf: &Node<'_>| {
+                    leaf.kind() == "attribute"
+                        && leaf.child_by_field_name("object").is_some_and(|o| &text[o.byte_range()] == "self")
+                        && leaf.child_by_field_name("attribute").is_some_and(|a| &text[a.byte_range()] == attribute)
+                };
+                if leaves.iter().any(sets) {
+                    return true;
+                }
+            }
+            let mut cursor = node.walk();
+            let found = node.named_children(&mut cursor).any(|child| walk(child, text, attribute));
+            found
+        }
+        fn method_body(definition: Node<'_>) -> Option<Node<'_>> {
+            undecorated(definition).filter(|f| f.kind() == "function_definition").and_then(|f| f.child_by_field_name("body"))
+        }
+        match undecorated(statement).map(|s| s.kind()) {
+            Some("class_definition") => {
+                let Some(body) = class_body(statement) else { return false };
+                let mut cursor = body.walk();
+                let found = body.named_children(&mut cursor).filter_map(method_body).any(|b| walk(b, text, attribute));
+                found
+            }
+            _ => method_body(statement).is_some_and(|b| walk(b, text, attribute)),
+        }
+    }
+}
+
 /// Can `c` be part of a Python name (the words [`words`] splits a text into)?
 fn is_name(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
@@ -365,6 +498,20 @@ fn statements_mentioning(text: &str, starts: &[usize], name: &str) -> Vec<usize>
         .match_indices(name)
         .filter(|(at, _)| !text[..*at].chars().next_back().is_some_and(is_name) && !text[at + name.len()..].chars().next().is_some_and(is_name))
         .filter_map(|(at, _)| starts.partition_point(|s| *s <= at).checked_sub(1))
+        .collect();
+    found.dedup();
+    found
+}
+
+/// The statements (by index, as in [`statements_mentioning`]) whose text names
+/// `self.<attribute>`.
+fn statements_mentioning_self_attribute(text: &str, starts: &[usize], attribute: &str) -> Vec<usize> {
+    let mut found: Vec<usize> = statements_mentioning(text, starts, attribute)
+        .into_iter()
+        .filter(|i| {
+            let statement = &text[starts[*i]..starts.get(i + 1).copied().unwrap_or(text.len())];
+            self_attributes(statement).any(|a| a == attribute)
+        })
         .collect();
     found.dedup();
     found
@@ -858,14 +1005,41 @@ mod tests {
 
     #[test]
     fn a_method_is_tied_to_every_class_that_sets_an_attribute_of_self_it_reads() {
-        // The model knows `self.net` by name in the whole module: what another class's
-        // `setUp` assigns to it (and calls on it there) counts.
+        // `A` sets no `self.net`: the model knows it by what any class of the module
+        // assigns to it (and calls on it there), here `B.setUp`'s.
         let text = "import torch\n\n\nclass A:\n    def test_forward(self):\n        y = self.net(torch.ones(2))\n        assert y.shape == (2,)\n\n    def test_other(self):\n        values = [1, 2, 3]\n        assert sum(values) == 6\n\n\nclass B:\n    def setUp(self):\n        self.net = torch.nn.Linear(2, 2)\n        self.net.load_state_dict({})\n\n\nclass C:\n    def test_unrelated(self):\n        values = [4, 5, 6]\n        assert max(values) == 6\n        assert min(values) == 4\n";
         let method = text.find("def test_forward").unwrap()..text.find("\n\n    def test_other").unwrap();
         let kept = leave_out_unrelated(text, &parse(text), &method).unwrap().text;
         assert!(kept.contains("class B:") && kept.contains("self.net = torch.nn.Linear"));
         assert!(!kept.contains("class C:") && !kept.contains("def test_other"));
         let new = edit(text, "assert y.shape", "assert y.sxhape");
+        assert_eq!(prediction(text, &new).unwrap(), lint_text(&new));
+    }
+
+    #[test]
+    fn copies_of_a_class_keep_only_the_edited_copys_attributes() {
+        // Every copy's `ConvNet` sets `self.features`: the edited copy's `__init__` and
+        // `forward` read only its own (a class of the same name defined again is another
+        // class), so the other copies are left out.
+        let text = SCRIPT.repeat(4);
+        let at = 2 * SCRIPT.len() + SCRIPT.find("nn.Conv2d(64").unwrap();
+        let new = format!("{}x{}", &text[..at], &text[at..]);
+        let found = edited_statement(&text, &parse(&text), &new, &parse(&new)).unwrap();
+        let excerpt = leave_out_unrelated(&new, &parse(&new), &found.new).unwrap().text;
+        assert_eq!(excerpt.matches("class ConvNet").count(), 1, "{excerpt}");
+        assert_eq!(prediction(&text, &new).unwrap(), lint_text(&new));
+    }
+
+    #[test]
+    fn a_method_is_tied_to_its_base_and_derived_classes_that_set_an_attribute_it_reads() {
+        // `Base.evaluate` reads `self.net`, which only `Child` sets; `Other` sets a `net` of
+        // its own, which `Base` never sees.
+        let text = "import torch\n\n\nclass Base:\n    def evaluate(self, x):\n        y = self.net(x)\n        return y.shape\n\n\nclass Child(Base):\n    def __init__(self):\n        self.net = torch.nn.Linear(2, 2)\n\n\nclass Other:\n    def __init__(self):\n        self.net = None\n        self.values = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]\n\n    def total(self):\n        return sum(self.values) + len(self.values) * max(self.values)\n";
+        let method = text.find("def evaluate").unwrap()..text.find("\n\n\nclass Child").unwrap();
+        let kept = leave_out_unrelated(text, &parse(text), &method).unwrap().text;
+        assert!(kept.contains("class Child(Base):") && kept.contains("self.net = torch.nn.Linear"), "{kept}");
+        assert!(!kept.contains("class Other:"), "{kept}");
+        let new = edit(text, "return y.shape", "return y.sxhape");
         assert_eq!(prediction(text, &new).unwrap(), lint_text(&new));
     }
 

@@ -23,20 +23,18 @@ impl<'t> SemanticModel<'t> {
             }
             // `self.model`: what the class assigned (in `__init__` or another method).
             let mut known = Value::unknown();
-            if let Some(values) = self.self_attributes.get(attr) {
-                for v in values {
-                    let value = self.value_at_depth(*v, d);
-                    if value.kind.is_module() {
-                        return value.via(Basis::From(*v));
-                    }
-                    if known.kind == ValueKind::Unknown
-                        && matches!(
-                            value.kind,
-                            ValueKind::ModuleClass | ValueKind::Callable | ValueKind::Optimizer | ValueKind::Scaler | ValueKind::DataLoader | ValueKind::Number | ValueKind::Foreign
-                        )
-                    {
-                        known = value.via(Basis::From(*v));
-                    }
+            for v in self.self_attribute_values(expr, attr) {
+                let value = self.value_at_depth(v, d);
+                if value.kind.is_module() {
+                    return value.via(Basis::From(v));
+                }
+                if known.kind == ValueKind::Unknown
+                    && matches!(
+                        value.kind,
+                        ValueKind::ModuleClass | ValueKind::Callable | ValueKind::Optimizer | ValueKind::Scaler | ValueKind::DataLoader | ValueKind::Number | ValueKind::Foreign
+                    )
+                {
+                    known = value.via(Basis::From(v));
                 }
             }
             if known.kind != ValueKind::Unknown {
@@ -105,6 +103,43 @@ impl<'t> SemanticModel<'t> {
             ValueKind::Unknown if self.methods_by_name.contains_key(attr) => Value::new(ValueKind::Callable, Basis::None),
             _ => Value::unknown(),
         }
+    }
+
+    /// The values assigned to `self.<attr>` that `self.<attr>` at `at` can mean: those
+    /// assigned in the methods of the class whose method `at` is in, of the local classes it
+    /// derives from and of those that derive from it. Another class's attribute of the same
+    /// name is another attribute, and so is one of an earlier class of the same name (a
+    /// script's copies). When none of these classes assigns it, or `at` is in no method,
+    /// the values every class of the module assigns (a mixin's method uses what the class
+    /// it is mixed into sets).
+    pub(crate) fn self_attribute_values(&self, at: Node<'t>, attr: &str) -> impl Iterator<Item = Node<'t>> + use<'_, 't> {
+        let values: &[Node<'t>] = self.self_attributes.get(attr).map(Vec::as_slice).unwrap_or_default();
+        let class = self.enclosing_function(at).and_then(|f| self.method_class(f));
+        let related = move |v: &Node<'t>| {
+            let setter = self.enclosing_function(*v).and_then(|f| self.method_class(f));
+            class.zip(setter).is_some_and(|(class, setter)| self.same_hierarchy(class, setter))
+        };
+        let only_related = class.is_some() && values.iter().any(related);
+        values.iter().copied().filter(move |v| !only_related || related(v))
+    }
+
+    /// The `class_definition` a method is defined in (`None` for a function that is no
+    /// method, a nested function among them).
+    pub(crate) fn method_class(&self, function: &FunctionInfo<'t>) -> Option<Node<'t>> {
+        function.class.as_ref()?;
+        let class = self.parent(self.parent(function.outer)?)?;
+        (class.kind_name() == "class_definition").then_some(class)
+    }
+
+    /// Are the classes defined at `a` and `b` one class or does one derive from the other
+    /// (through local bases, by name)? Two definitions of one name are two classes.
+    pub(crate) fn same_hierarchy(&self, a: Node<'t>, b: Node<'t>) -> bool {
+        if a.id() == b.id() {
+            return true;
+        }
+        let name = |c: Node<'t>| c.field("name").map(|n| self.text(n)).unwrap_or_default();
+        let (a, b) = (name(a), name(b));
+        a != b && (self.class_derives_locally(a, b) || self.class_derives_locally(b, a))
     }
 
     /// What the local class `class` (or a local base) assigns to `self.<attr>`: a network
