@@ -1806,6 +1806,36 @@ fn a_local_function_returning_no_grad_is_a_no_grad_block() {
     );
 }
 
+/// A local function that returns `enable_grad()` or `no_grad()` by mode is the same choice
+/// as `torch.enable_grad() if train else torch.no_grad()`: written for both modes. One
+/// that returns `enable_grad()` on every path asks for gradients as `enable_grad()` does.
+#[test]
+fn a_local_function_returning_a_context_by_mode_is_a_choice_made_at_run_time() {
+    check(
+        r#"
+        import torch
+        import torch.nn as nn
+
+        def grad_ctx(train):
+            if train:
+                return torch.enable_grad()
+            return torch.no_grad()
+
+        def always_grad():
+            return torch.enable_grad()
+
+        net = nn.Linear(4, 2)
+        with grad_ctx(False):
+            print(net(torch.randn(1, 4)).argmax())
+        with always_grad():
+            print(net(torch.randn(1, 4)).argmax())
+        with torch.enable_grad():
+            print(net(torch.randn(1, 4)).argmax())
+        "#,
+        expect![""],
+    );
+}
+
 /// A GAN loop freezes the critic's parameters for the generator's step: a pass over the
 /// critic after that freeze, on inputs without history, records no graph; after the
 /// unfreeze it does.

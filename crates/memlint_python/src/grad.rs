@@ -180,10 +180,10 @@ impl<'t> SemanticModel<'t> {
     /// `with no_grad_ctx():` where `no_grad_ctx` is a function of this module that returns
     /// a context disabling gradients (`return torch.no_grad()`), or, on other paths, one
     /// that does nothing (`contextlib.suppress()`, `nullcontext()`: a fallback for old
-    /// versions of torch).
+    /// versions of torch) or `torch.enable_grad()` (a context chosen by mode).
     fn grad_effect_of_local_factory(&self, call: Node<'t>) -> Option<GradContext> {
         let def = self.local_callee(call)?;
-        let mut disabled = None;
+        let (mut disabled, mut enabled, mut null) = (None, false, false);
         for statement in self.returns.get(&def.id())? {
             let value = unparenthesize(statement.named_child(0)?);
             // Only what the function itself returns: another local function's context is
@@ -193,12 +193,21 @@ impl<'t> SemanticModel<'t> {
             }
             match self.grad_effect_of_call(value) {
                 Some(GradContext::Disabled(why)) => disabled = Some(why),
-                None if self.is_null_context(value) => {}
+                Some(GradContext::ExplicitlyEnabled) => enabled = true,
+                None if self.is_null_context(value) => null = true,
                 _ => return None,
             }
         }
+        // The contexts it returns on its paths are a choice made at run time, as in
+        // `grad_effect_of_either`: one that disables gradients makes the call count as
+        // disabling them; `enable_grad()` on every path, as enabling them.
         let name = call.field("function").map(|f| self.text(f)).unwrap_or("");
-        disabled.map(|why| GradContext::Disabled(format!("`{name}()`, which returns {why}")))
+        match disabled {
+            Some(why) if enabled => Some(GradContext::Disabled(format!("`{name}()`, which returns {why} on one of its paths"))),
+            Some(why) => Some(GradContext::Disabled(format!("`{name}()`, which returns {why}"))),
+            None if enabled && !null => Some(GradContext::ExplicitlyEnabled),
+            None => None,
+        }
     }
 
     /// A context manager that does nothing: `contextlib.suppress()`, `nullcontext()`.

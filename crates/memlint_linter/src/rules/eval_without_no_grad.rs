@@ -10,15 +10,16 @@
 //!   by a function that builds one (a classmethod returning `cls(...)` too:
 //!   `Net.from_config(cfg)`), passed by the callers of a function (pytest passes a test the
 //!   `@pytest.fixture` its parameter names), held in a list or
-//!   dict of networks, assigned to `self.X` in the class, or known by what is done with it
+//!   dict of networks, assigned to `self.X` in its class hierarchy, or known by what is done with it
 //!   (`x.eval()`, `x.parameters()`); a method of a module class that runs the forward pass
 //!   (`self.decode(z)`, `policy.pi(x)`) counts too. A value memlint cannot trace to one of
 //!   these is never taken for a network, whatever its name.
 //! - **gradients are on there**: no `with torch.no_grad():` / `inference_mode()` /
 //!   `set_grad_enabled(False)` around it (nor a context chosen at run time that may be
 //!   one: `torch.enable_grad() if train else torch.no_grad()`, `ctx = torch.no_grad()`
-//!   on one branch and `nullcontext()` on the other, code written for both modes as
-//!   `set_grad_enabled(train)` is), no such decorator on its function, not in a
+//!   on one branch and `nullcontext()` on the other, a local function returning
+//!   `enable_grad()` on one path and `no_grad()` on another, code written for both modes
+//!   as `set_grad_enabled(train)` is), no such decorator on its function, not in a
 //!   Lightning hook that runs under `no_grad` (validation, test and prediction steps and
 //!   their epoch hooks), not in a function of the module only called from such code (nor,
 //!   for a top-level function its module never calls, only from such code in the project's
