@@ -197,8 +197,9 @@ const IMPORTS: &[&str] = &["import_statement", "import_from_statement"];
 /// other callers of what kept code calls). A mention of an attribute of `self` in the
 /// edited statement or those users ties the statements of its class hierarchy that assign
 /// it, or every statement that does where the hierarchy assigns none (as the model knows
-/// `self.model`). An edited class's `__init__` stands for the class's name (calling the
-/// class calls it). In copies of one script, an edit in one copy's function or method
+/// `self.model`), and every statement with a use that tells what it is (`self.model.eval()`,
+/// `self.opt.step()`: evidence the model takes from anywhere in the module). An edited
+/// class's `__init__` stands for the class's name (calling the class calls it). In copies of one script, an edit in one copy's function or method
 /// keeps only what resolves to it.
 ///
 /// `None` when less than a quarter of the text would be left out: the prediction would cost
@@ -300,6 +301,9 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
     // Which statements assign each attribute of `self`, and the module's classes: built at
     // the first mention of one.
     let mut attribute_setters: HashMap<&str, Vec<usize>> = HashMap::default();
+    let mut attribute_uses: HashMap<&str, Vec<usize>> = HashMap::default();
+    // What each statement asked about assigns to attributes of `self`.
+    let mut assigned: HashMap<usize, AssignedAttributes<'_>> = HashMap::default();
     let mut classes: Option<Classes<'_>> = None;
     let starts: Vec<usize> = statements.iter().map(|s| s.start_byte()).collect();
     while let Some((x, with_users)) = queue.pop() {
@@ -336,23 +340,34 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
             let classes = classes.get_or_insert_with(|| Classes::of(&statements, text, edited_class.clone()));
             let hierarchy = classes.hierarchy_of(x);
             for attribute in attributes {
-                let sets = |statement: usize| {
-                    let mut set = Vec::new();
-                    assigned_self_attributes(statements[statement], text, &mut set);
-                    set.contains(&attribute)
+                let mut sets = |statement: usize, in_a_method: bool| {
+                    let assigned = assigned.entry(statement).or_insert_with(|| AssignedAttributes::of(statements[statement], text));
+                    if in_a_method { assigned.in_methods.contains(&attribute) } else { assigned.anywhere.contains(&attribute) }
                 };
-                let own = hierarchy.as_ref().filter(|h| h.iter().any(|s| classes.assigns_in_a_method(statements[*s], text, attribute)));
+                let own = hierarchy.as_ref().filter(|h| h.iter().any(|s| sets(*s, true)));
                 let tied: Vec<usize> = match own {
-                    Some(hierarchy) => hierarchy.iter().copied().filter(|s| sets(*s)).collect(),
+                    Some(hierarchy) => hierarchy.iter().copied().filter(|s| sets(*s, false)).collect(),
                     // The statements that assign it anywhere: among those that name
                     // `self.<attribute>` (one search of the text), those with an assignment,
                     // `for` or `with` target of it.
                     None => attribute_setters
                         .entry(attribute)
-                        .or_insert_with(|| statements_mentioning_self_attribute(text, &starts, attribute).into_iter().filter(|s| sets(*s)).collect())
+                        .or_insert_with(|| statements_mentioning_self_attribute(text, &starts, attribute).into_iter().filter(|s| sets(*s, false)).collect())
                         .clone(),
                 };
-                queue.extend(tied.into_iter().filter(|y| !kept[*y]).map(|y| (y, false)));
+                // And, as the model takes `self.x.eval()` or `self.x.step()` anywhere in the
+                // module for evidence of what `self.x` is, the statements with such a use.
+                let used = attribute_uses.entry(attribute).or_insert_with(|| {
+                    let uses = |statement: &usize| {
+                        let statement = &text[starts[*statement]..starts.get(statement + 1).copied().unwrap_or(text.len())];
+                        memlint_python::MODULE_ONLY_METHODS
+                            .iter()
+                            .chain(&["zero_grad", "step", "param_groups"])
+                            .any(|method| statement.contains(&format!("self.{attribute}.{method}")))
+                    };
+                    statements_mentioning_self_attribute(text, &starts, attribute).into_iter().filter(uses).collect()
+                });
+                queue.extend(tied.into_iter().chain(used.iter().copied()).filter(|y| !kept[*y]).map(|y| (y, false)));
             }
         }
         // The statements whose names resolve to what it binds.
@@ -446,42 +461,57 @@ impl<'s> Classes<'s> {
         }
         false
     }
+}
 
-    /// Does a method in `statement` (a method itself, or a class) assign `self.<attribute>`
-    /// as the model records one: an assignment in the method's own body, not in a nested
-    /// definition?
-    fn assigns_in_a_method(&self, statement: Node<'_>, text: &str, attribute: &str) -> bool {
-        fn walk(node: Node<'_>, text: &str, attribute: &str) -> bool {
+/// The attributes of `self` a statement (a method, a class, any other) assigns.
+struct AssignedAttributes<'s> {
+    /// As the model records them (`SemanticModel::self_attribute_values`): assignments of a
+    /// value in a method's own body, not in a nested definition.
+    in_methods: Vec<&'s str>,
+    /// Assignments, `for` and `with` targets anywhere in it ([`assigned_self_attributes`]).
+    anywhere: Vec<&'s str>,
+}
+
+impl<'s> AssignedAttributes<'s> {
+    fn of(statement: Node<'_>, text: &'s str) -> AssignedAttributes<'s> {
+        fn walk<'s>(node: Node<'_>, text: &'s str, out: &mut Vec<&'s str>) {
             if matches!(node.kind(), "function_definition" | "class_definition" | "lambda") {
-                return false;
+                return;
             }
             if node.kind() == "assignment" && node.child_by_field_name("right").is_some() {
-                let leaves = node.child_by_field_name("left").map(memlint_python::target_leaves).unwrap_or_default();
-                let sets = |leaf: &Node<'_>| {
-                    leaf.kind() == "attribute"
-                        && leaf.child_by_field_name("object").is_some_and(|o| &text[o.byte_range()] == "self")
-                        && leaf.child_by_field_name("attribute").is_some_and(|a| &text[a.byte_range()] == attribute)
-                };
-                if leaves.iter().any(sets) {
-                    return true;
+                for leaf in node.child_by_field_name("left").map(memlint_python::target_leaves).unwrap_or_default() {
+                    if leaf.kind() == "attribute" && leaf.child_by_field_name("object").is_some_and(|o| &text[o.byte_range()] == "self") {
+                        out.extend(leaf.child_by_field_name("attribute").map(|a| &text[a.byte_range()]));
+                    }
                 }
             }
             let mut cursor = node.walk();
-            let found = node.named_children(&mut cursor).any(|child| walk(child, text, attribute));
-            found
+            for child in node.named_children(&mut cursor) {
+                walk(child, text, out);
+            }
         }
         fn method_body(definition: Node<'_>) -> Option<Node<'_>> {
             undecorated(definition).filter(|f| f.kind() == "function_definition").and_then(|f| f.child_by_field_name("body"))
         }
+        let mut in_methods = Vec::new();
         match undecorated(statement).map(|s| s.kind()) {
             Some("class_definition") => {
-                let Some(body) = class_body(statement) else { return false };
-                let mut cursor = body.walk();
-                let found = body.named_children(&mut cursor).filter_map(method_body).any(|b| walk(b, text, attribute));
-                found
+                if let Some(body) = class_body(statement) {
+                    let mut cursor = body.walk();
+                    for method in body.named_children(&mut cursor).filter_map(method_body) {
+                        walk(method, text, &mut in_methods);
+                    }
+                }
             }
-            _ => method_body(statement).is_some_and(|b| walk(b, text, attribute)),
+            _ => {
+                if let Some(body) = method_body(statement) {
+                    walk(body, text, &mut in_methods);
+                }
+            }
         }
+        let mut anywhere = Vec::new();
+        assigned_self_attributes(statement, text, &mut anywhere);
+        AssignedAttributes { in_methods, anywhere }
     }
 }
 
@@ -991,7 +1021,8 @@ mod tests {
         assert_eq!(found.old, start..CLASS.find("\n\n    @torch.no_grad()").unwrap());
         let blanked = leave_out_unrelated(&new, &parse(&new), &found.new).unwrap().text;
         assert!(blanked.contains("class Trainer:") && blanked.contains("def __init__") && blanked.contains("def fit"));
-        assert!(!blanked.contains("def export") && !blanked.contains("def describe"));
+        // `describe` calls `self.model.parameters()`: evidence that `self.model` is a network.
+        assert!(blanked.contains("def describe") && !blanked.contains("def export"));
         assert_eq!(prediction(CLASS, &new).unwrap(), lint_text(&new));
     }
 
@@ -1040,6 +1071,19 @@ mod tests {
         assert!(kept.contains("class Child(Base):") && kept.contains("self.net = torch.nn.Linear"), "{kept}");
         assert!(!kept.contains("class Other:"), "{kept}");
         let new = edit(text, "return y.shape", "return y.sxhape");
+        assert_eq!(prediction(text, &new).unwrap(), lint_text(&new));
+    }
+
+    #[test]
+    fn a_method_is_tied_to_every_use_that_shows_what_an_attribute_of_self_it_reads_is() {
+        // `B.setUp` calls `self.net.eval()`: the model takes that, anywhere in the module, for
+        // evidence that `self.net` is a network, so `A.test_smoke`'s forward is found.
+        let text = "import torch\nfrom lib import Embedding\n\n\nclass A:\n    def setUp(self):\n        self.net = Embedding(4)\n\n    def test_smoke(self):\n        print(self.net(torch.ones(2)).argmax().item())\n\n    def test_other(self):\n        values = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]\n        assert sum(values) == 210 and max(values) == 20 and min(values) == 1\n\n\nclass B:\n    def setUp(self):\n        self.net = Embedding(8)\n        self.net.eval()\n\n\nclass C:\n    def test_unrelated(self):\n        values = [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]\n        assert max(values) == 21 and min(values) == 4 and len(values) == 18\n";
+        let method = text.find("def test_smoke").unwrap()..text.find("\n\n    def test_other").unwrap();
+        let kept = leave_out_unrelated(text, &parse(text), &method).unwrap().text;
+        assert!(kept.contains("self.net.eval()") && !kept.contains("class C:") && !kept.contains("def test_other"), "{kept}");
+        let new = edit(text, "argmax().item()", "argmax().ixtem()");
+        assert_eq!(lint_text(&new).len(), 1);
         assert_eq!(prediction(text, &new).unwrap(), lint_text(&new));
     }
 
