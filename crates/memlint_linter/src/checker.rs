@@ -548,7 +548,7 @@ pub(crate) fn run_rules_after_suppression<'t>(
 /// Is `range` in code a syntax error may have mangled? Such findings are dropped so an
 /// error never produces a false finding: the enclosing function (or, at module level,
 /// the statement and the one before it) must parse cleanly.
-pub(crate) fn in_error_region(tree: &Tree, range: Range<usize>) -> bool {
+pub fn in_error_region(tree: &Tree, range: Range<usize>) -> bool {
     let root = tree.root_node();
     let Some(mut node) = root.descendant_for_byte_range(range.start, range.end.max(range.start)) else {
         return true;

@@ -17,7 +17,7 @@ mod settings;
 pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, Severity};
 pub use fix::{apply_fixes, apply_fixes_in_project, FixMode, FixOutcome};
 pub use memlint_python::{LineIndex, NoProject, ProjectIndex, SourcePosition, SyntaxError};
-pub use checker::Suppressions;
+pub use checker::{in_error_region, Suppressions};
 pub use noqa::{Directive, DirectiveKind, Directives, ListedCode};
 pub use registry::{Rule, RuleDoc, UnknownRule};
 pub use settings::{LinterSettings, RuleSelection};

@@ -774,22 +774,29 @@ pub fn predict(baseline: &Baseline, text: &str, tree: &Tree, lint: &dyn Fn(&str)
     let edited = edited_statement(&baseline.text, &baseline.tree, text, tree)?;
     // A syntax error made or mended: the parser's recovery may reshape code past the
     // edited statement (a broken `for` once took a finding 70 lines below it out of the
-    // complete lint), and the linter drops findings in the top-level statement right after
-    // a broken one. Followed only when the error stays in the edited statement's
-    // top-level statement and the one after it has no finding.
+    // complete lint), and the linter drops the findings in code an error may have mangled
+    // (`memlint_linter::in_error_region`: outside function definitions, in the top-level
+    // statement right after a broken one too). Followed only when the error stays in the
+    // edited statement's top-level statement; the findings outside it are then dropped as
+    // the linter drops them in the new tree. Mended, it is followed only when the statement
+    // after it is a function (the baseline may have dropped findings in any other, which
+    // it cannot give back).
     if tree.root_node().has_error() != baseline.tree.root_node().has_error() {
         let old_top = top_level_statement_around(baseline.tree.root_node(), &edited.old)?;
         let new_top = top_level_statement_around(tree.root_node(), &edited.new)?;
         if !errors_only_in(baseline.tree.root_node(), old_top) || !errors_only_in(tree.root_node(), new_top) {
             return None;
         }
-        if let Some(next) = old_top.next_named_sibling() {
-            if baseline.diagnostics.iter().any(|d| next.byte_range().contains(&d.range.start)) {
-                return None;
-            }
+        let is_function = |s: Node<'_>| undecorated(s).is_some_and(|d| d.kind() == "function_definition");
+        if baseline.tree.root_node().has_error() && old_top.next_named_sibling().is_some_and(|next| !is_function(next)) {
+            return None;
         }
     }
-    let (mut found, after) = findings_outside(&baseline.diagnostics, &edited)?;
+    let (mut found, mut after) = findings_outside(&baseline.diagnostics, &edited)?;
+    if tree.root_node().has_error() {
+        found.retain(|d| !memlint_linter::in_error_region(tree, d.range.clone()));
+        after.retain(|d| !memlint_linter::in_error_region(tree, d.range.clone()));
+    }
     let excerpt = leave_out_unrelated(text, tree, &edited.new)?;
     let inside = lint(&excerpt.text)?;
     found.extend(inside.into_iter().map(|d| excerpt.finding_to_original(d)).filter(|d| edited.new.contains(&d.range.start)));
@@ -888,13 +895,26 @@ mod tests {
 
     #[test]
     fn an_edit_that_makes_or_mends_a_syntax_error_is_followed_only_where_the_error_stays() {
-        // A stray `)` in `train`: the statement after it (`evaluate`) has findings, which
-        // the linter may drop after a broken statement.
+        // A stray `)` in `train`: the statement after it (`evaluate`) is a function, whose
+        // findings the linter keeps after a broken statement.
         let broken = edit(TWO, "        loss.backward()", "        loss.backward())");
         assert!(parse(&broken).root_node().has_error());
         assert!(edited_statement(TWO, &parse(TWO), &broken, &parse(&broken)).is_some());
-        assert_eq!(prediction(TWO, &broken), None);
-        assert_eq!(prediction(&broken, TWO), None);
+        assert_eq!(prediction(TWO, &broken).unwrap(), lint_text(&broken));
+        assert_eq!(prediction(&broken, TWO).unwrap(), lint_text(TWO));
+        // After it, a loop at module level with a finding: dropped as the linter drops it
+        // when the error is made; when it is mended, the baseline had dropped it, and no
+        // prediction is made.
+        let evaluate = TWO.find("\n\n\ndef evaluate").unwrap();
+        let text = format!(
+            "{}\n\n\nfor x in loader:\n    outs = [net(x)]\n    torch.cuda.empty_cache()\n{}\n\n\ndef report(values):\n    print(sum(values) / len(values), values[0], values[-1], max(values), min(values))\n",
+            &TWO[..evaluate],
+            &TWO[evaluate..]
+        );
+        let broken = edit(&text, "        loss.backward()", "        loss.backward())");
+        assert!(lint_text(&text).iter().any(|d| d.rule == memlint_linter::Rule::EmptyCacheInLoop), "{text}");
+        assert_eq!(prediction(&text, &broken).unwrap(), lint_text(&broken));
+        assert_eq!(prediction(&broken, &text), None);
         // `rxeturn` in the last function: the error stays in it, nothing follows it.
         let broken = edit(TWO, "    return outs", "    rxeturn outs");
         assert!(parse(&broken).root_node().has_error());
