@@ -225,6 +225,9 @@ pub struct SemanticModel<'t> {
     /// it (0 outside methods) and the attribute's name: every `self.<name>` in the methods
     /// of one class asks the same question (see `self_attribute_values`).
     pub(crate) self_attribute_classes: RefCell<HashMap<(usize, &'t str), Option<&'t str>>>,
+    /// Memo of [`SemanticModel::self_attribute_values`], by the same key: which of the
+    /// module's assignments of `self.<name>` the methods of one class see.
+    pub(crate) self_attribute_values: RefCell<HashMap<(usize, &'t str), Vec<Node<'t>>>>,
     /// Memo of [`SemanticModel::function_return_kind`], by function node id.
     pub(crate) return_values: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// (scope, name) of names on which a module-only method is called (`x.eval()`,
@@ -416,6 +419,7 @@ impl<'t> SemanticModel<'t> {
             local_forwards_without_grad: RefCell::new(HashMap::default()),
             instance_classes: RefCell::new(HashMap::default()),
             self_attribute_classes: RefCell::new(HashMap::default()),
+            self_attribute_values: RefCell::new(HashMap::default()),
             return_values: RefCell::new(HashMap::default()),
             modules_by_use: OnceCell::new(),
             optimizers_by_use: OnceCell::new(),
@@ -490,6 +494,7 @@ impl<'t> SemanticModel<'t> {
         model.local_forwards_without_grad.get_mut().clear();
         model.instance_classes.get_mut().clear();
         model.self_attribute_classes.get_mut().clear();
+        model.self_attribute_values.get_mut().clear();
         model
     }
 

@@ -112,15 +112,26 @@ impl<'t> SemanticModel<'t> {
     /// script's copies). When none of these classes assigns it, or `at` is in no method,
     /// the values every class of the module assigns (a mixin's method uses what the class
     /// it is mixed into sets).
-    pub(crate) fn self_attribute_values(&self, at: Node<'t>, attr: &str) -> impl Iterator<Item = Node<'t>> + use<'_, 't> {
-        let values: &[Node<'t>] = self.self_attributes.get(attr).map(Vec::as_slice).unwrap_or_default();
+    pub(crate) fn self_attribute_values(&self, at: Node<'t>, attr: &str) -> impl Iterator<Item = Node<'t>> + use<'t> {
+        let Some((&attr, values)) = self.self_attributes.get_key_value(attr) else {
+            return Vec::new().into_iter();
+        };
         let class = self.enclosing_function(at).and_then(|f| self.method_class(f));
-        let related = move |v: &Node<'t>| {
+        let key = (class.map_or(0, |c| c.id()), attr);
+        if let Some(known) = self.self_attribute_values.borrow().get(&key) {
+            return known.clone().into_iter();
+        }
+        let related = |v: &Node<'t>| {
             let setter = self.enclosing_function(*v).and_then(|f| self.method_class(f));
             class.zip(setter).is_some_and(|(class, setter)| self.same_hierarchy(class, setter))
         };
-        let only_related = class.is_some() && values.iter().any(related);
-        values.iter().copied().filter(move |v| !only_related || related(v))
+        let seen: Vec<Node<'t>> = if class.is_some() && values.iter().any(related) {
+            values.iter().copied().filter(related).collect()
+        } else {
+            values.clone()
+        };
+        self.self_attribute_values.borrow_mut().insert(key, seen.clone());
+        seen.into_iter()
     }
 
     /// The `class_definition` a method is defined in (`None` for a function that is no
