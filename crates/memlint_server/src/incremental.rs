@@ -199,8 +199,8 @@ const IMPORTS: &[&str] = &["import_statement", "import_from_statement"];
 /// it, or every statement that does where the hierarchy assigns none (as the model knows
 /// `self.model`), and every statement with a use that tells what it is (`self.model.eval()`,
 /// `self.opt.step()`: evidence the model takes from anywhere in the module). An edited
-/// class's `__init__` stands for the class's name (calling the class calls it). In copies of one script, an edit in one copy's function or method
-/// keeps only what resolves to it.
+/// class's `__init__` stands for the class's name (calling the class calls it). In copies
+/// of one script, an edit in one copy's function or method keeps only what resolves to it.
 ///
 /// `None` when less than a quarter of the text would be left out: the prediction would cost
 /// about what the complete lint costs, which then runs anyway.
