@@ -81,6 +81,13 @@ fn a_factory_in_another_module() {
 }
 
 #[test]
+fn a_factory_in_another_module_handed_the_class_it_builds() {
+    // `build(Blob, 8)` returns `model_cls(dim).cuda()`: an instance of `Blob`.
+    assert_eq!(findings("factory_handed_class", &[]), ["run.py:18 MEM001"]);
+    assert!(findings("factory_handed_class", &["--no-project"]).is_empty(), "alone, `build` returns something unknown");
+}
+
+#[test]
 fn an_evaluation_function_called_only_under_no_grad_from_another_module_is_not_flagged() {
     assert!(findings("callers_no_grad", &[]).is_empty());
     assert_eq!(findings("callers_no_grad", &["--no-project"]), ["evaluation.py:5 MEM001"], "alone, it is flagged");

@@ -126,6 +126,15 @@ impl<'t> SemanticModel<'t> {
                     facts.push(Fact::at(format!("an element of `{}` (line {})", self.short_text(container), self.line_of(container)), container));
                     container
                 }
+                Basis::Handed(argument) => {
+                    let call = self.parent(argument).and_then(|a| self.parent(a));
+                    let shown = call.map(|c| self.short_text(c)).unwrap_or_else(|| self.short_text(argument));
+                    facts.push(Fact::at(
+                        format!("`{shown}` (another module of the project) builds the class it is handed, `{}`", self.short_text(argument)),
+                        argument,
+                    ));
+                    argument
+                }
                 Basis::Fixture(def) => {
                     let name = def.field("name").map(|n| self.text(n)).unwrap_or("?");
                     facts.push(Fact::at(format!("pytest passes it the fixture `{name}` (line {})", self.line_of(def)), def));

@@ -8,7 +8,8 @@
 //! - **the callee is a network**: a value built from a `torch.nn.Module` subclass (local,
 //!   of the project, `torch.nn`, torchvision / timm / transformers / `torch.hub`), returned
 //!   by a function that builds one (a classmethod returning `cls(...)` too:
-//!   `Net.from_config(cfg)`), passed by the callers of a function (pytest passes a test the
+//!   `Net.from_config(cfg)`; a function of another module handed the class it builds:
+//!   `build(Net, cfg)`), passed by the callers of a function (pytest passes a test the
 //!   `@pytest.fixture` its parameter names), held in a list or
 //!   dict of networks, assigned to `self.X` in its class hierarchy, or known by what is done with it
 //!   (`x.eval()`, `x.parameters()`); a method of a module class that runs the forward pass

@@ -428,6 +428,9 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
         crate::library::call_gives_no_tensor(&callee)
     });
     let returns_parameter = returned_parameter(source, def, &statements).and_then(|p| params.iter().position(|n| *n == p));
+    let returns_called_parameter = returned_called_parameter(source, &statements)
+        .filter(|p| !rebound.contains(p))
+        .and_then(|p| params.iter().position(|n| *n == p));
     let returns_elements = statements
         .iter()
         .filter(|s| s.kind_name() == "return_statement")
@@ -458,6 +461,7 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
         stores,
         backprops,
         returns_parameter,
+        returns_called_parameter,
         returns_elements,
         returns_method,
         self_used_with_grad,
@@ -471,6 +475,33 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
 /// The parameter every `return` of a function gives back (through methods that return
 /// the module, and both branches of a conditional), by name. `statements`: the function's
 /// statements (nested blocks included).
+/// The name every `return` among `statements` calls (`return model_cls(**cfg)`, through
+/// methods that return the module: `return cls().cuda()`), if they all call one name; the
+/// caller checks it is a parameter.
+fn returned_called_parameter(source: &str, statements: &[Node<'_>]) -> Option<String> {
+    let mut found: Option<String> = None;
+    for s in statements.iter().filter(|s| s.kind_name() == "return_statement") {
+        let mut value = unparenthesize(s.named_child(0)?);
+        // Down the methods that return the module to the call that built it.
+        loop {
+            let callee = value.field("function").filter(|_| value.kind_name() == "call")?;
+            match callee.kind_name() {
+                "identifier" => break,
+                "attribute" if callee.field("attribute").is_some_and(|a| crate::library::MODULE_METHODS_RETURNING_SELF.contains(&text(source, a))) => {
+                    value = unparenthesize(callee.field("object")?);
+                }
+                _ => return None,
+            }
+        }
+        let called = text(source, value.field("function")?).to_owned();
+        if found.as_ref().is_some_and(|f| *f != called) {
+            return None;
+        }
+        found = Some(called);
+    }
+    found
+}
+
 pub(crate) fn returned_parameter(source: &str, def: Node<'_>, statements: &[Node<'_>]) -> Option<String> {
     // No `return`, no parameter returned: the parameters are not read (most functions).
     if !statements.iter().any(|s| s.kind_name() == "return_statement") {
@@ -584,6 +615,9 @@ mod tests {
         assert_eq!(f[2].returns_parameter, Some(0), "every return gives `model` back, through `.cuda()` and a conditional");
         assert!(f[2].returns_calls.is_empty());
         assert_eq!(f[3].returns_parameter, None, "a call of the parameter gives its result, not it");
+        assert_eq!(f[3].returns_called_parameter, Some(0), "what calling the parameter gives");
+        assert_eq!(f[2].returns_called_parameter, None);
+        assert_eq!(f[0].returns_called_parameter, None, "`Net` is no parameter");
         assert_eq!(f[4].returns_elements, [Some("Net".to_owned()), Some("torch.optim.SGD".to_owned()), None]);
         assert!(f[5].backprops && !f[0].backprops);
         assert!(f.iter().all(|f| !f.no_grad), "no_grad is the decorator's, set by the caller");

@@ -62,6 +62,12 @@ pub struct FunctionSummary {
     /// every `return` gives that parameter back (itself, through methods that return the
     /// module, or a conditional of those: `return x.cuda() if flag else x`).
     pub returns_parameter: Option<usize>,
+    /// The position (among the arguments a caller passes) of the parameter whose call it
+    /// returns, when every `return` calls that parameter (`return model_cls(**cfg)`, also
+    /// through methods that return the module: `return cls().cuda()`): a factory handed
+    /// the class it builds.
+    #[serde(default)]
+    pub returns_called_parameter: Option<usize>,
     /// The method every `return` ends with, when each returns a method call
     /// (`return t.cpu().detach().numpy()`: `numpy`): what a tensor method gives decides the
     /// value (`library::tensor_method`).

@@ -583,6 +583,14 @@ impl<'t> SemanticModel<'t> {
                 let argument = self.argument_for(call, "", Some(position))?;
                 return Some(self.value_at_depth(argument, 1).via(Basis::From(argument)));
             }
+            // `build(Net, cfg)` returning `model_cls(**cfg)`: an instance of the class it
+            // is handed (what calling anything else gives is not followed).
+            if let Some(argument) = summary.returns_called_parameter.and_then(|p| self.argument_for(call, "", Some(p))) {
+                if self.value_at_depth(argument, 1).kind == ValueKind::ModuleClass {
+                    let built = self.instance_of_module_class(self.text(argument), call);
+                    return Some(Value::new(built.kind, Basis::Handed(argument)));
+                }
+            }
             // `to_np(t)` returning `t.cpu().detach().numpy()`: what that method gives.
             if let Some(method) = &summary.returns_method {
                 let kind = match library::tensor_method(method) {

@@ -57,6 +57,9 @@ pub enum Basis<'t> {
     /// pytest passes it the value of the fixture its parameter names: this fixture's
     /// definition (a function of the module decorated `@pytest.fixture`).
     Fixture(Node<'t>),
+    /// A function of another module of the project returns a call of the class it is
+    /// handed (`build(Net, cfg)` returning `model_cls(**cfg)`): this argument.
+    Handed(Node<'t>),
 }
 
 /// What an expression holds, and why.
