@@ -472,3 +472,22 @@ impl<'t> SemanticModel<'t> {
         self.classes.get(class).map(|c| c.is_lightning).unwrap_or(false)
     }
 }
+
+/// Does the class named `class` derive from the one named `base`, `bases_of` giving a
+/// class's bases by name (the model's local classes, or the server prediction's table of
+/// them, which must answer alike)? At most 16 classes are visited: a cycle of bases ends.
+pub fn derives_by_name<'a>(class: &'a str, base: &str, bases_of: impl Fn(&str) -> Vec<&'a str>) -> bool {
+    let mut pending = vec![class];
+    let mut seen = 0;
+    while let Some(c) = pending.pop() {
+        seen += 1;
+        if seen > 16 {
+            return false;
+        }
+        if c == base {
+            return true;
+        }
+        pending.extend(bases_of(c));
+    }
+    false
+}

@@ -29,6 +29,7 @@ pub use flags::FlagOff;
 pub use flow::Fate;
 pub use values::{Basis, Value};
 pub use line_index::{LineIndex, SourcePosition};
+pub use classes::derives_by_name;
 pub use index::{import_bindings, target_leaves};
 pub use named_nodes::{NamedNodes, WalkedTree};
 pub use lexicon::{

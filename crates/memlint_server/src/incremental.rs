@@ -359,7 +359,7 @@ pub fn leave_out_unrelated(text: &str, tree: &Tree, edited: &Range<usize>) -> Op
                 // module for evidence of what `self.x` is, the statements with such a use.
                 let used = attribute_uses.entry(attribute).or_insert_with(|| {
                     let uses = |statement: &usize| {
-                        let statement = &text[starts[*statement]..starts.get(statement + 1).copied().unwrap_or(text.len())];
+                        let statement = statement_text(text, &starts, *statement);
                         memlint_python::MODULE_ONLY_METHODS
                             .iter()
                             .chain(&["zero_grad", "step", "param_groups"])
@@ -444,22 +444,8 @@ impl<'s> Classes<'s> {
     }
 
     /// Does the class named `class` (its last definition) derive from the one named `base`?
-    fn derives(&self, class: &str, base: &str) -> bool {
-        let mut pending = vec![class];
-        let mut seen = 0;
-        while let Some(c) = pending.pop() {
-            seen += 1;
-            if seen > 16 {
-                return false;
-            }
-            if c == base {
-                return true;
-            }
-            if let Some((_, bases)) = self.classes.iter().rev().find(|(name, _)| *name == c) {
-                pending.extend(bases.iter().copied());
-            }
-        }
-        false
+    fn derives(&self, class: &'s str, base: &str) -> bool {
+        memlint_python::derives_by_name(class, base, |c| self.classes.iter().rev().find(|(name, _)| *name == c).map(|(_, bases)| bases.clone()).unwrap_or_default())
     }
 }
 
@@ -533,14 +519,18 @@ fn statements_mentioning(text: &str, starts: &[usize], name: &str) -> Vec<usize>
     found
 }
 
+/// The text of statement `i` (`starts` holds where each begins), up to the next one's start.
+fn statement_text<'s>(text: &'s str, starts: &[usize], i: usize) -> &'s str {
+    &text[starts[i]..starts.get(i + 1).copied().unwrap_or(text.len())]
+}
+
 /// The statements (by index, as in [`statements_mentioning`]) whose text names
 /// `self.<attribute>`.
 fn statements_mentioning_self_attribute(text: &str, starts: &[usize], attribute: &str) -> Vec<usize> {
     let mut found: Vec<usize> = statements_mentioning(text, starts, attribute)
         .into_iter()
         .filter(|i| {
-            let statement = &text[starts[*i]..starts.get(i + 1).copied().unwrap_or(text.len())];
-            self_attributes(statement).any(|a| a == attribute)
+            self_attributes(statement_text(text, starts, *i)).any(|a| a == attribute)
         })
         .collect();
     found.dedup();

@@ -170,21 +170,7 @@ impl<'t> SemanticModel<'t> {
 
     /// Does the local class `class` derive (through local bases) from the local `base`?
     pub(super) fn class_derives_locally(&self, class: &str, base: &str) -> bool {
-        let mut pending = vec![class.to_owned()];
-        let mut seen = 0;
-        while let Some(c) = pending.pop() {
-            seen += 1;
-            if seen > 16 {
-                return false;
-            }
-            if c == base {
-                return true;
-            }
-            if let Some(info) = self.classes.get(c.as_str()) {
-                pending.extend(info.bases.iter().cloned());
-            }
-        }
-        false
+        crate::classes::derives_by_name(class, base, |c| self.classes.get(c).map(|info| info.bases.iter().map(String::as_str).collect()).unwrap_or_default())
     }
 
     /// Is some argument of `call` (by position, keyword or splat; also an element of a
