@@ -106,6 +106,15 @@ fn an_evaluation_function_called_with_gradients_from_another_module_is_flagged()
 }
 
 #[test]
+fn a_function_called_here_only_under_no_grad_and_elsewhere_with_gradients_is_flagged() {
+    // evaluation.py calls `score` only under `torch.no_grad()`, and `predict` only from
+    // `score`; main.py calls `score` with gradients on. So `score` is no no-grad function,
+    // and neither is `predict`, which was one only through it.
+    assert_eq!(findings("local_no_grad_callers_grad", &[]), ["evaluation.py:6 MEM001"]);
+    assert!(findings("local_no_grad_callers_grad", &["--no-project"]).is_empty(), "alone, both run only without gradients");
+}
+
+#[test]
 fn accumulation_through_a_method_of_a_class_from_another_module() {
     assert_eq!(findings("meter", &[]), ["train.py:13 MEM002", "train.py:14 MEM002"]);
     assert!(findings("meter", &["--no-project"]).is_empty());
@@ -241,7 +250,7 @@ fn a_project_module_that_does_not_parse_or_read_is_unknown_not_an_error() {
 
 #[test]
 fn the_prefilter_drops_no_finding_that_the_project_adds() {
-    for name in ["sibling", "factory", "callers_no_grad", "callers_grad", "meter", "pretrained", "method_callers_no_grad"] {
+    for name in ["sibling", "factory", "callers_no_grad", "callers_grad", "local_no_grad_callers_grad", "meter", "pretrained", "method_callers_no_grad"] {
         assert_eq!(findings(name, &[]), findings(name, &["--no-prefilter"]), "{name}");
     }
 }

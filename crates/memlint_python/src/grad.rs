@@ -8,18 +8,54 @@ use crate::NodeExt;
 use crate::semantic::*;
 use crate::library::*;
 
+/// The functions that always run without gradients, each with why: decorated, framework
+/// hooks, or only ever called from no-grad code (a fixed point over the module's calls).
+pub(crate) struct NoGradFunctions {
+    found: HashMap<usize, String>,
+    /// For a function the fixed point added for its callers: its group in `by_callers`.
+    group_of: HashMap<usize, usize>,
+    by_callers: Vec<CallerGroup>,
+    /// Whether each group's callers in the project's other modules disable gradients
+    /// too, and so do those of every group it rests on: asked on first use.
+    holds_elsewhere: std::cell::RefCell<Vec<Option<bool>>>,
+}
+
+/// Functions of one name and kind that the fixed point added because every call of them
+/// in the module disables gradients.
+struct CallerGroup {
+    name: String,
+    /// A top-level function of a module in a project: its callers in other modules must
+    /// disable gradients too.
+    asks_elsewhere: bool,
+    /// The functions added before it whose being no-grad disabled one of its calls.
+    rests_on: Vec<usize>,
+}
+
+/// Where a walk up from a node decided its gradient context: by the code around it, or
+/// at its function, by whether that function runs without gradients.
+enum AroundNode {
+    Decided(GradContext),
+    InFunction(usize),
+}
+
 impl<'t> SemanticModel<'t> {
     /// Whether `node` runs with gradients disabled, and by what.
     pub fn grad_context(&self, node: Node<'t>) -> GradContext {
-        match self.no_grad_functions() {
-            Some(no_grad) => self.grad_context_with(node, no_grad),
-            None => self.grad_context_with(node, &HashMap::default()),
+        let function = match self.grad_context_around(node) {
+            AroundNode::Decided(context) => return context,
+            AroundNode::InFunction(function) => function,
+        };
+        let Some(no_grad) = self.no_grad_functions() else { return GradContext::Enabled };
+        match no_grad.found.get(&function) {
+            Some(why) if self.no_grad_holds_elsewhere(no_grad, function) => GradContext::Disabled(why.clone()),
+            _ => GradContext::Enabled,
         }
     }
 
-    /// The functions that always run without gradients, found on first use; `None` while
-    /// they are being found (a question asked by the fixed point itself).
-    fn no_grad_functions(&self) -> Option<&HashMap<usize, String>> {
+    /// The functions that always run without gradients as far as this module shows, found
+    /// on first use; `None` while they are being found (a question asked by the fixed
+    /// point itself).
+    fn no_grad_functions(&self) -> Option<&NoGradFunctions> {
         if let Some(found) = self.no_grad_functions.get() {
             return Some(found);
         }
@@ -31,7 +67,39 @@ impl<'t> SemanticModel<'t> {
         Some(self.no_grad_functions.get_or_init(|| found))
     }
 
+    /// Is `function`, which the module's fixed point took as no-grad, one still once its
+    /// callers in the project's other modules are known? The fixed point does not ask
+    /// them: reading them means summarizing every module that may call, and most of its
+    /// functions are never asked about. Being called only from no-grad code is a
+    /// conjunction over the calls, so the function is one exactly when its group's
+    /// callers elsewhere disable gradients and so do those of each group it rests on,
+    /// which were added before it (the questions end). The answer, and the reason given,
+    /// are those of the fixed point that asks every group as it adds it.
+    fn no_grad_holds_elsewhere(&self, no_grad: &NoGradFunctions, function: usize) -> bool {
+        let Some(&group) = no_grad.group_of.get(&function) else { return true };
+        if let Some(known) = no_grad.holds_elsewhere.borrow()[group] {
+            return known;
+        }
+        let CallerGroup { name, asks_elsewhere, rests_on } = &no_grad.by_callers[group];
+        let holds = (!asks_elsewhere || !self.project.external_calls(name).iter().any(|disabled| !disabled))
+            && rests_on.iter().all(|earlier| self.no_grad_holds_elsewhere(no_grad, *earlier));
+        no_grad.holds_elsewhere.borrow_mut()[group] = Some(holds);
+        holds
+    }
+
     pub(crate) fn grad_context_with(&self, node: Node<'t>, no_grad_fns: &HashMap<usize, String>) -> GradContext {
+        match self.grad_context_around(node) {
+            AroundNode::Decided(context) => context,
+            AroundNode::InFunction(function) => match no_grad_fns.get(&function) {
+                Some(why) => GradContext::Disabled(why.clone()),
+                None => GradContext::Enabled,
+            },
+        }
+    }
+
+    /// The walk up from `node` to the first `with`, toggle, function or lambda that decides
+    /// its gradient context.
+    fn grad_context_around(&self, node: Node<'t>) -> AroundNode {
         let mut child = node;
         let mut current = self.parent(node);
         while let Some(n) = current {
@@ -40,28 +108,23 @@ impl<'t> SemanticModel<'t> {
                     let in_body = n.field("body").map(|b| contains(b, child)).unwrap_or(false);
                     if in_body {
                         if let Some(ctx) = self.with_grad_effect(n) {
-                            return ctx;
+                            return AroundNode::Decided(ctx);
                         }
                     }
                 }
                 "block" | "module" => {
                     if let Some(ctx) = self.preceding_grad_toggle(n, child) {
-                        return ctx;
+                        return AroundNode::Decided(ctx);
                     }
                 }
-                "function_definition" => {
-                    return match no_grad_fns.get(&n.id()) {
-                        Some(why) => GradContext::Disabled(why.clone()),
-                        None => GradContext::Enabled,
-                    };
-                }
-                "lambda" => return GradContext::Enabled,
+                "function_definition" => return AroundNode::InFunction(n.id()),
+                "lambda" => return AroundNode::Decided(GradContext::Enabled),
                 _ => {}
             }
             child = n;
             current = self.parent(n);
         }
-        GradContext::Enabled
+        AroundNode::Decided(GradContext::Enabled)
     }
 
     /// What a `with` statement does to autograd, if anything.
@@ -271,8 +334,13 @@ impl<'t> SemanticModel<'t> {
         last.contains("no_grad") || last.contains("nograd") || last.contains("inference")
     }
 
-    fn find_no_grad_functions(&self) -> HashMap<usize, String> {
+    /// The fixed point of functions that always run without gradients in this module
+    /// (callers in other modules are asked later, of a function asked about: see
+    /// [`Self::no_grad_holds_elsewhere`]).
+    fn find_no_grad_functions(&self) -> NoGradFunctions {
         let mut no_grad: HashMap<usize, String> = HashMap::default();
+        let mut group_of: HashMap<usize, usize> = HashMap::default();
+        let mut by_callers: Vec<CallerGroup> = Vec::new();
         for info in self.functions() {
             if let Some(d) = info.decorators.iter().find(|d| self.decorator_disables_grad(**d)) {
                 no_grad.insert(info.node.id(), format!("`@{}`", self.text(*d)));
@@ -298,21 +366,40 @@ impl<'t> SemanticModel<'t> {
                 if decided[g] || ids.iter().all(|id| no_grad.contains_key(id)) {
                     continue;
                 }
-                let mut calls = self.calls_named(name).iter().copied().filter(|c| match c.field("function").map(|c| c.kind_name()) {
-                    Some("identifier") => !is_method,
-                    Some("attribute") => *is_method,
-                    _ => false,
-                });
-                let Some(first) = calls.next() else {
+                let calls: Vec<Node<'t>> = self
+                    .calls_named(name)
+                    .iter()
+                    .copied()
+                    .filter(|c| match c.field("function").map(|c| c.kind_name()) {
+                        Some("identifier") => !is_method,
+                        Some("attribute") => *is_method,
+                        _ => false,
+                    })
+                    .collect();
+                let Some(&first) = calls.first() else {
                     decided[g] = true;
                     continue;
                 };
                 let GradContext::Disabled(why) = self.grad_context_with(first, &no_grad) else { continue };
-                // Callers in other modules of the project must disable gradients too.
-                let elsewhere_enabled = || !*is_method && !self.project.is_empty() && self.project.external_calls(name).iter().any(|d| !d);
-                if calls.all(|c| self.grad_context_with(c, &no_grad).is_disabled()) && !elsewhere_enabled() {
+                let mut rests_on: Vec<usize> = Vec::new();
+                let all_disabled = calls.iter().all(|c| match self.grad_context_around(*c) {
+                    AroundNode::Decided(context) => context.is_disabled(),
+                    AroundNode::InFunction(f) => {
+                        if group_of.contains_key(&f) && !rests_on.contains(&f) {
+                            rests_on.push(f);
+                        }
+                        no_grad.contains_key(&f)
+                    }
+                });
+                if all_disabled {
+                    let group = by_callers.len();
+                    // Callers in other modules of the project must disable gradients too.
+                    by_callers.push(CallerGroup { name: (*name).to_owned(), asks_elsewhere: !*is_method && !self.project.is_empty(), rests_on });
                     for id in ids {
-                        no_grad.entry(*id).or_insert_with(|| format!("only called under {why}"));
+                        if !no_grad.contains_key(id) {
+                            no_grad.insert(*id, format!("only called under {why}"));
+                            group_of.insert(*id, group);
+                        }
                     }
                     decided[g] = true;
                     changed = true;
@@ -322,7 +409,8 @@ impl<'t> SemanticModel<'t> {
                 break;
             }
         }
-        no_grad
+        let holds_elsewhere = std::cell::RefCell::new(vec![None; by_callers.len()]);
+        NoGradFunctions { found: no_grad, group_of, by_callers, holds_elsewhere }
     }
 
     /// The network whose `forward` the call `call` runs: its callee, or `m` of `m.forward(x)`.

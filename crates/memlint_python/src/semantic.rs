@@ -238,10 +238,10 @@ pub struct SemanticModel<'t> {
     pub(crate) optimizers_by_use: OnceCell<HashMap<(ScopeId, &'t str), Node<'t>>>,
     /// Functions that always run with gradients disabled (decorated, framework hooks,
     /// or only ever called from a no-grad context): found on the first question of a
-    /// gradient context, not while the model is built, since the fixed point may ask other
-    /// modules for a function's callers and most lints never ask.
-    pub(crate) no_grad_functions: OnceCell<HashMap<usize, String>>,
-    /// The fixed point of `no_grad_functions` is being computed: a gradient context asked
+    /// gradient context, not while the model is built, since most lints never ask; their
+    /// callers in other modules are asked about only for a function a question lands in.
+    pub(crate) no_grad_functions: OnceCell<crate::grad::NoGradFunctions>,
+    /// A fixed point of no-grad functions is being computed: a gradient context asked
     /// meanwhile sees no function as no-grad yet.
     pub(crate) finding_no_grad_functions: Cell<bool>,
     /// The last parent [`SemanticModel::parent`] gave, by node id, with its index in the
