@@ -493,17 +493,18 @@ impl<'t> SemanticModel<'t> {
             return None;
         }
         let function = self.enclosing_function(node)?;
-        // Local callers first: a function this module never calls has no step loop around
-        // it here, and the project (which reads other files) need not be asked.
+        // Every local call runs it per step (one that does not would make it no per-step
+        // code). Decided here first: the project, which reads other files to answer, is
+        // asked only of a function whose local calls all run it per step.
         let calls = self.calls_of_function(function);
-        if calls.is_empty() || self.called_from_other_modules(function.node) {
-            return None;
-        }
-        // Every call runs it per step (one that does not would make it no per-step code).
         let mut found = None;
         for call in &calls {
             let (l, _) = self.step_loop_around_at(*call, depth + 1)?;
             found.get_or_insert((l, Some(*call)));
+        }
+        // A function other modules call may run anywhere.
+        if found.is_some() && self.called_from_other_modules(function.node) {
+            return None;
         }
         found
     }

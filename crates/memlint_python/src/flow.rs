@@ -668,9 +668,6 @@ impl<'t> SemanticModel<'t> {
         let params = named_children(self.parent(binding.statement)?);
         let position = params.iter().filter_map(|p| parameter_name(*p)).position(|n| self.text(n) == name)?;
         let position = if function.class.is_some() { position.checked_sub(1)? } else { position };
-        if self.called_from_other_modules(function.node) {
-            return None;
-        }
         let calls = self.calls_of_function(function);
         if calls.is_empty() {
             return None;
@@ -688,6 +685,10 @@ impl<'t> SemanticModel<'t> {
             } else {
                 return None;
             }
+        }
+        // Asked last: the project reads other files to answer.
+        if self.called_from_other_modules(function.node) {
+            return None;
         }
         Some(passed)
     }
