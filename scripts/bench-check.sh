@@ -19,7 +19,7 @@ if [[ -z "${MEMLINT:-}" ]]; then
     MEMLINT="$ROOT/target/release/memlint"
 fi
 
-trap 'rm -f "${FINDING_FILES:-}"; [[ -z "${GENERATED_TREE:-}" ]] || rm -rf "$GENERATED_TREE"' EXIT
+trap 'rm -f "${FINDING_FILES:-}" "${PASSED_FILES:-}"; [[ -z "${GENERATED_TREE:-}" ]] || rm -rf "$GENERATED_TREE"' EXIT
 if [[ -z "$TREE" ]]; then
     TREE=$(mktemp -d)
     GENERATED_TREE=$TREE
@@ -66,6 +66,16 @@ PARSE_ALONE=("$ROOT/target/release/examples/parse_tree" "$TREE")
 FINDING_FILES=$(mktemp)
 "${MEMLINT_CHECK[@]}" 2>/dev/null | sed -n 's/^\(.*\.py\):[0-9]*:[0-9]*: .*/\1/p' | sort -u > "$FINDING_FILES" || true
 PARSE_FLOOR=("$ROOT/target/release/examples/parse_tree" --files-from "$FINDING_FILES")
+# The floor under the pre-filter as it is: tree-sitter parsing only the files it lets
+# through (every rule, without the project, which lets a few more through). What
+# `memlint check --no-project` takes beyond it is analysis (the walk, the model, the
+# rules), not parsing.
+cargo build --release --quiet -p memlint_linter --example prefilter_stats --manifest-path "$ROOT/Cargo.toml"
+PASSED_FILES=$(mktemp)
+"$ROOT/target/release/examples/prefilter_stats" "$TREE" list > "$PASSED_FILES"
+PASSED=$(wc -l < "$PASSED_FILES")
+PASSED_TEXT=$(awk -v all="$(find "$TREE" -name '*.py' -not -path '*/.*' -print0 | xargs -0 cat | wc -c)" -v passed="$(tr '\n' '\0' < "$PASSED_FILES" | xargs -0 cat 2>/dev/null | wc -c)" 'BEGIN {printf "%.1f", all ? 100 * passed / all : 0}')
+PARSE_PASSED=("$ROOT/target/release/examples/parse_tree" --files-from "$PASSED_FILES")
 # What memlint would cost with a perfect pre-filter: the whole engine (parse, model, rules,
 # the project around each file) on only the files with findings, which any sound
 # pre-filter must let through. No file-level pre-filter can make memlint faster than this.
@@ -82,13 +92,14 @@ command -v ruff > /dev/null && HAVE_RUFF=1
 rounds=$(for _ in $(seq "$RUNS"); do
     rf=0
     [[ $HAVE_RUFF -eq 0 ]] || rf=$(seconds "${RUFF_CHECK[@]}")
-    echo "$(seconds "${MEMLINT_CHECK[@]}") $rf $(seconds "${PARSE_ALONE[@]}") $(seconds "${MEMLINT_NO_PROJECT[@]}") $(seconds "${PARSE_FLOOR[@]}") $(seconds "${MEMLINT_ORACLE[@]}")"
+    echo "$(seconds "${MEMLINT_CHECK[@]}") $rf $(seconds "${PARSE_ALONE[@]}") $(seconds "${MEMLINT_NO_PROJECT[@]}") $(seconds "${PARSE_FLOOR[@]}") $(seconds "${MEMLINT_ORACLE[@]}") $(seconds "${PARSE_PASSED[@]}")"
 done)
 ml=$(echo "$rounds" | awk '{print $1}' | median)
 parse=$(echo "$rounds" | awk '{print $3}' | median)
 no_project=$(echo "$rounds" | awk '{print $4}' | median)
 floor=$(echo "$rounds" | awk '{print $5}' | median)
 oracle=$(echo "$rounds" | awk '{print $6}' | median)
+parse_passed=$(echo "$rounds" | awk '{print $7}' | median)
 to_parse=$(echo "$rounds" | awk '{print $1 / $3}' | median)
 no_project_to_parse=$(echo "$rounds" | awk '{print $4 / $3}' | median)
 project_pass=$(echo "$rounds" | awk '{print ($1 / $4 - 1) * 100}' | median)
@@ -129,7 +140,9 @@ printf 'memlint check --no-project: %.3f s%s\n' "$no_project" "$(to_ruff "/ ruff
 printf 'tree-sitter parse alone, every file, every core: %.3f s%s\n' "$parse" "$(to_ruff "parse alone / ruff" 3)"
 printf 'tree-sitter parse of only the %s files with findings: %.3f s%s\n' "$WITH_FINDINGS" "$floor" "$(to_ruff "/ ruff" 5)"
 printf 'memlint check of only the %s files with findings (a perfect pre-filter): %.3f s%s\n' "$WITH_FINDINGS" "$oracle" "$(to_ruff "/ ruff" 6)"
+printf 'tree-sitter parse of only the %s files the pre-filter lets through (%s%% of the text): %.3f s%s\n' "$PASSED" "$PASSED_TEXT" "$parse_passed" "$(to_ruff "/ ruff" 7)"
 printf 'memlint check / tree-sitter parse of every file (median of %s rounds): %.2f; --no-project / parse: %.2f\n' "$RUNS" "$to_parse" "$no_project_to_parse"
+printf 'over the parse of the files the pre-filter lets through: memlint check %.2f, --no-project %.2f (median of %s rounds)\n' "$(echo "$rounds" | awk '{print $1 / $7}' | median)" "$(echo "$rounds" | awk '{print $4 / $7}' | median)" "$RUNS"
 printf 'project pass: memlint check takes %.0f%% more than --no-project (median of %s rounds)\n' "$project_pass" "$RUNS"
 PEFT_FILE=$(find "$TREE" -path '*huggingface+peft/tests/test_gpu_examples.py' -print -quit 2>/dev/null || true)
 if [[ -n "$PEFT_FILE" ]]; then

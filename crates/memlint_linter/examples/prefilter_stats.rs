@@ -2,10 +2,13 @@
 //! filtering changed any finding:
 //!
 //! ```sh
-//! cargo run --release -p memlint_linter --example prefilter_stats -- TREE [compare]
+//! cargo run --release -p memlint_linter --example prefilter_stats -- TREE [compare | list]
 //! ```
 //!
-//! Exits 1 when `compare` finds a file where `lint` and `lint_unfiltered` disagree.
+//! Exits 1 when `compare` finds a file where `lint` and `lint_unfiltered` disagree. With
+//! `list` it prints only the paths of the files the pre-filter lets through (every rule,
+//! no project; hidden folders left out, as `parse_tree` leaves them): `scripts/bench-check.sh`
+//! times tree-sitter's parse of them, the least `memlint check --no-project` parses.
 
 use std::path::PathBuf;
 
@@ -15,16 +18,23 @@ use memlint_linter::{lint, lint_unfiltered, LinterSettings, Rule, RuleSelection}
 fn main() {
     let mut args = std::env::args().skip(1);
     let Some(dir) = args.next() else {
-        eprintln!("usage: prefilter_stats TREE [compare]");
+        eprintln!("usage: prefilter_stats TREE [compare | list]");
         std::process::exit(2);
     };
-    let compare = args.next().as_deref() == Some("compare");
+    let mode = args.next();
+    let compare = mode.as_deref() == Some("compare");
+    let list = mode.as_deref() == Some("list");
     let settings = LinterSettings::default();
     let mut files_through = vec![0usize; Rule::ALL.len()];
     let mut lines_through = vec![0usize; Rule::ALL.len()];
     let (mut files, mut lines, mut parsed_files, mut parsed_lines, mut mismatches) = (0, 0, 0, 0, 0);
-    let mut stack = vec![PathBuf::from(dir)];
+    let root = PathBuf::from(dir);
+    let mut stack = vec![root.clone()];
     while let Some(path) = stack.pop() {
+        let hidden = path.as_path() != root.as_path() && path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
+        if list && hidden {
+            continue;
+        }
         if path.is_dir() {
             if let Ok(entries) = std::fs::read_dir(&path) {
                 stack.extend(entries.flatten().map(|e| e.path()));
@@ -42,6 +52,9 @@ fn main() {
         if possible.any_enabled() {
             parsed_files += 1;
             parsed_lines += n;
+            if list {
+                println!("{}", path.display());
+            }
         }
         for (i, rule) in Rule::ALL.iter().enumerate() {
             if possible.is_enabled(*rule) {
@@ -57,6 +70,9 @@ fn main() {
                 println!("MISMATCH {}: {} findings filtered, {} unfiltered", path.display(), filtered.len(), unfiltered.len());
             }
         }
+    }
+    if list {
+        return;
     }
     println!("files {files} lines {lines}; parsed {parsed_files} files {parsed_lines} lines");
     for (i, rule) in Rule::ALL.iter().enumerate() {
