@@ -144,6 +144,11 @@ grep -qE "^tree-sitter parse of only the [1-9][0-9]* files with findings: [0-9.]
 # And the whole engine on only those files: what a perfect pre-filter would cost.
 grep -qE "^memlint check of only the [1-9][0-9]* files with findings \(a perfect pre-filter\): [0-9.]+ s" "$TMP/bench.txt" ||
     fail "bench-check.sh did not time memlint on the files with findings"
+# The floor under the pre-filter as it is: the files it lets through, and memlint over them.
+grep -qE "^tree-sitter parse of only the [0-9]+ files the pre-filter lets through \([0-9.]+% of the text\): [0-9.]+ s" "$TMP/bench.txt" ||
+    fail "bench-check.sh did not time the parse of the files the pre-filter lets through"
+grep -qE "^over the parse of the files the pre-filter lets through: memlint check [0-9.]+, --no-project [0-9.]+ \(median of 1 rounds\)$" "$TMP/bench.txt" ||
+    fail "bench-check.sh did not print memlint over the parse of the files the pre-filter lets through"
 # The same-run ratios of issue 31: memlint against its parse floor, the project pass.
 grep -qE "^memlint check / tree-sitter parse of every file \(median of 1 rounds\): [0-9.]+; --no-project / parse: [0-9.]+$" "$TMP/bench.txt" ||
     fail "bench-check.sh did not print memlint / parse"
