@@ -87,12 +87,13 @@ impl Cache {
         self.dir.join(&key[..2]).join(format!("{key}.json"))
     }
 
-    /// The entry of `key`, when every module it depends on still has the content hash it
-    /// had (`current` gives a module's hash now, `None` when it cannot be read).
-    pub fn get(&self, key: &str, current: impl Fn(&str) -> Option<String>) -> Option<(Vec<Diagnostic>, Vec<SyntaxError>)> {
+    /// The entry of `key`, when every dependency still has the value recorded with it
+    /// (`holds(dependency, recorded)`: a module's content hash, or a question of who calls
+    /// a function, as `Project::dependency_holds` decides).
+    pub fn get(&self, key: &str, holds: impl Fn(&str, &str) -> bool) -> Option<(Vec<Diagnostic>, Vec<SyntaxError>)> {
         let bytes = fs::read(self.path(key)).ok()?;
         let entry: Entry = serde_json::from_slice(&bytes).ok()?;
-        if entry.dependencies.iter().any(|(module, hash)| current(module).as_deref() != Some(hash.as_str())) {
+        if entry.dependencies.iter().any(|(dependency, recorded)| !holds(dependency, recorded)) {
             return None;
         }
         let diagnostics = entry
@@ -173,19 +174,19 @@ mod tests {
         // Findings with evidence, facts with and without a place would both round-trip.
         assert!(result.diagnostics.iter().any(|d| d.evidence.iter().any(|f| f.range.is_some())), "{:?}", result.diagnostics);
         let key = cache.key(source, &settings, true);
-        assert!(cache.get(&key, |_| None).is_none());
+        assert!(cache.get(&key, |_, _| false).is_none());
         cache.put(&key, &result.diagnostics, &result.syntax_errors, &[]);
-        let (diagnostics, errors) = cache.get(&key, |_| None).unwrap();
+        let (diagnostics, errors) = cache.get(&key, |_, _| false).unwrap();
         assert_eq!(diagnostics, result.diagnostics, "findings, fixes and evidence come back as they were");
         // A fact with no place comes back without one.
         let mut placeless = result.diagnostics.clone();
         placeless[0].evidence.push(memlint_python::Fact::plain("a fact with no place"));
         cache.put(&key, &placeless, &result.syntax_errors, &[]);
-        assert_eq!(cache.get(&key, |_| None).unwrap().0, placeless);
+        assert_eq!(cache.get(&key, |_, _| false).unwrap().0, placeless);
         cache.put(&key, &result.diagnostics, &result.syntax_errors, &[]);
         assert!(errors.is_empty());
         fs::write(cache.path(&key), b"{ not json").unwrap();
-        assert!(cache.get(&key, |_| None).is_none(), "a corrupt entry is a miss");
+        assert!(cache.get(&key, |_, _| false).is_none(), "a corrupt entry is a miss");
         let mut other = settings.clone();
         other.rules.disable(Rule::EmptyCacheInLoop);
         assert_ne!(cache.key(source, &other, true), key, "settings are part of the key");
@@ -200,9 +201,9 @@ mod tests {
         let source = "from .models import Net\n";
         let key = cache.key(source, &settings, true);
         cache.put(&key, &[], &[], &[("pkg/models.py".to_owned(), "aaaa".to_owned())]);
-        assert!(cache.get(&key, |m| (m == "pkg/models.py").then(|| "aaaa".to_owned())).is_some(), "same module: a hit");
-        assert!(cache.get(&key, |_| Some("bbbb".to_owned())).is_none(), "a changed module: a miss");
-        assert!(cache.get(&key, |_| None).is_none(), "a module gone: a miss");
+        assert!(cache.get(&key, |m, recorded| m == "pkg/models.py" && recorded == "aaaa").is_some(), "same module: a hit");
+        assert!(cache.get(&key, |_, recorded| recorded == "bbbb").is_none(), "a changed module: a miss");
+        assert!(cache.get(&key, |_, _| false).is_none(), "a module gone: a miss");
     }
 
     #[test]
@@ -215,9 +216,9 @@ mod tests {
         let before = Cache::open(dir.path()).unwrap();
         before.put(&before.key(source, &settings, true), &result.diagnostics, &result.syntax_errors, &[]);
         let same = Cache::open(dir.path()).unwrap();
-        assert!(same.get(&same.key(source, &settings, true), |_| None).is_some(), "the same build hits");
+        assert!(same.get(&same.key(source, &settings, true), |_, _| false).is_some(), "the same build hits");
         // The same version rebuilt with other linter sources: another identity.
         let rebuilt = Cache::open_for_build(dir.path(), "0123456789abcdef").unwrap();
-        assert!(rebuilt.get(&rebuilt.key(source, &settings, true), |_| None).is_none(), "a rebuild misses");
+        assert!(rebuilt.get(&rebuilt.key(source, &settings, true), |_, _| false).is_none(), "a rebuild misses");
     }
 }

@@ -753,8 +753,8 @@ fn lint_cached(
 ) -> (Vec<Diagnostic>, Vec<SyntaxError>) {
     let key = cache.map(|c| c.key(source.program(), settings, project.is_some()));
     if let (Some(cache), Some(key)) = (cache, &key) {
-        let current = |module: &str| project.and_then(|p| p.file_hash(module));
-        if let Some(hit) = cache.get(key, current) {
+        let holds = |dependency: &str, recorded: &str| project.is_some_and(|p| p.dependency_holds(dependency, recorded));
+        if let Some(hit) = cache.get(key, holds) {
             return hit;
         }
     }

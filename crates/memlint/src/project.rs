@@ -54,13 +54,11 @@ pub fn as_index<'a>(resolver: &'a Option<ProjectResolver<'_>>) -> &'a dyn Projec
     }
 }
 
-/// The modules a linted file read, with their content hashes (the results cache keys
-/// the file on them).
+/// The modules a linted file read, with their content hashes, and the questions of who
+/// calls a function of another module it asked, with a hash of their candidate callers
+/// (the results cache keys the file on them: see [`Project::dependency_hash`]).
 pub fn dependencies(project: Option<&Project>, resolver: &Option<ProjectResolver<'_>>) -> Vec<(String, String)> {
     let (Some(project), Some(resolver)) = (project, resolver) else { return Vec::new() };
-    resolver
-        .modules_read()
-        .into_iter()
-        .filter_map(|key| project.file_hash(&key).map(|h| (key, h)))
-        .collect()
+    let callers = resolver.callers_asked().into_iter().map(|(key, name)| Project::callers_dependency(&key, &name));
+    resolver.modules_read().into_iter().chain(callers).filter_map(|key| project.dependency_hash(&key).map(|h| (key, h))).collect()
 }

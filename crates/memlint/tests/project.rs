@@ -184,6 +184,32 @@ fn a_changed_sibling_module_relints_the_importing_file() {
 }
 
 #[test]
+fn a_module_that_starts_calling_a_function_relints_the_functions_module() {
+    // evaluation.py's `score` runs its forward passes after `net.eval()`: reported while no
+    // module calls it. Then main.py, which said nothing of it, calls it under `no_grad()`:
+    // main.py was no module evaluation.py's lint read, yet its result must be redone.
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    fs::copy(fixtures().join("callers_no_grad/evaluation.py"), dir.path().join("evaluation.py")).unwrap();
+    fs::write(dir.path().join("main.py"), "def main():\n    print('hello')\n").unwrap();
+    let run = |cached: bool| {
+        let output = memlint()
+            .current_dir(dir.path())
+            .args(["check", "--output-format", "concise"])
+            .args(if cached { vec!["--cache-dir".into(), cache.clone().into_os_string()] } else { vec!["--no-cache".into()] })
+            .arg(".")
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert!(run(true).contains("evaluation.py:5:15: MEM001"));
+    fs::copy(fixtures().join("callers_no_grad/main.py"), dir.path().join("main.py")).unwrap();
+    assert!(!run(false).contains("MEM001"), "a fresh run finds nothing");
+    let rerun = run(true);
+    assert!(!rerun.contains("MEM001"), "the cached result was redone: {rerun}");
+}
+
+#[test]
 fn a_rerun_reads_the_summaries_of_unchanged_modules_from_the_cache() {
     let (dir, cache) = synth_project();
     // (findings, the project's statistics line)

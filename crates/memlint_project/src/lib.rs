@@ -232,6 +232,8 @@ pub struct Project {
     /// The files of the run (the CLI's files to check, the server's workspace files):
     /// where callers of a function are looked for.
     files: Mutex<Arc<Vec<PathBuf>>>,
+    /// [`Project::files_fingerprint`], once made.
+    files_fingerprint: Mutex<Option<String>>,
     modules: Mutex<FxHashMap<PathBuf, Arc<OnceLock<Option<Arc<Module>>>>>>,
     /// Does this file exist (module resolution asks the same paths again and again)?
     exists: Mutex<FxHashMap<std::ffi::OsString, bool>>,
@@ -270,6 +272,7 @@ impl Project {
         Project {
             roots,
             files: Mutex::new(Arc::new(files)),
+            files_fingerprint: Mutex::new(None),
             modules: Mutex::new(FxHashMap::default()),
             exists: Mutex::new(FxHashMap::default()),
             resolved: Mutex::new(FxHashMap::default()),
@@ -353,6 +356,7 @@ impl Project {
         drop(exists);
         lock(&self.resolved).clear();
         *lock(&self.mentions) = None;
+        *lock(&self.files_fingerprint) = None;
         lock(&self.hashes).remove(&Project::key(path));
         if let Some(files) = files {
             *lock(&self.files) = Arc::new(files);
@@ -378,6 +382,67 @@ impl Project {
         let h = std::fs::read(key).ok().map(|b| Project::hash_text(&b));
         lock(&self.hashes).insert(key.to_owned(), h.clone());
         h
+    }
+
+    /// The results cache's name for the answer to "who calls `name` of module `key`": a
+    /// dependency beside the modules a lint read (no path starts with a NUL).
+    pub fn callers_dependency(key: &str, name: &str) -> String {
+        format!("\0callers\0{key}\0{name}")
+    }
+
+    /// What a dependency of a cached result is now: a module's content hash, or for a
+    /// [`Project::callers_dependency`], the fingerprint of the run's files and a hash of the
+    /// candidate callers with their content hashes (a file that starts or stops mentioning
+    /// the name, or any change to one that does, changes it).
+    pub fn dependency_hash(&self, dependency: &str) -> Option<String> {
+        match Self::callers_question(dependency) {
+            Some((key, name)) => Some(format!("{} {}", self.files_fingerprint(), self.callers_hash(key, name))),
+            None => self.file_hash(dependency),
+        }
+    }
+
+    /// Does a dependency still have the value `recorded` ([`Project::dependency_hash`] when
+    /// the result was cached)? A callers question holds at once when no file of the run
+    /// changed; else its candidate callers are listed again, which means scanning every
+    /// file for the words it mentions.
+    pub fn dependency_holds(&self, dependency: &str, recorded: &str) -> bool {
+        match Self::callers_question(dependency) {
+            Some((key, name)) => {
+                let Some((files, callers)) = recorded.split_once(' ') else { return false };
+                files == self.files_fingerprint() || callers == self.callers_hash(key, name)
+            }
+            None => self.file_hash(dependency).as_deref() == Some(recorded),
+        }
+    }
+
+    fn callers_question(dependency: &str) -> Option<(&str, &str)> {
+        dependency.strip_prefix("\0callers\0")?.split_once('\0')
+    }
+
+    fn callers_hash(&self, key: &str, name: &str) -> String {
+        let mut callers = ModuleLoader::candidate_callers(self, key, name);
+        callers.sort();
+        let listed: String = callers.iter().map(|c| format!("{c}\0{}\n", self.file_hash(c).unwrap_or_default())).collect();
+        Project::hash_text(listed.as_bytes())
+    }
+
+    /// A hash of the run's files with their content hashes, made once (and again after
+    /// [`Project::invalidate`]).
+    fn files_fingerprint(&self) -> String {
+        if let Some(known) = lock(&self.files_fingerprint).as_ref() {
+            return known.clone();
+        }
+        let files = lock(&self.files).clone();
+        let hashes: Vec<(String, String)> = files.par_iter().map(|f| {
+            let key = Project::key(f);
+            let hash = self.file_hash(&key).unwrap_or_default();
+            (key, hash)
+        }).collect();
+        let mut listed: Vec<String> = hashes.into_iter().map(|(key, hash)| format!("{key}\0{hash}\n")).collect();
+        listed.sort();
+        let fingerprint = Project::hash_text(listed.concat().as_bytes());
+        *lock(&self.files_fingerprint) = Some(fingerprint.clone());
+        fingerprint
     }
 
     /// The content hash of a file's current text (read now).

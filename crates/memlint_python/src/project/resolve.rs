@@ -35,6 +35,9 @@ pub struct ProjectResolver<'a> {
     loader: &'a dyn ModuleLoader,
     from: String,
     read: Mutex<Vec<String>>,
+    /// The questions of who calls a function of another module: (its module, the name
+    /// whose candidate callers were listed), in the order asked.
+    callers_asked: Mutex<Vec<(String, String)>>,
     /// The linted text is the file's text on disk (see [`ModuleLoader::seed`]).
     seeds: bool,
     /// The folders the linted module puts on `sys.path`, read from its tree when the
@@ -44,7 +47,7 @@ pub struct ProjectResolver<'a> {
 
 impl<'a> ProjectResolver<'a> {
     pub fn new(loader: &'a dyn ModuleLoader, from: impl Into<String>) -> Self {
-        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()), seeds: false, own_import_dirs: Mutex::new(None) }
+        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()), callers_asked: Mutex::new(Vec::new()), seeds: false, own_import_dirs: Mutex::new(None) }
     }
 
     /// The linted text is what the file holds on disk: its parse can seed its summary.
@@ -57,6 +60,25 @@ impl<'a> ProjectResolver<'a> {
     /// order first read.
     pub fn modules_read(&self) -> Vec<String> {
         self.read.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The questions of who calls a function of another module that this index asked:
+    /// (the function's module, the name whose candidate callers were listed). Their answers
+    /// rest on the files that mention the name, not only on the modules read: a file that
+    /// starts calling the function is a caller no answer read before.
+    pub fn callers_asked(&self) -> Vec<(String, String)> {
+        self.callers_asked.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// [`ModuleLoader::candidate_callers`], recorded in [`Self::callers_asked`].
+    fn candidate_callers(&self, key: &str, name: &str) -> Vec<String> {
+        {
+            let mut asked = self.callers_asked.lock().unwrap_or_else(|e| e.into_inner());
+            if !asked.iter().any(|(k, n)| k == key && n == name) {
+                asked.push((key.to_owned(), name.to_owned()));
+            }
+        }
+        self.loader.candidate_callers(key, name)
     }
 
     /// The module `dotted` as module `m` imports it, through the folders `m` puts on
@@ -460,7 +482,7 @@ impl ProjectResolver<'_> {
             None => (None, function),
         };
         let mut found = Vec::new();
-        for caller in self.loader.candidate_callers(key, class.unwrap_or(function)) {
+        for caller in self.candidate_callers(key, class.unwrap_or(function)) {
             if caller == key || !self.loader.may_call(&caller, name) {
                 continue;
             }
@@ -500,7 +522,7 @@ impl ProjectResolver<'_> {
         // imports its module: such a call counts as one whose result may be kept (and never
         // as one with gradients enabled: it is not known to be this method's).
         if class.is_some() {
-            for caller in self.loader.candidate_callers(key, name) {
+            for caller in self.candidate_callers(key, name) {
                 if caller == key || !self.loader.may_call(&caller, name) {
                     continue;
                 }
