@@ -148,8 +148,9 @@ struct State {
     /// The workspace's project (built on the first lint of a file, see `workspace.rs`).
     project: Option<Arc<memlint_project::Project>>,
     /// For each open document: the project modules its last lint read (a change to one
-    /// of them re-lints it).
-    dependencies: HashMap<Uri, Vec<PathBuf>>,
+    /// of them re-lints it), and the names whose callers in other modules it asked about
+    /// (a changed file that mentions one may have become a caller: it re-lints it too).
+    dependencies: HashMap<Uri, (Vec<PathBuf>, Vec<String>)>,
     /// The build identity summaries are stored under (see [`crate::Options`]).
     summary_build: Option<String>,
     /// Per open file: its last complete lint, which a prediction after an edit starts from
@@ -202,9 +203,10 @@ struct JobOutput {
     /// Per document: the version linted and its findings.
     entries: Vec<(Uri, i32, Findings)>,
     problems: Vec<String>,
-    /// The project modules the lint read (`None` for a prediction: it read only part of
-    /// the file, so the complete lint's record stands).
-    dependencies: Option<Vec<PathBuf>>,
+    /// The project modules the lint read, and the names whose callers elsewhere it asked
+    /// about (`None` for a prediction: it read only part of the file, so the complete
+    /// lint's record stands).
+    dependencies: Option<(Vec<PathBuf>, Vec<String>)>,
     /// A file's complete lint, to predict the next edit's findings from, and its time.
     baseline: Option<(Uri, Baseline, Duration)>,
     /// The findings are a prediction: a complete lint is still to come.
@@ -291,7 +293,11 @@ impl Job {
                 (entries, problems)
             }
         };
-        let dependencies = Some(resolver.map(|r| r.modules_read().into_iter().map(PathBuf::from).collect()).unwrap_or_default());
+        let dependencies = Some(
+            resolver
+                .map(|r| (r.modules_read().into_iter().map(PathBuf::from).collect(), r.callers_asked().into_iter().map(|(_, name)| name).collect()))
+                .unwrap_or_default(),
+        );
         JobOutput { generation: self.generation, notebook: linted_cells, entries, problems, dependencies, baseline, predicted: false }
     }
 }
@@ -458,6 +464,16 @@ struct WirePublish<'a> {
     version: i32,
 }
 
+/// Does `text` hold `word` as a whole identifier?
+fn mentions_word(text: &str, word: &str) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let bytes = text.as_bytes();
+    text.match_indices(word).any(|(at, _)| {
+        let end = at + word.len();
+        (at == 0 || !is_ident(bytes[at - 1])) && (end == bytes.len() || !is_ident(bytes[end]))
+    })
+}
+
 fn content_modified() -> Error {
     Error { code: ErrorCode::ContentModified, message: "the document changed while memlint was linting it".into(), data: None }
 }
@@ -547,9 +563,13 @@ impl State {
 
     /// The open units (documents, notebooks) whose last lint read one of `paths`.
     fn dependents_of(&self, paths: &[PathBuf]) -> Vec<Uri> {
+        // What the changed files say now: one that mentions a name whose callers a lint
+        // asked about may call it now.
+        let texts: Vec<String> = paths.iter().filter_map(|p| std::fs::read_to_string(p).ok()).collect();
+        let mentioned = |name: &String| texts.iter().any(|text| mentions_word(text, name));
         self.dependencies
             .iter()
-            .filter(|(_, deps)| deps.iter().any(|d| paths.contains(d)))
+            .filter(|(_, (modules, callers))| modules.iter().any(|d| paths.contains(d)) || callers.iter().any(mentioned))
             .map(|(u, _)| u.clone())
             .collect()
     }

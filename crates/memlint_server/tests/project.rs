@@ -89,6 +89,29 @@ async fn a_saved_or_changed_module_relints_the_open_files_that_import_it() {
 }
 
 #[tokio::test]
+async fn a_file_that_starts_calling_an_open_files_function_relints_it() {
+    // evaluation.py's `score` is reported while nothing calls it; then main.py, which said
+    // nothing of it (so no lint read it), calls it under `no_grad()` and is saved.
+    const EVALUATION: &str = "def score(net, loader):\n    net.eval()\n    hits = 0\n    for x, y in loader:\n        out = net(x)\n        hits += (out.argmax(1) == y).sum().item()\n    return hits\n";
+    const MAIN: &str = "import torch\n\nfrom evaluation import score\n\n\ndef main(net, val_loader):\n    with torch.no_grad():\n        print(score(net, val_loader))\n";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("evaluation.py"), EVALUATION).unwrap();
+    std::fs::write(root.join("main.py"), "def main():\n    print('hello')\n").unwrap();
+    let root_uri = format!("file://{}", root.display());
+    let mut client = TestClient::start();
+    client.initialize(push_client(), Value::Null, Some(&root_uri)).await;
+    let uri = format!("{root_uri}/evaluation.py");
+    client.open(&uri, EVALUATION).await;
+    let first = codes_and_ranges(&client.diagnostics_for(&uri).await);
+    assert_eq!(first.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["MEM001"]);
+    std::fs::write(root.join("main.py"), MAIN).unwrap();
+    client.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": format!("{root_uri}/main.py"), "type": 2}]})).await;
+    assert!(codes_and_ranges(&client.diagnostics_for(&uri).await).is_empty(), "re-linted: main.py calls score under no_grad");
+    client.shutdown().await;
+}
+
+#[tokio::test]
 async fn python_files_are_watched_when_the_client_registers_watchers_dynamically() {
     let mut client = TestClient::start();
     client.initialize(pull_client(), Value::Null, None).await;
