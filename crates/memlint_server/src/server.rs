@@ -464,16 +464,6 @@ struct WirePublish<'a> {
     version: i32,
 }
 
-/// Does `text` hold `word` as a whole identifier?
-fn mentions_word(text: &str, word: &str) -> bool {
-    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let bytes = text.as_bytes();
-    text.match_indices(word).any(|(at, _)| {
-        let end = at + word.len();
-        (at == 0 || !is_ident(bytes[at - 1])) && (end == bytes.len() || !is_ident(bytes[end]))
-    })
-}
-
 fn content_modified() -> Error {
     Error { code: ErrorCode::ContentModified, message: "the document changed while memlint was linting it".into(), data: None }
 }
@@ -566,7 +556,8 @@ impl State {
         // What the changed files say now: one that mentions a name whose callers a lint
         // asked about may call it now.
         let texts: Vec<String> = paths.iter().filter_map(|p| std::fs::read_to_string(p).ok()).collect();
-        let mentioned = |name: &String| texts.iter().any(|text| mentions_word(text, name));
+        let words: Vec<memlint_linter::prefilter::Words<'_>> = texts.iter().map(|text| memlint_linter::prefilter::Words::scan(text)).collect();
+        let mentioned = |name: &String| words.iter().any(|w| w.has(name));
         self.dependencies
             .iter()
             .filter(|(_, (modules, callers))| modules.iter().any(|d| paths.contains(d)) || callers.iter().any(mentioned))
