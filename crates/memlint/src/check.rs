@@ -308,6 +308,13 @@ pub fn run_once(args: &CheckArgs) -> u8 {
             p.summaries_read_from_store()
         );
     }
+    // For scripts/bench-check.sh: the files this run parsed, to time tree-sitter on them.
+    if let (Some(p), Some(list)) = (&project, std::env::var_os("MEMLINT_PARSED_FILES")) {
+        let paths: String = p.files_parsed().iter().map(|f| format!("{}\n", f.display())).collect();
+        if let Err(e) = std::fs::write(&list, paths) {
+            eprintln!("warning: MEMLINT_PARSED_FILES: could not write {}: {e}", Path::new(&list).display());
+        }
+    }
     if project.as_ref().map(Project::limit_reached).unwrap_or(false) {
         eprintln!(
             "warning: the project has more than {} modules: names imported from the modules past that were treated as unknown",

@@ -314,3 +314,32 @@ fn a_script_nobody_imports_is_never_parsed_for_its_summary() {
         .unwrap_or_else(|| panic!("unexpected statistics line: {line}"));
     assert!(parsed_alone <= 3, "{line}");
 }
+
+#[test]
+fn the_files_a_run_parsed_are_listed_once_each_for_the_benchmark() {
+    // MEMLINT_PARSED_FILES (scripts/bench-check.sh): every file the run parsed, for its
+    // lint or for a summary alone. lib/models/__init__.py holds no word a rule starts
+    // from, so it is not linted; it is parsed for its summary (train.py's import of
+    // `models` leads through it). The other three are linted; a lint that took the tree
+    // its summary was parsed into is not listed twice.
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("parsed.txt");
+    let output = memlint()
+        .current_dir(fixtures().join("sys_path"))
+        .env("MEMLINT_PARSED_FILES", &list)
+        .args(["check", "--no-cache", "--output-format", "json", "."])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    let listed = std::fs::read_to_string(&list).expect("the list is written");
+    let mut names: Vec<String> = listed
+        .lines()
+        .map(|l| {
+            let path = std::path::Path::new(l);
+            let parts: Vec<_> = path.components().rev().take(2).map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+            format!("{}/{}", parts[1], parts[0])
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["examples/train.py", "models/__init__.py", "models/base.py", "models/dgm.py"], "{listed}");
+}

@@ -259,6 +259,9 @@ pub struct Project {
     store: Option<SummaryStore>,
     /// How many summaries came from [`Project::store`] instead of a parse.
     stored_summaries_read: AtomicUsize,
+    /// The files parsed in this project's run: for their summary alone, or by their lint
+    /// (which seeds the summary). See [`Project::files_parsed`].
+    parsed: Mutex<Vec<PathBuf>>,
 }
 
 impl Project {
@@ -286,6 +289,7 @@ impl Project {
             trees_taken: AtomicUsize::new(0),
             store: None,
             stored_summaries_read: AtomicUsize::new(0),
+            parsed: Mutex::new(Vec::new()),
         }
     }
 
@@ -318,6 +322,17 @@ impl Project {
     /// How many modules were read and parsed only to be summarized (not seeded by a lint).
     pub fn modules_parsed_for_summary(&self) -> usize {
         self.parsed_for_summary.load(Ordering::Relaxed)
+    }
+
+    /// The files of Python text this project's run parsed, each once: those parsed for
+    /// their summary alone and those its lints parsed (a lint that took a kept tree
+    /// parsed nothing more). `scripts/bench-check.sh` times tree-sitter on them: the parse
+    /// a run with the project cannot avoid, beside the parse of `--no-project`.
+    pub fn files_parsed(&self) -> Vec<PathBuf> {
+        let mut parsed = lock(&self.parsed).clone();
+        parsed.sort();
+        parsed.dedup();
+        parsed
     }
 
     /// How many files' lints took the tree their summary was parsed into
@@ -551,6 +566,7 @@ impl Project {
             }
             let text = String::from_utf8_lossy(&bytes);
             self.parsed_for_summary.fetch_add(1, Ordering::Relaxed);
+            lock(&self.parsed).push(path.clone());
             // Walked once: the summary reads the named nodes, and so does the lint that
             // may take this tree.
             let tree = WalkedTree::walk(memlint_python::parse_with(&text, None));
@@ -790,6 +806,9 @@ impl ModuleLoader for Project {
     }
 
     fn seed(&self, key: &str, text: &str, summary: &dyn Fn() -> ModuleSummary) {
+        // Every lint of a Python file of the run seeds: it parsed the file, unless it took
+        // the tree its summary was parsed into (then the path is listed already).
+        lock(&self.parsed).push(PathBuf::from(key));
         let cell = lock(&self.modules).entry(PathBuf::from(key)).or_default().clone();
         if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
             return;
