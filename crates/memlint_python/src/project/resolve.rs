@@ -43,11 +43,15 @@ pub struct ProjectResolver<'a> {
     /// The folders the linted module puts on `sys.path`, read from its tree when the
     /// linter hands it over ([`ProjectIndex::seed`]; a notebook has no summary of its own).
     own_import_dirs: Mutex<Option<Vec<String>>>,
+    /// The tree [`ProjectIndex::note_source`] parsed to read those folders before the
+    /// lint's own parse, with the text it is of: handed to the lint of that text
+    /// ([`ProjectIndex::parsed_tree`]), which would otherwise parse it again.
+    noted_tree: Mutex<Option<(String, crate::WalkedTree)>>,
 }
 
 impl<'a> ProjectResolver<'a> {
     pub fn new(loader: &'a dyn ModuleLoader, from: impl Into<String>) -> Self {
-        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()), callers_asked: Mutex::new(Vec::new()), seeds: false, own_import_dirs: Mutex::new(None) }
+        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()), callers_asked: Mutex::new(Vec::new()), seeds: false, own_import_dirs: Mutex::new(None), noted_tree: Mutex::new(None) }
     }
 
     /// The linted text is what the file holds on disk: its parse can seed its summary.
@@ -430,10 +434,13 @@ impl ProjectIndex for ProjectResolver<'_> {
     fn note_source(&self, source: &str) {
         let mut own = self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner());
         if own.is_none() {
-            // Rare: parse only a text that touches `sys.path`.
+            // Rare: parse only a text that touches `sys.path`, and keep the tree for the
+            // lint (a tree the project kept for it serves here first).
             *own = Some(if source.contains("sys.path") {
-                let tree = crate::parse_with(source, None);
-                super::syntax::sys_path_dirs(source, tree.root_node())
+                let tree = self.loader_tree(source).unwrap_or_else(|| crate::WalkedTree::walk(crate::parse_with(source, None)));
+                let dirs = super::syntax::sys_path_dirs(source, tree.tree().root_node());
+                *self.noted_tree.lock().unwrap_or_else(|e| e.into_inner()) = Some((source.to_owned(), tree));
+                dirs
             } else {
                 Vec::new()
             });
@@ -448,8 +455,10 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn parsed_tree(&self, source: &str) -> Option<crate::WalkedTree> {
-        // Only the text on disk (what seeds the summary) is what the loader parsed.
-        if self.seeds && self.from.ends_with(".py") { self.loader.take_tree(&self.from, source) } else { None }
+        let noted = self.noted_tree.lock().unwrap_or_else(|e| e.into_inner()).take().filter(|(text, _)| text == source).map(|(_, tree)| tree);
+        // Asked either way, so that the loader keeps no tree for this lint.
+        let kept = self.loader_tree(source);
+        noted.or(kept)
     }
 
     fn external_calls(&self, function: &str) -> Vec<bool> {
@@ -473,6 +482,12 @@ impl ProjectIndex for ProjectResolver<'_> {
 }
 
 impl ProjectResolver<'_> {
+    /// The tree the loader parsed `source` into for its summary, taken from it once.
+    /// Only the text on disk (what seeds the summary) is what the loader parsed.
+    fn loader_tree(&self, source: &str) -> Option<crate::WalkedTree> {
+        if self.seeds && self.from.ends_with(".py") { self.loader.take_tree(&self.from, source) } else { None }
+    }
+
     /// The calls of the function (or `Class.method`) `function` of module `key` in the
     /// project's other modules: (gradients disabled, result kept) for each.
     fn call_sites_elsewhere(&self, key: &str, function: &str) -> Vec<(bool, bool)> {
@@ -638,5 +653,27 @@ mod tests {
         assert_eq!(nets.external_call_sites("Encoder.encode"), [(false, false)], "a method, on a name holding an Encoder");
         assert!(nets.external_calls("to_device").is_empty());
         assert_eq!(nets.modules_read(), ["train.py"]);
+    }
+
+    #[test]
+    fn a_text_parsed_to_read_its_sys_path_is_handed_to_its_lint_once() {
+        // The pre-filter asks where a script's imports lead before its lint parses it; a
+        // script that touches `sys.path` is parsed for that, and its lint takes that tree.
+        let project = project();
+        let script = "import sys\nsys.path.append('../lib')\nimport nets\n";
+        let train = ProjectResolver::new(&project, "train.py");
+        train.note_source(script);
+        assert_eq!(train.own_import_dirs.lock().unwrap().clone(), Some(vec!["../lib".to_owned()]));
+        let tree = train.parsed_tree(script).expect("the tree parsed for sys.path");
+        assert_eq!(tree.tree().root_node().to_sexp(), crate::parse(script).tree.root_node().to_sexp());
+        assert!(train.parsed_tree(script).is_none(), "handed over once");
+        // A tree is only ever handed to a lint of the text it is of.
+        let other = ProjectResolver::new(&project, "train.py");
+        other.note_source(script);
+        assert!(other.parsed_tree("import sys\nsys.path.append('../lib')\nimport nets  # edited\n").is_none());
+        // A text that does not touch sys.path is not parsed before its lint.
+        let plain = ProjectResolver::new(&project, "train.py");
+        plain.note_source(TRAIN);
+        assert!(plain.parsed_tree(TRAIN).is_none());
     }
 }
