@@ -171,7 +171,7 @@ fn lint_possible(source: &str, walked: &WalkedTree, settings: &LinterSettings, e
     let syntax_errors = memlint_python::syntax_errors(tree, source);
     // One walk of the tree (made with the parse), for the module's summary and its
     // semantic model.
-    project.seed(nodes, source);
+    project.seed(walked, source);
     let query_roots = checker::query_root_kinds(&settings.rules);
     let model = memlint_python::SemanticModel::indexing_borrowed(nodes, source, project, &query_roots);
     let mut diagnostics = checker::run_rules(&model, settings);

@@ -262,6 +262,9 @@ pub struct Project {
     /// The files parsed in this project's run: for their summary alone, or by their lint
     /// (which seeds the summary). See [`Project::files_parsed`].
     parsed: Mutex<Vec<PathBuf>>,
+    /// How many lints kept their module's summary to themselves ([`ModuleLoader::may_be_asked`]
+    /// said no other module asks for it).
+    seeds_deferred: AtomicUsize,
 }
 
 impl Project {
@@ -290,6 +293,7 @@ impl Project {
             store: None,
             stored_summaries_read: AtomicUsize::new(0),
             parsed: Mutex::new(Vec::new()),
+            seeds_deferred: AtomicUsize::new(0),
         }
     }
 
@@ -333,6 +337,12 @@ impl Project {
         parsed.sort();
         parsed.dedup();
         parsed
+    }
+
+    /// How many lints made no summary of their module as they parsed it, no other module
+    /// of the run naming it (it is made if the lint itself asks for it).
+    pub fn seeds_deferred(&self) -> usize {
+        self.seeds_deferred.load(Ordering::Relaxed)
     }
 
     /// How many files' lints took the tree their summary was parsed into
@@ -794,6 +804,26 @@ impl ModuleLoader for Project {
         let mentions = self.mentions();
         let Some(index) = mentions.index_by_key.get(key) else { return true };
         mentions.may_call(*index, name)
+    }
+
+    fn may_be_asked(&self, key: &str) -> bool {
+        // An import names the module it reaches: its file's stem (`from .utils import f`,
+        // `import utils`), or for a package's `__init__.py` the package's folder. A module
+        // whose name no other file of the run writes is reached by none of them (only,
+        // rarely, through a module outside the run: then it is parsed when asked).
+        let mentions = self.mentions();
+        let Some(own) = mentions.index_by_key.get(key) else { return true };
+        let path = Path::new(key);
+        let word = match path.file_stem().and_then(|s| s.to_str()) {
+            Some("__init__") => path.parent().and_then(Path::file_name).and_then(|n| n.to_str()),
+            stem => stem,
+        };
+        let Some(word) = word else { return true };
+        let asked = mentions.files_mentioning(word).iter().any(|i| i != own);
+        if !asked {
+            self.seeds_deferred.fetch_add(1, Ordering::Relaxed);
+        }
+        asked
     }
 
     fn take_tree(&self, key: &str, text: &str) -> Option<WalkedTree> {

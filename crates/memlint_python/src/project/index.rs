@@ -91,9 +91,9 @@ pub trait ProjectIndex: Sync {
     /// first): what the index needs of it to resolve its imports.
     fn note_source(&self, _source: &str) {}
 
-    /// The linter parsed and walked the linted module (`nodes`, from its tree's root): a
-    /// chance to summarize it from that walk.
-    fn seed(&self, _nodes: &crate::NamedNodes<'_>, _source: &str) {}
+    /// The linter parsed and walked the linted module (`walked`): a chance to summarize it
+    /// from that walk, now or, while the lint runs, when it is first asked for.
+    fn seed(&self, _walked: &crate::WalkedTree, _source: &str) {}
 
     /// The tree of the linted module, when the project already parsed exactly `source`
     /// (for the module's summary, before its lint): the linter then does not parse it
@@ -160,6 +160,14 @@ pub trait ModuleLoader: Sync {
     /// instead of reading and parsing the file again (only when `text` is what the file
     /// holds on disk: the CLI's files, not an editor's unsaved buffer).
     fn seed(&self, _key: &str, _text: &str, _summary: &dyn Fn() -> ModuleSummary) {}
+    /// May a module other than `key` ask for `key`'s summary? A loader that knows which
+    /// files mention which words can say no for a module whose name no other file
+    /// writes: no import can reach it. Its lint then makes its summary only if it asks
+    /// for it itself. A wrong no costs a parse (the summary is read from the file when
+    /// asked), never a finding.
+    fn may_be_asked(&self, _key: &str) -> bool {
+        true
+    }
     /// The tree of module `key` if the loader parsed exactly `text` for its summary and
     /// kept the tree for the module's own lint: handed over once, so a file of the run is
     /// parsed once however its summary and its lint are ordered (and walked once: the
@@ -195,7 +203,7 @@ mod tests {
         assert!(index.external_call_sites("train").is_empty());
         assert!(!index.is_project_module("nets"));
         assert!(index.parsed_tree(source).is_none());
-        index.seed(&crate::NamedNodes::of(tree.root_node()), source);
+        index.seed(&crate::WalkedTree::walk(tree), source);
         assert!(index.is_empty());
     }
 

@@ -47,11 +47,34 @@ pub struct ProjectResolver<'a> {
     /// lint's own parse, with the text it is of: handed to the lint of that text
     /// ([`ProjectIndex::parsed_tree`]), which would otherwise parse it again.
     noted_tree: Mutex<Option<(String, crate::WalkedTree)>>,
+    /// The linted module's tree and text, when its summary was not made as it was seeded
+    /// (no other module may ask for it, [`ModuleLoader::may_be_asked`]): made from them
+    /// if the lint asks for its own module's summary.
+    own_tree: Mutex<Option<(tree_sitter::Tree, String)>>,
+    own_summary: std::sync::OnceLock<Arc<ModuleSummary>>,
+    /// Of that summary, the star imports alone (what most of the lint's questions of its
+    /// own module need), read from the kept tree.
+    own_star_imports: std::sync::OnceLock<Vec<String>>,
+    /// The lint's tree is the one the loader parsed for the module's summary: that
+    /// summary exists.
+    own_tree_from_loader: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> ProjectResolver<'a> {
     pub fn new(loader: &'a dyn ModuleLoader, from: impl Into<String>) -> Self {
-        ProjectResolver { loader, from: from.into(), read: Mutex::new(Vec::new()), callers_asked: Mutex::new(Vec::new()), seeds: false, own_import_dirs: Mutex::new(None), noted_tree: Mutex::new(None) }
+        ProjectResolver {
+            loader,
+            from: from.into(),
+            read: Mutex::new(Vec::new()),
+            callers_asked: Mutex::new(Vec::new()),
+            seeds: false,
+            own_import_dirs: Mutex::new(None),
+            noted_tree: Mutex::new(None),
+            own_tree: Mutex::new(None),
+            own_summary: std::sync::OnceLock::new(),
+            own_star_imports: std::sync::OnceLock::new(),
+            own_tree_from_loader: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// The linted text is what the file holds on disk: its parse can seed its summary.
@@ -105,6 +128,42 @@ impl<'a> ProjectResolver<'a> {
             let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
             if !read.iter().any(|k| k == key) {
                 read.push(key.to_owned());
+            }
+        }
+        self.loaded(key)
+    }
+
+    /// Does the linted text import a module of the project? Then another module's lint
+    /// may ask what it calls (who calls a function of the module it imports), and its
+    /// summary, made now from the lint's tree, saves a parse then.
+    fn imports_a_project_module(&self, source: &str) -> bool {
+        super::scan::scan_imports(source).iter().any(|import| import.module.starts_with('.') || self.is_project_module(import.module))
+    }
+
+    /// The modules the linted module star-imports: from its kept tree while its summary
+    /// is not made, else from the summary.
+    fn own_star_imports(&self) -> Option<Vec<String>> {
+        if self.own_summary.get().is_none() {
+            if let Some((tree, text)) = self.own_tree.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                return Some(self.own_star_imports.get_or_init(|| ModuleSummary::star_imports_of(tree.root_node(), text)).clone());
+            }
+        }
+        self.loaded(&self.from).map(|s| s.star_imports.clone())
+    }
+
+    /// The summary of module `key` (not recorded as read): the linted module's own from
+    /// its tree when it was kept for that ([`ProjectIndex::seed`]), else the loader's.
+    fn loaded(&self, key: &str) -> Option<Arc<ModuleSummary>> {
+        if key == self.from {
+            if let Some(own) = self.own_summary.get() {
+                return Some(own.clone());
+            }
+            let own_tree = self.own_tree.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((tree, text)) = own_tree.as_ref() {
+                let own = self.own_summary.get_or_init(|| Arc::new(ModuleSummary::new(tree, text)));
+                // Shared now that it is made: another lint may yet ask.
+                self.loader.seed(&self.from, text, &|| (**own).clone());
+                return Some(own.clone());
             }
         }
         self.loader.summary(key)
@@ -394,8 +453,7 @@ impl ProjectIndex for ProjectResolver<'_> {
         let mut seen = HashSet::new();
         // A plain name (no dots) is one the module does not bind: look in its star imports.
         if !qualified.contains('.') {
-            let summary = self.loader.summary(&self.from)?;
-            for star in &summary.star_imports {
+            for star in &self.own_star_imports()? {
                 let Some(key) = self.resolve_module(&self.from, star) else { continue };
                 let Some(s) = self.summary(&key) else { continue };
                 if s.exports_by_star(qualified) {
@@ -415,9 +473,8 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn star_imported_external(&self, name: &str) -> Option<String> {
-        let summary = self.loader.summary(&self.from)?;
         let mut seen = HashSet::new();
-        for star in &summary.star_imports {
+        for star in &self.own_star_imports()? {
             let Some(key) = self.resolve_module(&self.from, star) else { continue };
             let Some(s) = self.summary(&key) else { continue };
             if s.exports_by_star(name) {
@@ -447,10 +504,18 @@ impl ProjectIndex for ProjectResolver<'_> {
         }
     }
 
-    fn seed(&self, nodes: &crate::NamedNodes<'_>, source: &str) {
+    fn seed(&self, walked: &crate::WalkedTree, source: &str) {
+        let nodes = walked.nodes();
         *self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::syntax::sys_path_dirs(source, nodes.root()));
         if self.seeds && self.from.ends_with(".py") {
-            self.loader.seed(&self.from, source, &|| ModuleSummary::walked(nodes, source));
+            if self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed) {
+                // Its summary was made from this very tree.
+            } else if self.imports_a_project_module(source) || self.loader.may_be_asked(&self.from) {
+                self.loader.seed(&self.from, source, &|| ModuleSummary::walked(nodes, source));
+            } else {
+                // A tree is a counted reference: keeping it costs no copy.
+                *self.own_tree.lock().unwrap_or_else(|e| e.into_inner()) = Some((walked.tree().clone(), source.to_owned()));
+            }
         }
     }
 
@@ -485,7 +550,11 @@ impl ProjectResolver<'_> {
     /// The tree the loader parsed `source` into for its summary, taken from it once.
     /// Only the text on disk (what seeds the summary) is what the loader parsed.
     fn loader_tree(&self, source: &str) -> Option<crate::WalkedTree> {
-        if self.seeds && self.from.ends_with(".py") { self.loader.take_tree(&self.from, source) } else { None }
+        let tree = if self.seeds && self.from.ends_with(".py") { self.loader.take_tree(&self.from, source) } else { None };
+        if tree.is_some() {
+            self.own_tree_from_loader.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        tree
     }
 
     /// The calls of the function (or `Class.method`) `function` of module `key` in the
@@ -501,7 +570,7 @@ impl ProjectResolver<'_> {
             if caller == key || !self.loader.may_call(&caller, name) {
                 continue;
             }
-            let Some(summary) = self.loader.summary(&caller) else { continue };
+            let Some(summary) = self.loaded(&caller) else { continue };
             let mut relevant = summary.calls.iter().filter(|c| c.callee.rsplit('.').next() == Some(name)).peekable();
             if relevant.peek().is_none() {
                 continue;
@@ -541,7 +610,7 @@ impl ProjectResolver<'_> {
                 if caller == key || !self.loader.may_call(&caller, name) {
                     continue;
                 }
-                let Some(summary) = self.loader.summary(&caller) else { continue };
+                let Some(summary) = self.loaded(&caller) else { continue };
                 let unknown = format!("?.{name}");
                 for call in summary.calls.iter().filter(|c| c.callee == unknown) {
                     found.push((true, call.result_kept));

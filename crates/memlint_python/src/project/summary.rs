@@ -272,6 +272,35 @@ impl ModuleSummary {
         summary
     }
 
+    /// The modules a module imports with `from M import *`, as [`Self::walked`] records
+    /// them (at the top level and under `if` and `try`), without summarizing the rest.
+    pub fn star_imports_of(root: Node<'_>, source: &str) -> Vec<String> {
+        fn visit(statement: Node<'_>, source: &str, out: &mut Vec<String>) {
+            match statement.kind_name() {
+                "import_statement" | "import_from_statement" => {
+                    if named_children(statement).iter().any(|c| c.kind_name() == "wildcard_import") {
+                        out.push(statement.field("module_name").map(|m| text(source, m)).unwrap_or("").to_owned());
+                    }
+                }
+                "if_statement" | "try_statement" => {
+                    for child in named_children(statement) {
+                        if child.kind_name() == "block" {
+                            named_children(child).into_iter().for_each(|s| visit(s, source, out));
+                        } else if matches!(child.kind_name(), "else_clause" | "except_clause" | "elif_clause" | "finally_clause") {
+                            for block in named_children(child).into_iter().filter(|b| b.kind_name() == "block") {
+                                named_children(block).into_iter().for_each(|s| visit(s, source, out));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        named_children(root).into_iter().for_each(|s| visit(s, source, &mut out));
+        out
+    }
+
     fn statement<'t>(&mut self, source: &str, statement: Node<'t>, nodes: &NamedNodes<'t>) {
         match statement.kind_name() {
             "decorated_definition" => {
@@ -479,5 +508,16 @@ class M(nn.Module):
         assert!(call(&[("pretrained", "True")]).loads_pretrained("timm.create_model"));
         assert!(!call(&[("pretrained", "False")]).loads_pretrained("timm.create_model"));
         assert!(!call(&[("pretrained", "True")]).loads_pretrained("mylib.create_model"), "a callee memlint does not know");
+    }
+
+    #[test]
+    fn star_imports_alone_are_those_the_whole_summary_records() {
+        let source = "from a import *\nimport b\nif X:\n    from .c import *\nelif Y:\n    from d import *\nelse:\n    pass\n\
+try:\n    from e import *\nexcept ImportError:\n    from f import *\nfinally:\n    from g import *\n\
+def h():\n    from i import *\nclass J:\n    from k import *\nfrom l import m\n";
+        let tree = crate::parse(source).tree;
+        let star = ModuleSummary::star_imports_of(tree.root_node(), source);
+        assert_eq!(star, ["a", ".c", "d", "e", "f", "g"]);
+        assert_eq!(star, summary(source).star_imports);
     }
 }
