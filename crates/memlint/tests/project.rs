@@ -355,9 +355,11 @@ fn a_module_no_other_file_names_is_not_summarized_unless_asked() {
     write("models.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        return self.fc(x)\n");
     write("train.py", "import torch\nfrom models import Net\n\nnet = Net()\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\nfor x in range(3):\n    loss = net(torch.randn(2, 4)).sum()\n    loss.backward()\n    opt.step()\n");
     write("plot.py", "import torch\nfrom torch.nn import *\n\nnet = Linear(4, 2)\nnet.eval()\nx = torch.randn(3, 4)\nprint(net(x).argmax(1))\n");
+    let parsed = dir.path().join("parsed.txt");
     let output = memlint()
         .current_dir(dir.path())
         .env("MEMLINT_PROJECT_STATS", "1")
+        .env("MEMLINT_PARSED_FILES", &parsed)
         .args(["check", "--no-cache", "--output-format", "concise", "."])
         .output()
         .unwrap();
@@ -367,4 +369,9 @@ fn a_module_no_other_file_names_is_not_summarized_unless_asked() {
     let line = stderr.lines().find(|l| l.starts_with("project:")).unwrap_or_else(|| panic!("no project statistics in: {stderr}"));
     assert!(line.starts_with("project: 2 modules summarized for 3 files checked (0 read and parsed for their summary alone"), "{line}");
     assert!(line.ends_with("; 1 lints made no summary of a module no other file names)"), "{line}");
+    // Its lint parsed it all the same: the benchmark's list of parsed files has all three.
+    let listed = std::fs::read_to_string(&parsed).expect("the list is written");
+    let mut names: Vec<&str> = listed.lines().map(|l| l.rsplit('/').next().unwrap_or(l)).collect();
+    names.sort();
+    assert_eq!(names, ["models.py", "plot.py", "train.py"], "{listed}");
 }

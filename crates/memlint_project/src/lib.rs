@@ -806,6 +806,12 @@ impl ModuleLoader for Project {
         mentions.may_call(*index, name)
     }
 
+    fn linted(&self, key: &str) {
+        // The lint parsed the file, unless it took the tree its summary was parsed into
+        // (then the path is listed already).
+        lock(&self.parsed).push(PathBuf::from(key));
+    }
+
     fn may_be_asked(&self, key: &str) -> bool {
         // An import names the module it reaches: its file's stem (`from .utils import f`,
         // `import utils`), or for a package's `__init__.py` the package's folder. A module
@@ -836,9 +842,6 @@ impl ModuleLoader for Project {
     }
 
     fn seed(&self, key: &str, text: &str, summary: &dyn Fn() -> ModuleSummary) {
-        // Every lint of a Python file of the run seeds: it parsed the file, unless it took
-        // the tree its summary was parsed into (then the path is listed already).
-        lock(&self.parsed).push(PathBuf::from(key));
         let cell = lock(&self.modules).entry(PathBuf::from(key)).or_default().clone();
         if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
             return;

@@ -508,6 +508,7 @@ impl ProjectIndex for ProjectResolver<'_> {
         let nodes = walked.nodes();
         *self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::syntax::sys_path_dirs(source, nodes.root()));
         if self.seeds && self.from.ends_with(".py") {
+            self.loader.linted(&self.from);
             if self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed) {
                 // Its summary was made from this very tree.
             } else if self.imports_a_project_module(source) || self.loader.may_be_asked(&self.from) {
