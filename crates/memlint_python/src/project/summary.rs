@@ -247,6 +247,31 @@ pub fn join_import(module: &str, name: &str) -> String {
     }
 }
 
+/// The statements of a module that run when it is imported, in order: the top-level
+/// ones, and those in the blocks of a top-level `if` or `try` (definitions and imports
+/// under `if TYPE_CHECKING:` or `try:` still bind), at any depth, in place of the
+/// statement that holds them.
+fn module_statements(root: Node<'_>) -> Vec<Node<'_>> {
+    fn push<'t>(statement: Node<'t>, out: &mut Vec<Node<'t>>) {
+        if !matches!(statement.kind_name(), "if_statement" | "try_statement") {
+            out.push(statement);
+            return;
+        }
+        for child in named_children(statement) {
+            if child.kind_name() == "block" {
+                named_children(child).into_iter().for_each(|s| push(s, out));
+            } else if matches!(child.kind_name(), "else_clause" | "except_clause" | "elif_clause" | "finally_clause") {
+                for block in named_children(child).into_iter().filter(|b| b.kind_name() == "block") {
+                    named_children(block).into_iter().for_each(|s| push(s, out));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    named_children(root).into_iter().for_each(|s| push(s, &mut out));
+    out
+}
+
 impl ModuleSummary {
     /// The summary of a parsed module.
     pub fn new(tree: &Tree, source: &str) -> ModuleSummary {
@@ -261,7 +286,7 @@ impl ModuleSummary {
         let root = nodes.root();
         // Every body asked whether it backpropagates is answered from one walk.
         let _backward_calls = super::syntax::BackwardCalls::of_module(source, root);
-        for statement in named_children(root) {
+        for statement in module_statements(root) {
             summary.statement(source, statement, nodes);
         }
         let mut collector = CallCollector::for_module(&summary);
@@ -273,32 +298,14 @@ impl ModuleSummary {
     }
 
     /// The modules a module imports with `from M import *`, as [`Self::walked`] records
-    /// them (at the top level and under `if` and `try`), without summarizing the rest.
+    /// them, without summarizing the rest.
     pub fn star_imports_of(root: Node<'_>, source: &str) -> Vec<String> {
-        fn visit(statement: Node<'_>, source: &str, out: &mut Vec<String>) {
-            match statement.kind_name() {
-                "import_statement" | "import_from_statement" => {
-                    if named_children(statement).iter().any(|c| c.kind_name() == "wildcard_import") {
-                        out.push(statement.field("module_name").map(|m| text(source, m)).unwrap_or("").to_owned());
-                    }
-                }
-                "if_statement" | "try_statement" => {
-                    for child in named_children(statement) {
-                        if child.kind_name() == "block" {
-                            named_children(child).into_iter().for_each(|s| visit(s, source, out));
-                        } else if matches!(child.kind_name(), "else_clause" | "except_clause" | "elif_clause" | "finally_clause") {
-                            for block in named_children(child).into_iter().filter(|b| b.kind_name() == "block") {
-                                named_children(block).into_iter().for_each(|s| visit(s, source, out));
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        let mut out = Vec::new();
-        named_children(root).into_iter().for_each(|s| visit(s, source, &mut out));
-        out
+        module_statements(root)
+            .into_iter()
+            .filter(|s| matches!(s.kind_name(), "import_statement" | "import_from_statement"))
+            .filter(|s| named_children(*s).iter().any(|c| c.kind_name() == "wildcard_import"))
+            .map(|s| s.field("module_name").map(|m| text(source, m)).unwrap_or("").to_owned())
+            .collect()
     }
 
     fn statement<'t>(&mut self, source: &str, statement: Node<'t>, nodes: &NamedNodes<'t>) {
@@ -351,22 +358,6 @@ impl ModuleSummary {
                 match &mut self.all {
                     Some(all) if assign.kind_name() == "augmented_assignment" => all.extend(names),
                     _ => self.all = Some(names),
-                }
-            }
-            // Definitions and imports under `if TYPE_CHECKING:` / `try:` still bind.
-            "if_statement" | "try_statement" => {
-                for child in named_children(statement) {
-                    if child.kind_name() == "block" {
-                        for s in named_children(child) {
-                            self.statement(source, s, nodes);
-                        }
-                    } else if matches!(child.kind_name(), "else_clause" | "except_clause" | "elif_clause" | "finally_clause") {
-                        for block in named_children(child).into_iter().filter(|b| b.kind_name() == "block") {
-                            for s in named_children(block) {
-                                self.statement(source, s, nodes);
-                            }
-                        }
-                    }
                 }
             }
             _ => {}
