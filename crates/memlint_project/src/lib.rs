@@ -702,6 +702,15 @@ impl WordScan {
     }
 }
 
+/// The word an import of the module at `path` must write: its file's stem
+/// (`from .utils import f`, `import utils`), or for a package's `__init__.py` the
+/// package's folder.
+fn import_word(path: &Path) -> Option<String> {
+    let stem = path.file_stem()?;
+    let word = if stem == "__init__" { path.parent()?.file_name()? } else { stem };
+    Some(word.to_string_lossy().into_owned())
+}
+
 /// `dir` joined with the relative folder `relative` (`"../lib"`), `..` taking back a
 /// component of `dir` where it has one (`examples` + `../lib` is `lib`).
 fn folder_below(dir: &Path, relative: &str) -> PathBuf {
@@ -762,17 +771,11 @@ impl ModuleLoader for Project {
         if indices.is_empty() {
             return Vec::new();
         }
-        let mut words: Vec<String> = Vec::new();
         let path = Path::new(key);
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut words: Vec<String> = import_word(path).into_iter().collect();
         let mut dir = path.parent().map(Path::to_owned);
-        if stem == "__init__" {
-            if let Some(d) = &dir {
-                words.extend(d.file_name().map(|n| n.to_string_lossy().into_owned()));
-                dir = d.parent().map(Path::to_owned);
-            }
-        } else {
-            words.push(stem);
+        if path.file_stem().is_some_and(|s| s == "__init__") {
+            dir = dir.as_deref().and_then(Path::parent).map(Path::to_owned);
         }
         while let Some(d) = dir {
             let init = d.join("__init__.py");
@@ -806,30 +809,23 @@ impl ModuleLoader for Project {
         mentions.may_call(*index, name)
     }
 
-    fn linted(&self, key: &str) {
+    fn linted(&self, key: &str, summary_deferred: bool) {
         // The lint parsed the file, unless it took the tree its summary was parsed into
         // (then the path is listed already).
         lock(&self.parsed).push(PathBuf::from(key));
+        if summary_deferred {
+            self.seeds_deferred.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn may_be_asked(&self, key: &str) -> bool {
-        // An import names the module it reaches: its file's stem (`from .utils import f`,
-        // `import utils`), or for a package's `__init__.py` the package's folder. A module
-        // whose name no other file of the run writes is reached by none of them (only,
-        // rarely, through a module outside the run: then it is parsed when asked).
+        // A module whose name no other file of the run writes is reached by none of their
+        // imports (only, rarely, through a module outside the run: then it is parsed when
+        // asked).
         let mentions = self.mentions();
         let Some(own) = mentions.index_by_key.get(key) else { return true };
-        let path = Path::new(key);
-        let word = match path.file_stem().and_then(|s| s.to_str()) {
-            Some("__init__") => path.parent().and_then(Path::file_name).and_then(|n| n.to_str()),
-            stem => stem,
-        };
-        let Some(word) = word else { return true };
-        let asked = mentions.files_mentioning(word).iter().any(|i| i != own);
-        if !asked {
-            self.seeds_deferred.fetch_add(1, Ordering::Relaxed);
-        }
-        asked
+        let Some(word) = import_word(Path::new(key)) else { return true };
+        mentions.files_mentioning(&word).iter().any(|i| i != own)
     }
 
     fn take_tree(&self, key: &str, text: &str) -> Option<WalkedTree> {

@@ -160,9 +160,10 @@ pub trait ModuleLoader: Sync {
     /// instead of reading and parsing the file again (only when `text` is what the file
     /// holds on disk: the CLI's files, not an editor's unsaved buffer).
     fn seed(&self, _key: &str, _text: &str, _summary: &dyn Fn() -> ModuleSummary) {}
-    /// The lint of module `key` (the file on disk) has its tree: whether or not it then
-    /// seeds the summary. For the loader's count of the files a run parsed.
-    fn linted(&self, _key: &str) {}
+    /// The lint of module `key` (the file on disk) has its tree, and made no summary of it
+    /// when `summary_deferred` ([`Self::may_be_asked`] said no). For the loader's count of
+    /// the files a run parsed.
+    fn linted(&self, _key: &str, _summary_deferred: bool) {}
     /// May a module other than `key` ask for `key`'s summary? A loader that knows which
     /// files mention which words can say no for a module whose name no other file
     /// writes: no import can reach it. Its lint then makes its summary only if it asks

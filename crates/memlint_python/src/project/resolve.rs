@@ -508,14 +508,16 @@ impl ProjectIndex for ProjectResolver<'_> {
         let nodes = walked.nodes();
         *self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::syntax::sys_path_dirs(source, nodes.root()));
         if self.seeds && self.from.ends_with(".py") {
-            self.loader.linted(&self.from);
-            if self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed) {
-                // Its summary was made from this very tree.
-            } else if self.imports_a_project_module(source) || self.loader.may_be_asked(&self.from) {
-                self.loader.seed(&self.from, source, &|| ModuleSummary::walked(nodes, source));
-            } else {
+            // A summary made from this very tree (the loader's) exists already.
+            let from_loader = self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed);
+            // The word lookup first: the import scan only for a module no other file names.
+            let deferred = !from_loader && !self.loader.may_be_asked(&self.from) && !self.imports_a_project_module(source);
+            self.loader.linted(&self.from, deferred);
+            if deferred {
                 // A tree is a counted reference: keeping it costs no copy.
                 *self.own_tree.lock().unwrap_or_else(|e| e.into_inner()) = Some((walked.tree().clone(), source.to_owned()));
+            } else if !from_loader {
+                self.loader.seed(&self.from, source, &|| ModuleSummary::walked(nodes, source));
             }
         }
     }
