@@ -233,7 +233,7 @@ pub struct Project {
     /// where callers of a function are looked for.
     files: Mutex<Arc<Vec<PathBuf>>>,
     /// [`Project::files_fingerprint`], once made.
-    files_fingerprint: Mutex<Option<String>>,
+    files_fingerprint: BuiltOnce<String>,
     modules: Mutex<FxHashMap<PathBuf, Arc<OnceLock<Option<Arc<Module>>>>>>,
     /// Does this file exist (module resolution asks the same paths again and again)?
     exists: Mutex<FxHashMap<std::ffi::OsString, bool>>,
@@ -242,7 +242,7 @@ pub struct Project {
     /// import much the same modules, and each answer tries several paths.
     resolved: Mutex<FxHashMap<String, Option<String>>>,
     /// Which files of the run mention each identifier (built on the first question).
-    mentions: Mutex<Option<Arc<Mentions>>>,
+    mentions: BuiltOnce<Arc<Mentions>>,
     /// [`Project::file_hash`]'s answers.
     hashes: Mutex<FxHashMap<String, Option<String>>>,
     limit: usize,
@@ -278,11 +278,11 @@ impl Project {
         Project {
             roots,
             files: Mutex::new(Arc::new(files)),
-            files_fingerprint: Mutex::new(None),
+            files_fingerprint: BuiltOnce::default(),
             modules: Mutex::new(FxHashMap::default()),
             exists: Mutex::new(FxHashMap::default()),
             resolved: Mutex::new(FxHashMap::default()),
-            mentions: Mutex::new(None),
+            mentions: BuiltOnce::default(),
             hashes: Mutex::new(FxHashMap::default()),
             limit,
             summarized: AtomicUsize::new(0),
@@ -380,8 +380,8 @@ impl Project {
         exists.retain(|p, _| Path::new(p).file_name().map(|n| n != "__init__.py").unwrap_or(true));
         drop(exists);
         lock(&self.resolved).clear();
-        *lock(&self.mentions) = None;
-        *lock(&self.files_fingerprint) = None;
+        self.mentions.forget();
+        self.files_fingerprint.forget();
         lock(&self.hashes).remove(&Project::key(path));
         if let Some(files) = files {
             *lock(&self.files) = Arc::new(files);
@@ -454,9 +454,10 @@ impl Project {
     /// A hash of the run's files with their content hashes, made once (and again after
     /// [`Project::invalidate`]).
     fn files_fingerprint(&self) -> String {
-        if let Some(known) = lock(&self.files_fingerprint).as_ref() {
-            return known.clone();
-        }
+        self.files_fingerprint.get_or_build(|| self.fingerprint_files())
+    }
+
+    fn fingerprint_files(&self) -> String {
         let files = lock(&self.files).clone();
         let hashes: Vec<(String, String)> = files.par_iter().map(|f| {
             let key = Project::key(f);
@@ -465,9 +466,7 @@ impl Project {
         }).collect();
         let mut listed: Vec<String> = hashes.into_iter().map(|(key, hash)| format!("{key}\0{hash}\n")).collect();
         listed.sort();
-        let fingerprint = Project::hash_text(listed.concat().as_bytes());
-        *lock(&self.files_fingerprint) = Some(fingerprint.clone());
-        fingerprint
+        Project::hash_text(listed.concat().as_bytes())
     }
 
     /// The content hash of a file's current text (read now).
@@ -596,9 +595,10 @@ impl Project {
     /// every file, in parallel, on the first question (and again after
     /// [`Project::invalidate`]).
     fn mentions(&self) -> Arc<Mentions> {
-        if let Some(m) = lock(&self.mentions).as_ref() {
-            return m.clone();
-        }
+        self.mentions.get_or_build(|| self.scan_mentions())
+    }
+
+    fn scan_mentions(&self) -> Arc<Mentions> {
         let files = lock(&self.files).clone();
         // Each thread reads into one buffer and gathers words in one pair of lists, reused
         // from file to file: a fresh buffer per file took fresh pages from the system.
@@ -616,9 +616,7 @@ impl Project {
         let (mentioned, called): (Vec<Vec<u64>>, Vec<Vec<u64>>) = per_file.into_iter().unzip();
         let (mentioned, called) = (Postings::of(mentioned), Postings::of(called));
         let index_by_key = files.iter().enumerate().map(|(i, f)| (Project::key(f), i as u32)).collect();
-        let mentions = Arc::new(Mentions { mentioned, called, index_by_key });
-        *lock(&self.mentions) = Some(mentions.clone());
-        mentions
+        Arc::new(Mentions { mentioned, called, index_by_key })
     }
 }
 
@@ -729,6 +727,42 @@ fn folder_below(dir: &Path, relative: &str) -> PathBuf {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A value of the whole run built on the first question, once, however many threads ask
+/// at that moment (and again after [`BuiltOnce::forget`]). The lints of `memlint check`
+/// start together and ask together: each built the mentions index (a scan of every file)
+/// for itself until the second waited for the first.
+struct BuiltOnce<T> {
+    value: Mutex<Option<T>>,
+    building: Mutex<()>,
+}
+
+impl<T> Default for BuiltOnce<T> {
+    fn default() -> Self {
+        BuiltOnce { value: Mutex::new(None), building: Mutex::new(()) }
+    }
+}
+
+impl<T: Clone> BuiltOnce<T> {
+    fn get_or_build(&self, build: impl FnOnce() -> T) -> T {
+        if let Some(value) = lock(&self.value).as_ref() {
+            return value.clone();
+        }
+        // A thread of rayon's pool builds without waiting: the builder's own parallel
+        // work may be queued behind it (or it may be the builder, in a job it stole).
+        let _building = rayon::current_thread_index().is_none().then(|| lock(&self.building));
+        if let Some(value) = lock(&self.value).as_ref() {
+            return value.clone();
+        }
+        let value = build();
+        *lock(&self.value) = Some(value.clone());
+        value
+    }
+
+    fn forget(&self) {
+        *lock(&self.value) = None;
+    }
 }
 
 impl ModuleLoader for Project {
@@ -915,6 +949,38 @@ mod tests {
         assert!(project.summary(&key).is_some());
         assert!(project.take_tree(&key, &text).is_none(), "its lint asked already");
         assert_eq!(project.trees_handed_to_lint(), 0);
+    }
+
+    #[test]
+    fn a_value_asked_for_by_several_threads_at_once_is_built_once() {
+        let cell: BuiltOnce<usize> = BuiltOnce::default();
+        let builds = AtomicUsize::new(0);
+        let barrier = std::sync::Barrier::new(4);
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    barrier.wait();
+                    cell.get_or_build(|| {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        builds.fetch_add(1, Ordering::SeqCst) + 7
+                    })
+                });
+            }
+        });
+        assert_eq!(builds.load(Ordering::SeqCst), 1);
+        assert_eq!(cell.get_or_build(|| 0), 7);
+        cell.forget();
+        assert_eq!(cell.get_or_build(|| 8), 8, "built again after forget");
+    }
+
+    #[test]
+    fn a_build_whose_parallel_work_asks_for_the_same_value_does_not_wait_for_itself() {
+        // The metamorphic harness lints on rayon's pool: a worker busy building may steal a
+        // lint that asks for the value being built.
+        let cell: BuiltOnce<usize> = BuiltOnce::default();
+        let build = || (0..10_000usize).into_par_iter().sum::<usize>();
+        let values: Vec<usize> = (0..64).into_par_iter().map(|_| cell.get_or_build(build)).collect();
+        assert!(values.iter().all(|&v| v == 49_995_000));
     }
 
     fn kept_bytes(project: &Project) -> usize {
