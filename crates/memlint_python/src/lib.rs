@@ -42,7 +42,7 @@ pub use semantic::{
     SemanticModel, ValueKind,
 };
 pub use project::{
-    FunctionSummary, ModuleLoader, ModuleSummary, NoProject, PretrainedCall, ProjectIndex, ProjectResolver, Returned, StoreKind, StoredArgument,
+    FunctionSummary, ModuleLoader, ModuleSummary, NoProject, PretrainedCall, ProjectIndex, ProjectResolver, Returned, StoreKind, StoredArgument, SymbolAnswer,
     Symbol,
 };
 pub use tree_sitter;

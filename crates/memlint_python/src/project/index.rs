@@ -28,6 +28,16 @@ pub enum Symbol {
     Module,
 }
 
+/// What a class or function of the project is ([`ProjectIndex::symbol`]'s answer about
+/// it), with the modules read to say so: the same whichever module asks, so a loader may
+/// keep it for the lints of a run ([`ModuleLoader::symbol_answer`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolAnswer {
+    pub symbol: Option<Symbol>,
+    /// The modules whose summaries the answer rests on, in the order first read.
+    pub read: Vec<String>,
+}
+
 /// What an element of a tuple a project function returns is built as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Returned {
@@ -179,6 +189,14 @@ pub trait ModuleLoader: Sync {
     fn take_tree(&self, _key: &str, _text: &str) -> Option<crate::WalkedTree> {
         None
     }
+    /// The answer kept for the class or function `definition` (an opaque key), if any:
+    /// hundreds of the lints of a run ask what the same few classes and functions are.
+    fn symbol_answer(&self, _definition: &str) -> Option<Arc<SymbolAnswer>> {
+        None
+    }
+    /// Keeps `answer` for `definition` until a module changes. A loader that keeps none
+    /// ignores it.
+    fn remember_symbol_answer(&self, _definition: String, _answer: Arc<SymbolAnswer>) {}
 }
 
 /// Does a project symbol change what the rules find where it is used: a network class or

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use super::index::{ModuleLoader, ProjectIndex, Returned, Symbol};
+use super::index::{ModuleLoader, ProjectIndex, Returned, Symbol, SymbolAnswer};
 use super::summary::{FunctionSummary, ModuleSummary};
 use crate::library::{library_module_class, library_module_factory};
 
@@ -23,6 +23,26 @@ enum Target {
     Module(String),
     /// Not the project's: the fully qualified library name (`torch.nn.Module`).
     External(String),
+}
+
+impl Target {
+    /// The key of a class or function's [`SymbolAnswer`] with the loader.
+    fn definition_key(&self) -> Option<String> {
+        match self {
+            Target::Class(m, n) => Some(format!("class\0{m}\0{n}")),
+            Target::Function(m, n) => Some(format!("function\0{m}\0{n}")),
+            Target::Module(_) | Target::External(_) => None,
+        }
+    }
+}
+
+/// The modules an answer to keep rests on, noted while it is worked out.
+#[derive(Default)]
+struct AnswerReads {
+    read: Vec<String>,
+    /// It rests on the linted module itself: read from the lint's own tree or text (not
+    /// the file's summary), and the lint may be of an unsaved buffer. Not kept.
+    rests_on_own_module: bool,
 }
 
 /// How deep re-exports, bases and factories are followed (cycles are cut before).
@@ -58,6 +78,8 @@ pub struct ProjectResolver<'a> {
     /// The lint's tree is the one the loader parsed for the module's summary: that
     /// summary exists.
     own_tree_from_loader: std::sync::atomic::AtomicBool,
+    /// While a [`SymbolAnswer`] for the loader is worked out: the modules it reads.
+    answer_reads: Mutex<Option<AnswerReads>>,
 }
 
 impl<'a> ProjectResolver<'a> {
@@ -74,6 +96,7 @@ impl<'a> ProjectResolver<'a> {
             own_summary: std::sync::OnceLock::new(),
             own_star_imports: std::sync::OnceLock::new(),
             own_tree_from_loader: std::sync::atomic::AtomicBool::new(false),
+            answer_reads: Mutex::new(None),
         }
     }
 
@@ -111,6 +134,9 @@ impl<'a> ProjectResolver<'a> {
     /// The module `dotted` as module `m` imports it, through the folders `m` puts on
     /// `sys.path` too.
     fn resolve_module(&self, m: &str, dotted: &str) -> Option<String> {
+        if m == self.from {
+            self.note_answer_read(m);
+        }
         let dirs = if dotted.starts_with('.') {
             Vec::new()
         } else if m == self.from {
@@ -154,6 +180,7 @@ impl<'a> ProjectResolver<'a> {
     /// The summary of module `key` (not recorded as read): the linted module's own from
     /// its tree when it was kept for that ([`ProjectIndex::seed`]), else the loader's.
     fn loaded(&self, key: &str) -> Option<Arc<ModuleSummary>> {
+        self.note_answer_read(key);
         if key == self.from {
             if let Some(own) = self.own_summary.get() {
                 return Some(own.clone());
@@ -373,7 +400,49 @@ impl<'a> ProjectResolver<'a> {
         }
     }
 
+    /// Notes that module `key` is read, when an answer to keep is being worked out.
+    fn note_answer_read(&self, key: &str) {
+        if let Some(reads) = self.answer_reads.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            if key == self.from {
+                reads.rests_on_own_module = true;
+            } else if !reads.read.iter().any(|k| k == key) {
+                reads.read.push(key.to_owned());
+            }
+        }
+    }
+
+    /// What `target` is: the loader's kept answer (its reads recorded as this lint's),
+    /// else worked out here and handed to the loader to keep, unless it rests on the
+    /// linted module itself.
     fn symbol_of(&self, target: Target) -> Option<Symbol> {
+        let Some(key) = target.definition_key() else { return self.work_out_symbol(target) };
+        if let Some(answer) = self.loader.symbol_answer(&key) {
+            let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+            for k in answer.read.iter().filter(|k| **k != self.from) {
+                if !read.contains(k) {
+                    read.push(k.clone());
+                }
+            }
+            return answer.symbol.clone();
+        }
+        {
+            let mut reads = self.answer_reads.lock().unwrap_or_else(|e| e.into_inner());
+            if reads.is_some() {
+                // Worked out inside another answer: that one keeps what it read.
+                drop(reads);
+                return self.work_out_symbol(target);
+            }
+            *reads = Some(AnswerReads::default());
+        }
+        let symbol = self.work_out_symbol(target);
+        let reads = self.answer_reads.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+        if !reads.rests_on_own_module {
+            self.loader.remember_symbol_answer(key, Arc::new(SymbolAnswer { symbol: symbol.clone(), read: reads.read }));
+        }
+        symbol
+    }
+
+    fn work_out_symbol(&self, target: Target) -> Option<Symbol> {
         match target {
             Target::Class(m, n) => {
                 let is_module = self.class_is_module(&m, &n, &mut HashSet::new(), 0);
