@@ -71,16 +71,16 @@ impl<'t> SemanticModel<'t> {
         let method = self.text(method);
         let Some(class_call) = self.constructor_of(object) else { return Vec::new() };
         let Some(class_callee) = class_call.field("function") else { return Vec::new() };
-        let stores = match self.local_class_methods(class_callee) {
-            Some(methods) => methods,
+        let stores: std::sync::Arc<[crate::FunctionSummary]> = match self.local_class_methods(class_callee) {
+            Some(methods) => methods.into(),
             None => match self.project_callee(class_call) {
                 Some(crate::Symbol::Class { methods, .. }) => methods,
                 _ => return Vec::new(),
             },
         };
-        let Some(summary) = stores.into_iter().find(|m| m.name == method) else { return Vec::new() };
+        let Some(summary) = stores.iter().find(|m| m.name == method) else { return Vec::new() };
         let mut found = Vec::new();
-        for stored in summary.stores {
+        for stored in summary.stores.iter().cloned() {
             if let Some(arg) = self.argument_for(call, &stored.name, Some(stored.position)) {
                 found.push((arg, stored));
             }

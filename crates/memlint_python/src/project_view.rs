@@ -205,13 +205,13 @@ impl<'t> SemanticModel<'t> {
             return None;
         }
         if let Some(crate::Symbol::Function { summary, .. }) = self.project_callee(call) {
-            return Some(summary);
+            return Some((*summary).clone());
         }
         let callee = call.field("function").filter(|c| c.kind_name() == "attribute")?;
         let method = self.text(callee.field("attribute")?);
         let construction = self.constructor_through_methods(callee.field("object")?, 0)?;
         match self.project_callee(construction)? {
-            crate::Symbol::Class { methods, .. } => methods.into_iter().find(|m| m.name == method),
+            crate::Symbol::Class { methods, .. } => methods.iter().find(|m| m.name == method).cloned(),
             _ => None,
         }
     }

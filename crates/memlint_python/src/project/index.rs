@@ -18,12 +18,15 @@ pub enum Symbol {
     /// pretrained network its `__init__` loads and the class never freezes.
     /// `holds_no_parameters`: it derives `torch.nn.Module` and neither it nor what it
     /// stores holds a parameter (its forward records a graph only of its inputs').
-    Class { is_module: bool, methods: Vec<FunctionSummary>, pretrained: Option<String>, submodules: Vec<String>, may_freeze: bool, holds_no_parameters: bool },
+    ///
+    /// The lists are shared (`Arc`): the semantic model hands out a symbol for each of its
+    /// questions, and copying a class's methods each time showed in profiles.
+    Class { is_module: bool, methods: Arc<[FunctionSummary]>, pretrained: Option<String>, submodules: Arc<[String]>, may_freeze: bool, holds_no_parameters: bool },
     /// A function; `returns_module` when calling it returns a module instance (a factory);
     /// `returned_elements`: what each element of the tuple it returns is, when known;
     /// `returns`: what it returns, when every `return` builds the same kind of value
     /// (a loss module, an optimizer, a network, ...).
-    Function { returns_module: bool, summary: FunctionSummary, returned_elements: Vec<Option<Returned>>, returns: Option<Returned> },
+    Function { returns_module: bool, summary: Arc<FunctionSummary>, returned_elements: Arc<[Option<Returned>]>, returns: Option<Returned> },
     /// A module of the project.
     Module,
 }
@@ -257,8 +260,8 @@ mod tests {
             stores: vec![super::super::StoredArgument { position: 0, name: "val".to_owned(), kind: super::super::StoreKind::Appends, into: "self.v".to_owned() }],
             ..FunctionSummary::default()
         };
-        let class = |is_module, methods| Symbol::Class { is_module, methods, pretrained: None, submodules: Vec::new(), may_freeze: false, holds_no_parameters: false };
-        let function = |returns_module, summary, returned_elements| Symbol::Function { returns_module, summary, returned_elements, returns: None };
+        let class = |is_module, methods: Vec<FunctionSummary>| Symbol::Class { is_module, methods: methods.into(), pretrained: None, submodules: Arc::new([]), may_freeze: false, holds_no_parameters: false };
+        let function = |returns_module, summary, returned_elements: Vec<Option<Returned>>| Symbol::Function { returns_module, summary: Arc::new(summary), returned_elements: returned_elements.into(), returns: None };
         assert!(symbol_matters(&class(true, Vec::new())), "a network class");
         assert!(symbol_matters(&class(false, vec![storing.clone()])), "a class whose method stores its argument");
         assert!(!symbol_matters(&class(false, vec![FunctionSummary::default()])));

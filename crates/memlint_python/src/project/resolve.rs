@@ -463,7 +463,7 @@ impl<'a> ProjectResolver<'a> {
                 let mut submodules: Vec<String> = Vec::new();
                 self.inherited_members(&m, &n, &mut methods, &mut submodules, &mut HashSet::new(), 0);
                 let holds_no_parameters = is_module && self.class_holds_no_parameters(&m, &n, 0);
-                Some(Symbol::Class { is_module, methods, pretrained, submodules, may_freeze: class.may_freeze, holds_no_parameters })
+                Some(Symbol::Class { is_module, methods: methods.into(), pretrained, submodules: submodules.into(), may_freeze: class.may_freeze, holds_no_parameters })
             }
             Target::Function(m, n) => {
                 let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);
@@ -502,7 +502,7 @@ impl<'a> ProjectResolver<'a> {
                     Some(Some(first)) if kinds.iter().all(|k| *k == Some(*first)) => Some(*first),
                     _ => None,
                 };
-                Some(Symbol::Function { returns_module, summary, returned_elements, returns })
+                Some(Symbol::Function { returns_module, summary: Arc::new(summary), returned_elements, returns })
             }
             Target::Module(_) => Some(Symbol::Module),
             Target::External(_) => None,
@@ -753,10 +753,11 @@ mod tests {
         let project = project();
         let train = ProjectResolver::new(&project, "train.py");
         match train.symbol("nets.Encoder") {
-            Some(Symbol::Class { is_module, methods, pretrained, mut submodules, .. }) => {
+            Some(Symbol::Class { is_module, methods, pretrained, submodules, .. }) => {
                 assert!(is_module, "derives nn.Module through the import of torch.nn");
                 assert_eq!(methods.len(), 2);
                 assert_eq!(pretrained, None);
+                let mut submodules = submodules.to_vec();
                 submodules.sort();
                 assert_eq!(submodules, ["body", "head"], "a library network and a class of the project; `steps` is not one");
             }
@@ -769,7 +770,7 @@ mod tests {
         assert!(function("nets.build").0, "a factory: returns an Encoder");
         let (returns_module, _, elements) = function("nets.setup");
         assert!(!returns_module);
-        assert_eq!(elements, [Some(Returned::Network), Some(Returned::Optimizer)]);
+        assert_eq!(*elements, [Some(Returned::Network), Some(Returned::Optimizer)]);
         let (returns_module, summary, _) = function("nets.to_device");
         assert!(!returns_module);
         assert_eq!(summary.returns_parameter, Some(0));
