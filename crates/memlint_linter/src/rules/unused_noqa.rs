@@ -70,8 +70,8 @@ pub const CAPTURES: &[&str] = &["comment"];
 pub const FIXABLE: bool = true;
 
 /// The trigger: what a file must contain for this rule to report anything in it.
-/// `memlint:` (any case), or `noqa` followed on its line by a `:` and then `mem` (any
-/// case: a memlint code) or `-` (a rule name). A bare `# noqa` and a list of other tools'
+/// After a `#` on a line: `memlint:` (any case), or `noqa` followed on the line by a `:`
+/// and then `mem` (any case: a memlint code) or `-` (a rule name). A bare `# noqa` and a list of other tools'
 /// codes are never reported, so a file with only those is not parsed for this rule.
 pub fn trigger(words: &Words<'_>) -> bool {
     static WORDS: OnceLock<AhoCorasick> = OnceLock::new();
@@ -81,18 +81,31 @@ pub fn trigger(words: &Words<'_>) -> bool {
             .build(["noqa", "memlint:"])
             .expect("two plain words build an automaton")
     });
+    // Directives are comments: only the rest of a line after a `#` is searched (the
+    // automaton's first letters, `n` and `m`, start many words of a program, and the
+    // search of the whole text took about 1% of a run).
     let text = words.text();
-    finder.find_iter(text).any(|found| {
-        if found.pattern().as_usize() == 1 {
+    let mut from = 0;
+    while let Some(at) = memchr::memchr(b'#', &text.as_bytes()[from..]) {
+        let start = from + at;
+        let end = memchr::memchr(b'\n', &text.as_bytes()[start..]).map_or(text.len(), |e| start + e);
+        let comment = &text[start..end];
+        let directive = finder.find_iter(comment).any(|found| {
+            if found.pattern().as_usize() == 1 {
+                return true;
+            }
+            let line = &comment[found.end()..];
+            line.find(':').is_some_and(|colon| {
+                let list = line[colon..].as_bytes();
+                list.contains(&b'-') || list.windows(3).any(|w| w.eq_ignore_ascii_case(b"mem"))
+            })
+        });
+        if directive {
             return true;
         }
-        let rest = &text[found.end()..];
-        let line = &rest[..rest.find('\n').unwrap_or(rest.len())];
-        line.find(':').is_some_and(|colon| {
-            let list = line[colon..].as_bytes();
-            list.contains(&b'-') || list.windows(3).any(|w| w.eq_ignore_ascii_case(b"mem"))
-        })
-    })
+        from = end;
+    }
+    false
 }
 
 /// Why a listed code is reported.
@@ -300,5 +313,8 @@ mod tests {
         assert!(holds("x = 1  # Memlint: ignore\n"));
         assert!(!holds("x = 1  # noqa\ny = 2  # noqa: E501\n"));
         assert!(!holds("x = 1  # noqa: E501\nMEM = 2\n"), "`MEM` on another line is not in the list");
+        assert!(!holds("noqa = 'x: MEM001'\nmemlint = {'memlint:': 1}\n"), "not in a comment");
+        assert!(holds("s = '#'  # noqa: MEM001\n"), "a `#` in a string before the comment");
+        assert!(holds("# one\n# two\nx = f()  # noqa: MEM004"), "the last line, without a line break");
     }
 }
