@@ -4,8 +4,8 @@
 //! One small file per entry, named by a hash of memlint's version, its build identity (a
 //! hash of the linter's sources taken at compile time, `build.rs`: a rebuild with a
 //! changed rule misses every old entry), the settings, whether the project around the file
-//! was read, and the text, written through a temporary file and a rename: concurrent runs
-//! never see a half-written entry, and an entry that does not decode (corrupt, or from
+//! was read, and the text, written on a thread of their own through a temporary file and a
+//! rename (`memlint_project::WrittenBehind`): concurrent runs never see a half-written entry, and an entry that does not decode (corrupt, or from
 //! another version) is ignored and rewritten.
 //!
 //! A file's findings can also depend on the project's modules it imports (a class in a
@@ -23,6 +23,8 @@ pub struct Cache {
     dir: PathBuf,
     /// The build identity the entries belong to.
     build: String,
+    /// Entries are written on a thread of their own (dropping the cache waits for them).
+    writes: memlint_project::WrittenBehind,
 }
 
 /// This binary's build identity (see `build.rs`).
@@ -66,7 +68,7 @@ impl Cache {
         if !gitignore.exists() {
             let _ = fs::write(gitignore, "# Automatically created by memlint.\n*\n");
         }
-        Some(Cache { dir, build: build.to_owned() })
+        Some(Cache { dir, build: build.to_owned(), writes: memlint_project::WrittenBehind::start()? })
     }
 
     pub fn key(&self, program: &str, settings: &LinterSettings, with_project: bool) -> String {
@@ -144,19 +146,15 @@ impl Cache {
             syntax_errors: syntax_errors.iter().map(|e| (e.start, e.end, e.message.clone())).collect(),
             dependencies: dependencies.to_vec(),
         };
-        let path = self.path(key);
-        let Some(dir) = path.parent() else { return };
-        if fs::create_dir_all(dir).is_err() {
-            return;
-        }
         let Ok(bytes) = serde_json::to_vec(&entry) else { return };
         // A failed write only costs a re-lint next time.
-        if let Ok(mut temp) = tempfile::NamedTempFile::new_in(dir) {
-            use std::io::Write;
-            if temp.write_all(&bytes).is_ok() {
-                let _ = temp.persist(&path);
-            }
-        }
+        self.writes.write(self.path(key), bytes);
+    }
+
+    /// Waits until the entries put so far are written.
+    #[cfg(test)]
+    fn flush(&self) {
+        self.writes.flush();
     }
 }
 
@@ -176,14 +174,17 @@ mod tests {
         let key = cache.key(source, &settings, true);
         assert!(cache.get(&key, |_, _| false).is_none());
         cache.put(&key, &result.diagnostics, &result.syntax_errors, &[]);
+        cache.flush();
         let (diagnostics, errors) = cache.get(&key, |_, _| false).unwrap();
         assert_eq!(diagnostics, result.diagnostics, "findings, fixes and evidence come back as they were");
         // A fact with no place comes back without one.
         let mut placeless = result.diagnostics.clone();
         placeless[0].evidence.push(memlint_python::Fact::plain("a fact with no place"));
         cache.put(&key, &placeless, &result.syntax_errors, &[]);
+        cache.flush();
         assert_eq!(cache.get(&key, |_, _| false).unwrap().0, placeless);
         cache.put(&key, &result.diagnostics, &result.syntax_errors, &[]);
+        cache.flush();
         assert!(errors.is_empty());
         fs::write(cache.path(&key), b"{ not json").unwrap();
         assert!(cache.get(&key, |_, _| false).is_none(), "a corrupt entry is a miss");
@@ -201,6 +202,7 @@ mod tests {
         let source = "from .models import Net\n";
         let key = cache.key(source, &settings, true);
         cache.put(&key, &[], &[], &[("pkg/models.py".to_owned(), "aaaa".to_owned())]);
+        cache.flush();
         assert!(cache.get(&key, |m, recorded| m == "pkg/models.py" && recorded == "aaaa").is_some(), "same module: a hit");
         assert!(cache.get(&key, |_, recorded| recorded == "bbbb").is_none(), "a changed module: a miss");
         assert!(cache.get(&key, |_, _| false).is_none(), "a module gone: a miss");
@@ -215,6 +217,7 @@ mod tests {
         let result = memlint_linter::lint(source, &settings);
         let before = Cache::open(dir.path()).unwrap();
         before.put(&before.key(source, &settings, true), &result.diagnostics, &result.syntax_errors, &[]);
+        drop(before);
         let same = Cache::open(dir.path()).unwrap();
         assert!(same.get(&same.key(source, &settings, true), |_, _| false).is_some(), "the same build hits");
         // The same version rebuilt with other linter sources: another identity.

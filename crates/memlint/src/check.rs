@@ -325,6 +325,9 @@ pub fn run_once(args: &CheckArgs) -> u8 {
     // Freeing the summaries of thousands of modules takes a noticeable moment on one
     // core: done beside the rest, so a run that ends here does not wait for it.
     if let Some(project) = project {
+        // Its summaries are written on a thread of their own: wait for them (the results'
+        // entries are waited for when the cache is dropped, after the report).
+        project.finish_writes();
         std::thread::spawn(move || drop(project));
     }
     output.finish(files.len())

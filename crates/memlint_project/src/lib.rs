@@ -33,6 +33,9 @@ use memlint_python::{ModuleLoader, ModuleSummary, SymbolAnswer, WalkedTree};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+mod written_behind;
+pub use written_behind::WrittenBehind;
+
 /// Modules larger than this are not read for the project (generated code, data).
 pub const MAX_MODULE_BYTES: u64 = 4 << 20;
 /// How much text the trees kept for their files' lints may hold at once
@@ -118,10 +121,12 @@ fn word_hash(word: &[u8]) -> u64 {
 /// Module summaries on disk, one small file per module text (named by its content hash;
 /// postcard, a compact serde encoding: JSON took several times the room and the time) in
 /// a folder of this build: a build that summarizes differently never reads
-/// another's. Written through a temporary file and a rename, so concurrent runs never
-/// read half an entry; an entry that does not decode is ignored (and written again).
+/// another's. Written on a thread of their own ([`WrittenBehind`]: a temporary file and a
+/// rename, so concurrent runs never read half an entry); an entry that does not decode is
+/// ignored (and written again).
 pub struct SummaryStore {
     dir: PathBuf,
+    writes: WrittenBehind,
 }
 
 impl SummaryStore {
@@ -134,7 +139,7 @@ impl SummaryStore {
         // When this build last used its folder: what tells a stale folder from a live one.
         let _ = std::fs::write(dir.join(LAST_USED), build.as_bytes());
         prune_stale_builds(&all, &dir);
-        Some(SummaryStore { dir })
+        Some(SummaryStore { dir, writes: WrittenBehind::start()? })
     }
 
     fn path(&self, hash: &str) -> PathBuf {
@@ -147,17 +152,8 @@ impl SummaryStore {
     }
 
     fn put(&self, hash: &str, summary: &ModuleSummary) {
-        let path = self.path(hash);
-        let Some(folder) = path.parent() else { return };
         let Ok(bytes) = postcard::to_stdvec(summary) else { return };
-        if std::fs::create_dir_all(folder).is_err() {
-            return;
-        }
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let temporary = folder.join(format!(".{hash}.{}.{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
-        if std::fs::write(&temporary, bytes).is_ok() && std::fs::rename(&temporary, &path).is_err() {
-            let _ = std::fs::remove_file(&temporary);
-        }
+        self.writes.write(self.path(hash), bytes);
     }
 }
 
@@ -310,6 +306,14 @@ impl Project {
         let pending = lock(&self.files).iter().cloned().collect();
         self.kept = Some(Mutex::new(KeptTrees { pending, trees: FxHashMap::default(), bytes: 0 }));
         self
+    }
+
+    /// Waits until the summaries made so far are written to the store (they are written
+    /// on a thread of their own; see [`WrittenBehind`]).
+    pub fn finish_writes(&self) {
+        if let Some(store) = &self.store {
+            store.writes.flush();
+        }
     }
 
     /// Reads and writes summaries in `store` (see the crate's documentation).
@@ -1119,6 +1123,7 @@ mod tests {
         let first = Project::new(Vec::new(), vec![models.clone(), train.clone()]).with_summary_store(store());
         let parsed = first.summary(&key).expect("models.py is summarized");
         assert_eq!((first.modules_parsed_for_summary(), first.summaries_read_from_store()), (1, 0));
+        first.finish_writes();
         let second = Project::new(Vec::new(), vec![models.clone(), train.clone()]).with_summary_store(store());
         let stored = second.summary(&key).expect("models.py is summarized");
         assert_eq!((second.modules_parsed_for_summary(), second.summaries_read_from_store()), (0, 1), "read, not parsed");
