@@ -5,8 +5,9 @@
 //! hash of the linter's sources taken at compile time, `build.rs`: a rebuild with a
 //! changed rule misses every old entry), the settings, whether the project around the file
 //! was read, and the text, written on a thread of their own through a temporary file and a
-//! rename (`memlint_project::WrittenBehind`): concurrent runs never see a half-written entry, and an entry that does not decode (corrupt, or from
-//! another version) is ignored and rewritten.
+//! rename (`memlint_project::WrittenBehind`): concurrent runs never see a half-written
+//! entry, and an entry that does not decode (corrupt, or from another version) is ignored
+//! and rewritten.
 //!
 //! A file's findings can also depend on the project's modules it imports (a class in a
 //! sibling module that became a `torch.nn.Module`, a caller elsewhere that now runs under

@@ -327,7 +327,7 @@ pub fn run_once(args: &CheckArgs) -> u8 {
     if let Some(project) = project {
         // Its summaries are written on a thread of their own: wait for them (the results'
         // entries are waited for when the cache is dropped, after the report).
-        project.finish_writes();
+        project.flush_writes();
         std::thread::spawn(move || drop(project));
     }
     output.finish(files.len())

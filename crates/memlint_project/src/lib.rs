@@ -310,7 +310,7 @@ impl Project {
 
     /// Waits until the summaries made so far are written to the store (they are written
     /// on a thread of their own; see [`WrittenBehind`]).
-    pub fn finish_writes(&self) {
+    pub fn flush_writes(&self) {
         if let Some(store) = &self.store {
             store.writes.flush();
         }
@@ -1123,7 +1123,7 @@ mod tests {
         let first = Project::new(Vec::new(), vec![models.clone(), train.clone()]).with_summary_store(store());
         let parsed = first.summary(&key).expect("models.py is summarized");
         assert_eq!((first.modules_parsed_for_summary(), first.summaries_read_from_store()), (1, 0));
-        first.finish_writes();
+        first.flush_writes();
         let second = Project::new(Vec::new(), vec![models.clone(), train.clone()]).with_summary_store(store());
         let stored = second.summary(&key).expect("models.py is summarized");
         assert_eq!((second.modules_parsed_for_summary(), second.summaries_read_from_store()), (0, 1), "read, not parsed");

@@ -150,13 +150,18 @@ impl<'a> ProjectResolver<'a> {
     }
 
     fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>> {
+        self.record_read(key);
+        self.loaded(key)
+    }
+
+    /// Records module `key` in [`Self::modules_read`] (not the linted module itself).
+    fn record_read(&self, key: &str) {
         if key != self.from {
             let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
             if !read.iter().any(|k| k == key) {
                 read.push(key.to_owned());
             }
         }
-        self.loaded(key)
     }
 
     /// Does the linted text import a module of the project? Then another module's lint
@@ -417,11 +422,9 @@ impl<'a> ProjectResolver<'a> {
     fn symbol_of(&self, target: Target) -> Option<Symbol> {
         let Some(key) = target.definition_key() else { return self.work_out_symbol(target) };
         if let Some(answer) = self.loader.symbol_answer(&key) {
-            let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
-            for k in answer.read.iter().filter(|k| **k != self.from) {
-                if !read.contains(k) {
-                    read.push(k.clone());
-                }
+            for k in &answer.read {
+                self.record_read(k);
+                self.note_answer_read(k);
             }
             return answer.symbol.clone();
         }
