@@ -124,7 +124,7 @@ printf 'memlint check (warm cache): %.3f s  %8.0f files/s\n' "$cached" "$(awk "B
 # the same rounds, and the project pass is also given over that.
 NO_PROJECT_CACHE="$TREE/.memlint_cache_no_project"
 summary_rounds=$(for _ in $(seq "$RUNS"); do
-    find "$TREE/.memlint_cache" -name '*.json' -not -path '*/summaries/*' -delete
+    find "$TREE/.memlint_cache" -name 'results-*.pack' -delete
     rm -rf "$NO_PROJECT_CACHE"
     echo "$(seconds "$MEMLINT" check --output-format concise --cache-dir "$TREE/.memlint_cache" "$TREE") $(seconds "$MEMLINT" check --no-project --output-format concise --cache-dir "$NO_PROJECT_CACHE" "$TREE")"
 done)

@@ -326,7 +326,7 @@ pub fn run_once(args: &CheckArgs) -> u8 {
     // core: done beside the rest, so a run that ends here does not wait for it.
     if let Some(project) = project {
         // Its summaries are written on a thread of their own: wait for them (the results'
-        // entries are waited for when the cache is dropped, after the report).
+        // pack is written when the cache is dropped, after the report).
         project.flush_writes();
         std::thread::spawn(move || drop(project));
     }

@@ -105,7 +105,7 @@ mod tests {
         assert!(matters(Path::new("a/train.py")));
         assert!(matters(Path::new("nb.ipynb")));
         assert!(matters(Path::new("x/pyproject.toml")));
-        assert!(!matters(Path::new(".memlint_cache/0.1.0/ab/abcd.json")));
+        assert!(!matters(Path::new(".memlint_cache/0.1.0/results-0123456789abcdef.pack")));
         assert!(!matters(Path::new("a/.train.py.swp")));
         assert!(!matters(Path::new("README.md")));
         let event = |path: &str| Event::new(EventKind::Create(notify::event::CreateKind::File)).add_path(path.into());

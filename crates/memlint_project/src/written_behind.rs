@@ -1,8 +1,8 @@
-//! Files written by a thread of their own: the entries of the results cache and of the
-//! summary store, one small file each. A lint that wrote its entry itself waited on the
-//! file system (a folder, a temporary file, a rename); on the benchmark tree of issue 31 a
-//! first run with the cache on took 13-35% longer than with `--no-cache` for that alone.
-//! Written here, those waits overlap the lints.
+//! Files written by a thread of their own: the entries of the summary store, one small
+//! file each. A lint that wrote its entry itself waited on the file system (a folder, a
+//! temporary file, a rename); on the benchmark tree of issue 31 a first run with the cache
+//! on took 13-35% longer than with `--no-cache` for that alone (the results cache's
+//! entries then too; they are one pack now). Written here, those waits overlap the lints.
 //!
 //! Each file is written whole to a temporary file beside it and renamed over it: a
 //! concurrent run never reads half a file. A write that fails is dropped (a cache entry
