@@ -231,8 +231,8 @@ pub struct Project {
     /// [`Project::files_fingerprint`], once made.
     files_fingerprint: BuiltOnce<String>,
     modules: Mutex<FxHashMap<PathBuf, Arc<OnceLock<Option<Arc<Module>>>>>>,
-    /// Does this file exist (module resolution asks the same paths again and again)?
-    exists: Mutex<FxHashMap<std::ffi::OsString, bool>>,
+    /// The entries of each folder module resolution looked in, read once ([`Project::listing`]).
+    listings: Mutex<FxHashMap<PathBuf, Option<Arc<Listing>>>>,
     /// [`ModuleLoader::resolve_module_in`]'s answers, by the importing file's folder, the
     /// dotted name and the folders the file adds to `sys.path`: the files of a folder
     /// import much the same modules, and each answer tries several paths.
@@ -280,7 +280,7 @@ impl Project {
             files: Mutex::new(Arc::new(files)),
             files_fingerprint: BuiltOnce::default(),
             modules: Mutex::new(FxHashMap::default()),
-            exists: Mutex::new(FxHashMap::default()),
+            listings: Mutex::new(FxHashMap::default()),
             resolved: Mutex::new(FxHashMap::default()),
             mentions: BuiltOnce::default(),
             symbol_answers: Mutex::new(FxHashMap::default()),
@@ -383,11 +383,13 @@ impl Project {
     /// what. The files of the project may have changed too: `files` replaces them when given.
     pub fn invalidate(&self, path: &Path, files: Option<Vec<PathBuf>>) {
         lock(&self.modules).remove(path);
-        let mut exists = lock(&self.exists);
-        exists.remove(path.as_os_str());
-        // A created or deleted `__init__.py` changes package roots: forget them all.
-        exists.retain(|p, _| Path::new(p).file_name().map(|n| n != "__init__.py").unwrap_or(true));
-        drop(exists);
+        // The file, or a folder above it, may be new or gone: the listings of its folders
+        // are read again (a created or deleted `__init__.py` changes package roots too).
+        let mut listings = lock(&self.listings);
+        for folder in path.ancestors().skip(1) {
+            listings.remove(folder);
+        }
+        drop(listings);
         lock(&self.resolved).clear();
         self.mentions.forget();
         self.files_fingerprint.forget();
@@ -485,15 +487,37 @@ impl Project {
         blake3::hash(text).to_hex().to_string()
     }
 
+    /// Is `path` a file (following links)? Import resolution asks of every candidate
+    /// (`<folder>/torch.py`, `<folder>/torch/__init__.py` for each folder that imports
+    /// torch): answered from its folder's listing, as Python's own `FileFinder` does,
+    /// instead of a `stat` each (135,751 of them on the engine tree, 110k failing).
     fn exists(&self, path: &Path) -> bool {
-        // Keyed by the path's bytes: hashing a `Path` hashes it component by component,
-        // and import resolution asks here for every candidate file.
-        if let Some(e) = lock(&self.exists).get(path.as_os_str()) {
-            return *e;
+        match (path.parent(), path.file_name()) {
+            (Some(folder), Some(name)) => self.listing(folder).is_some_and(|l| l.get(name) == Some(&EntryKind::File)),
+            _ => path.is_file(),
         }
-        let e = path.is_file();
-        lock(&self.exists).insert(path.as_os_str().to_owned(), e);
-        e
+    }
+
+    /// The entries of `folder`, read once; `None` when it is no folder that can be read.
+    /// A folder its parent does not list as a folder is not read at all: most candidate
+    /// paths lie in folders that do not exist.
+    fn listing(&self, folder: &Path) -> Option<Arc<Listing>> {
+        if let Some(listing) = lock(&self.listings).get(folder) {
+            return listing.clone();
+        }
+        let listed_by_parent = match (folder.parent(), folder.file_name()) {
+            (Some(parent), Some(name)) => Some(self.listing(parent).is_some_and(|l| l.get(name) == Some(&EntryKind::Folder))),
+            // The root, `..`: read it.
+            _ => None,
+        };
+        let listing = if listed_by_parent == Some(false) {
+            None
+        } else {
+            let readable = if folder.as_os_str().is_empty() { Path::new(".") } else { folder };
+            std::fs::read_dir(readable).ok().map(|entries| Arc::new(read_listing(entries)))
+        };
+        lock(&self.listings).insert(folder.to_owned(), listing.clone());
+        listing
     }
 
     /// The folder of `file`'s package root: the nearest folder at or above the file's own
@@ -629,6 +653,36 @@ impl Project {
         let index_by_key = files.iter().enumerate().map(|(i, f)| (Project::key(f), i as u32)).collect();
         Arc::new(Mentions { mentioned, called, index_by_key })
     }
+}
+
+/// A folder's entries: each name, and what it is.
+type Listing = FxHashMap<std::ffi::OsString, EntryKind>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryKind {
+    File,
+    Folder,
+    Other,
+}
+
+/// The entries of a folder, links followed (the kind of the rest comes with the listing,
+/// without a `stat` each).
+fn read_listing(entries: std::fs::ReadDir) -> Listing {
+    entries
+        .flatten()
+        .map(|entry| {
+            let kind = match entry.file_type() {
+                Ok(t) if t.is_symlink() => std::fs::metadata(entry.path()).map(|m| m.file_type()),
+                other => other,
+            };
+            let kind = match kind {
+                Ok(t) if t.is_file() => EntryKind::File,
+                Ok(t) if t.is_dir() => EntryKind::Folder,
+                _ => EntryKind::Other,
+            };
+            (entry.file_name(), kind)
+        })
+        .collect()
 }
 
 /// The words of a file (identifiers, hashed, sorted, each once), and those of them that
@@ -1092,6 +1146,40 @@ mod tests {
         assert_eq!(postings.files(5), [0, 2, 3]);
         assert_eq!(postings.files(9), [2, 3]);
         assert!(postings.files(4).is_empty() && postings.files(10).is_empty() && postings.files(0).is_empty());
+    }
+
+    #[test]
+    fn a_file_is_found_through_its_folders_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("pkg")).unwrap();
+        write(root, "pkg/__init__.py", "");
+        write(root, "pkg/models.py", "");
+        std::fs::create_dir_all(root.join("pkg/odd.py")).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(root.join("pkg/models.py"), root.join("pkg/linked.py")).unwrap();
+        let project = Project::new(vec![root.to_owned()], Vec::new());
+        assert!(project.exists(&root.join("pkg/models.py")));
+        assert!(project.exists(&root.join("pkg/__init__.py")));
+        assert!(!project.exists(&root.join("pkg/odd.py")), "a folder named like a module is no file");
+        assert!(!project.exists(&root.join("pkg/missing.py")));
+        assert!(!project.exists(&root.join("torch/__init__.py")), "under a folder that does not exist");
+        assert!(!project.exists(&root.join("pkg/models.py/x.py")), "under a file");
+        #[cfg(unix)]
+        assert!(project.exists(&root.join("pkg/linked.py")), "a link to a file is a file");
+        // A folder its parent does not list is never read.
+        assert_eq!(lock(&project.listings).get(root.join("torch").as_path()), Some(&None));
+        // Created later, in a new folder: found once the project is told.
+        std::fs::create_dir_all(root.join("torch")).unwrap();
+        write(root, "torch/__init__.py", "");
+        assert!(!project.exists(&root.join("torch/__init__.py")), "the listings are kept");
+        project.invalidate(&root.join("torch/__init__.py"), None);
+        assert!(project.exists(&root.join("torch/__init__.py")));
+        // Relative paths read the current folder's listing.
+        let cwd = std::env::current_dir().unwrap();
+        let relative = Path::new("Cargo.toml");
+        assert_eq!(project.exists(relative), cwd.join(relative).is_file());
+        assert!(!project.exists(Path::new("no-such-folder/x.py")));
     }
 
     #[test]
