@@ -143,19 +143,21 @@ impl Cache {
     /// (`holds(dependency, recorded)`: a module's content hash, or a question of who calls
     /// a function, as `Project::dependency_holds` decides).
     pub fn get(&self, key: &str, holds: impl Fn(&str, &str) -> bool) -> Option<(Vec<Diagnostic>, Vec<SyntaxError>)> {
+        let still_holds = |entry: &Entry| entry.dependencies.iter().all(|(dependency, recorded)| holds(dependency, recorded));
         // Made this run: two files of the same text and settings share an entry.
         let added = lock(&self.added).get(key).cloned();
-        let stored = self.stored.get(key);
         let entry = match added {
-            Some(entry) => entry,
-            None => stored?.0.entry.clone(),
+            Some(entry) if still_holds(&entry) => entry,
+            Some(_) => return None,
+            None => {
+                let (packed, used) = self.stored.get(key)?;
+                if !still_holds(&packed.entry) {
+                    return None;
+                }
+                used.store(true, Ordering::Relaxed);
+                packed.entry.clone()
+            }
         };
-        if entry.dependencies.iter().any(|(dependency, recorded)| !holds(dependency, recorded)) {
-            return None;
-        }
-        if let Some((_, used)) = stored {
-            used.store(true, Ordering::Relaxed);
-        }
         let diagnostics = entry
             .diagnostics
             .into_iter()
