@@ -27,7 +27,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use memlint_linter::{Applicability, Diagnostic, Edit, Fix, LinterSettings, Rule, Severity, SyntaxError};
 use serde::{Deserialize, Serialize};
@@ -43,16 +43,15 @@ pub struct Cache {
     stored: HashMap<String, (Packed, AtomicBool)>,
     /// The entries this run made.
     added: Mutex<HashMap<String, Entry>>,
-    /// Written already ([`Cache::persist`]).
-    persisted: AtomicBool,
 }
 
 /// This binary's build identity (see `build.rs`).
 pub const BUILD_ID: &str = env!("MEMLINT_BUILD_ID");
 
 /// An entry unused for this many days is dropped when the pack is written; a pack of
-/// another build unused that long is deleted when a cache opens.
-const KEEP_DAYS: u32 = 7;
+/// another build unused that long is deleted when a cache opens (as the summaries of
+/// another build are).
+const KEEP_DAYS: u32 = (memlint_project::STALE_BUILD_AFTER.as_secs() / 86_400) as u32;
 
 /// The pack's layout; a pack of another layout is an empty cache.
 const PACK_FORMAT: u32 = 1;
@@ -114,7 +113,7 @@ impl Cache {
         let pack = Cache::pack_path_in(&dir, build);
         remove_stale(&dir, &pack);
         let stored = read_pack(&pack).into_iter().map(|(key, packed)| (key, (packed, AtomicBool::new(false)))).collect();
-        Some(Cache { dir, build: build.to_owned(), today, stored, added: Mutex::new(HashMap::new()), persisted: AtomicBool::new(false) })
+        Some(Cache { dir, build: build.to_owned(), today, stored, added: Mutex::new(HashMap::new()) })
     }
 
     fn pack_path_in(dir: &Path, build: &str) -> PathBuf {
@@ -213,24 +212,22 @@ impl Cache {
     /// one to drop: what another run wrote since this one opened, then this run's entries
     /// (today's), less those unused for [`KEEP_DAYS`]. A failed write only costs re-lints
     /// next time. Dropping the cache calls this.
-    pub fn persist(&self) {
-        if self.persisted.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        let added = std::mem::take(&mut *lock(&self.added));
+    fn persist(&mut self) {
+        let added = std::mem::take(self.added.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let stored = std::mem::take(&mut self.stored);
         let fresh = |day: u32| day + KEEP_DAYS >= self.today;
         let changed = !added.is_empty()
-            || self.stored.values().any(|(packed, used)| (used.load(Ordering::Relaxed) && packed.day < self.today) || !fresh(packed.day));
+            || stored.values().any(|(packed, used)| (used.load(Ordering::Relaxed) && packed.day < self.today) || !fresh(packed.day));
         if !changed {
             return;
         }
         let path = self.pack_path();
         let mut entries: HashMap<String, Packed> = read_pack(&path).into_iter().collect();
-        for (key, (packed, used)) in &self.stored {
-            let day = if used.load(Ordering::Relaxed) { self.today } else { packed.day };
-            let newer = entries.get(key).map_or(true, |on_disk| on_disk.day <= day);
+        for (key, (packed, used)) in stored {
+            let day = if used.into_inner() { self.today } else { packed.day };
+            let newer = entries.get(&key).map_or(true, |on_disk| on_disk.day <= day);
             if newer {
-                entries.insert(key.clone(), Packed { day, entry: packed.entry.clone() });
+                entries.insert(key, Packed { day, entry: packed.entry });
             }
         }
         for (key, entry) in added {
@@ -240,7 +237,7 @@ impl Cache {
         // In key order: the same entries give the same bytes.
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         let Ok(bytes) = postcard::to_stdvec(&Pack { format: PACK_FORMAT, entries }) else { return };
-        let _ = write_atomically(&path, &bytes);
+        let _ = memlint_project::write_atomically(&path, &bytes);
     }
 }
 
@@ -263,27 +260,12 @@ fn read_pack(path: &Path) -> Vec<(String, Packed)> {
     }
 }
 
-/// `bytes` into `path` through a temporary file beside it (named by the process and a
-/// count, so no two writers share one; created as any file is, not private as
-/// `tempfile`'s are: a CI cache may be restored under another user) and a rename.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let n = WRITES.fetch_add(1, Ordering::Relaxed);
-    let temporary = path.with_file_name(format!(".{name}.{}.{n}", std::process::id()));
-    fs::write(&temporary, bytes)?;
-    fs::rename(&temporary, path).inspect_err(|_| {
-        let _ = fs::remove_file(&temporary);
-    })
-}
-
 /// Deletes, in the version folder `dir`, the packs of other builds unused for
 /// [`KEEP_DAYS`], and the folders of entries that earlier versions of memlint wrote one
 /// file each (named by two hex digits). What it cannot read or delete is left as it is.
 fn remove_stale(dir: &Path, current: &Path) {
     let Ok(entries) = fs::read_dir(dir) else { return };
     let now = SystemTime::now();
-    let keep = Duration::from_secs(u64::from(KEEP_DAYS) * 86_400);
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
@@ -292,7 +274,7 @@ fn remove_stale(dir: &Path, current: &Path) {
         if kind.is_dir() && name.len() == 2 && name.chars().all(|c| c.is_ascii_hexdigit()) {
             let _ = fs::remove_dir_all(&path);
         } else if kind.is_file() && name.starts_with("results-") && name.ends_with(".pack") && path != current {
-            let stale = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > keep));
+            let stale = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > memlint_project::STALE_BUILD_AFTER));
             if stale {
                 let _ = fs::remove_file(&path);
             }
@@ -461,7 +443,7 @@ mod tests {
         for name in ["results-0000000000000000.pack", "results-1111111111111111.pack"] {
             fs::write(version.join(name), b"").unwrap();
         }
-        let month_ago = SystemTime::now() - Duration::from_secs(30 * 86_400);
+        let month_ago = SystemTime::now() - std::time::Duration::from_secs(30 * 86_400);
         fs::File::options().write(true).open(version.join("results-0000000000000000.pack")).unwrap().set_modified(month_ago).unwrap();
         drop(Cache::open(dir.path()).unwrap());
         assert_eq!(files_in(dir.path()), vec!["results-1111111111111111.pack", "summaries"]);

@@ -34,7 +34,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 mod written_behind;
-pub use written_behind::WrittenBehind;
+pub use written_behind::{write_atomically, WrittenBehind};
 
 /// Modules larger than this are not read for the project (generated code, data).
 pub const MAX_MODULE_BYTES: u64 = 4 << 20;

@@ -36,9 +36,9 @@ impl WrittenBehind {
             .name("memlint-writes".to_owned())
             .spawn(move || {
                 let mut folders: FxHashSet<PathBuf> = FxHashSet::default();
-                for (n, job) in receiver.into_iter().enumerate() {
+                for job in receiver {
                     match job {
-                        Job::Write(path, bytes) => write_whole(&path, &bytes, n, &mut folders),
+                        Job::Write(path, bytes) => write_whole(&path, &bytes, &mut folders),
                         Job::Flush(done) => drop(done.send(())),
                     }
                 }
@@ -79,9 +79,8 @@ impl Drop for WrittenBehind {
     }
 }
 
-/// Writes `bytes` to a temporary file beside `path` (named by the process and `n`, so two
-/// runs never share one) and renames it over `path`.
-fn write_whole(path: &std::path::Path, bytes: &[u8], n: usize, folders: &mut FxHashSet<PathBuf>) {
+/// Writes `bytes` to `path` (its folder created, once per folder) with [`write_atomically`].
+fn write_whole(path: &std::path::Path, bytes: &[u8], folders: &mut FxHashSet<PathBuf>) {
     let Some(folder) = path.parent() else { return };
     if !folders.contains(folder) {
         if std::fs::create_dir_all(folder).is_err() {
@@ -89,11 +88,22 @@ fn write_whole(path: &std::path::Path, bytes: &[u8], n: usize, folders: &mut FxH
         }
         folders.insert(folder.to_owned());
     }
-    let Some(name) = path.file_name() else { return };
-    let temporary = folder.join(format!(".{}.{}.{n}", name.to_string_lossy(), std::process::id()));
-    if std::fs::write(&temporary, bytes).is_ok() && std::fs::rename(&temporary, path).is_err() {
+    let _ = write_atomically(path, bytes);
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so a
+/// concurrent reader never sees half a file. The temporary file is named by the process
+/// and a count (no two writers share one) and created as any file is (the umask decides:
+/// a cache may be restored under another user); it is removed when the rename fails.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = path.with_file_name(format!(".{name}.{}.{n}", std::process::id()));
+    std::fs::write(&temporary, bytes)?;
+    std::fs::rename(&temporary, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&temporary);
-    }
+    })
 }
 
 #[cfg(test)]
