@@ -14,17 +14,64 @@ use streaming_iterator::StreamingIterator;
 use crate::noqa::Directives;
 use crate::{Diagnostic, LinterSettings, Rule, RuleSelection};
 
-/// The compiled query of a rule: compiled once per process, when a rule first needs it
-/// (compiling all of them up front kept one thread busy while the others waited).
-pub fn query(rule: Rule) -> &'static Query {
-    static QUERIES: [OnceLock<Query>; Rule::ALL.len()] = [const { OnceLock::new() }; Rule::ALL.len()];
-    let index = Rule::ALL.iter().position(|r| *r == rule).expect("rule in ALL");
-    QUERIES[index].get_or_init(|| {
-        Query::new(&memlint_python::language(), rule.query_source()).unwrap_or_else(|e| {
-            // The query test compiles every query, so this is a build defect.
-            panic!("query for {} does not compile: {e}", rule.name())
-        })
+/// Every rule's query compiled as one query, once per process; each pattern knows its rule.
+///
+/// Compiling a query is nearly all tree-sitter's analysis of each pattern against the
+/// grammar, about 2 ms a pattern here, whatever else the query holds. Compiled rule by
+/// rule, and again for each group of rules that matched together over a module, queries
+/// took 97% of the instructions of a one-file `memlint check` (8 compiles) and 16% of a
+/// check of torchtune (15 compiles). A rule's matches are the matches of its patterns.
+struct RuleQueries {
+    query: Query,
+    /// Every rule's query text, in [`Rule::ALL`]'s order, joined by line breaks.
+    source: String,
+    /// The rule of each pattern, by pattern index.
+    rule_of_pattern: Vec<Rule>,
+    /// For each rule (by [`rule_index`]), the byte range of its text in `source`.
+    rule_texts: Vec<Range<usize>>,
+}
+
+fn rule_queries() -> &'static RuleQueries {
+    static QUERIES: OnceLock<RuleQueries> = OnceLock::new();
+    QUERIES.get_or_init(|| {
+        let mut source = String::new();
+        let mut rule_texts = Vec::with_capacity(Rule::ALL.len());
+        for rule in Rule::ALL {
+            let start = source.len();
+            source.push_str(rule.query_source());
+            rule_texts.push(start..source.len());
+            source.push('\n');
+        }
+        let query = Query::new(&memlint_python::language(), &source).unwrap_or_else(|e| {
+            // Each query compiles alone (tests/queries.rs), so this is a build defect: one
+            // query's text reaches into the next (an unclosed parenthesis or string).
+            panic!("the rules' queries do not compile together: {e}")
+        });
+        let rule_of_pattern = (0..query.pattern_count())
+            .map(|p| {
+                let start = query.start_byte_for_pattern(p);
+                let index = rule_texts.iter().position(|text| text.contains(&start)).expect("a pattern lies in its rule's text");
+                Rule::ALL[index]
+            })
+            .collect();
+        RuleQueries { query, source, rule_of_pattern, rule_texts }
     })
+}
+
+impl RuleQueries {
+    /// The text of each pattern of `rule`, in order: from its first byte to the next
+    /// pattern's (the comments before that one included), within the rule's own text.
+    fn pattern_texts(&'static self, rule: Rule) -> impl Iterator<Item = &'static str> {
+        let text = self.rule_texts[rule_index(rule)].clone();
+        let starts: Vec<usize> =
+            (0..self.query.pattern_count()).filter(|p| self.rule_of_pattern[*p] == rule).map(|p| self.query.start_byte_for_pattern(p)).collect();
+        (0..starts.len()).map(move |i| &self.source[starts[i]..starts.get(i + 1).copied().unwrap_or(text.end)])
+    }
+
+    /// Is pattern `pattern` one of `rule`'s?
+    fn of_rule(&self, pattern: usize, rule: Rule) -> bool {
+        self.rule_of_pattern.get(pattern) == Some(&rule)
+    }
 }
 
 /// The node kinds (by kind id) at which the patterns of a rule's query start, when every
@@ -35,11 +82,10 @@ pub fn query(rule: Rule) -> &'static Query {
 /// only at the nodes where one of its patterns can start (see [`Checker::matches_in`]).
 fn root_kinds(rule: Rule) -> Option<&'static [bool]> {
     static ROOTS: [OnceLock<Option<Vec<bool>>>; Rule::ALL.len()] = [const { OnceLock::new() }; Rule::ALL.len()];
-    let index = Rule::ALL.iter().position(|r| *r == rule).expect("rule in ALL");
-    ROOTS[index]
+    ROOTS[rule_index(rule)]
         .get_or_init(|| {
             let mut kinds = vec![false; memlint_python::language().node_kind_count()];
-            for pattern in pattern_texts(query(rule), rule.query_source()) {
+            for pattern in rule_queries().pattern_texts(rule) {
                 let mut found = false;
                 for id in named_kind_ids(pattern_root_kind(pattern)?) {
                     kinds[id as usize] = true;
@@ -52,14 +98,6 @@ fn root_kinds(rule: Rule) -> Option<&'static [bool]> {
             Some(kinds)
         })
         .as_deref()
-}
-
-/// The text of each pattern of `query` (compiled from `source`), in order: from its first
-/// byte to the next pattern's (the comments before that one included).
-fn pattern_texts<'s>(query: &Query, source: &'s str) -> impl Iterator<Item = &'s str> {
-    let count = query.pattern_count();
-    let starts: Vec<usize> = (0..count).map(|p| query.start_byte_for_pattern(p)).collect();
-    (0..count).map(move |p| &source[starts[p]..starts.get(p + 1).copied().unwrap_or(source.len())])
 }
 
 /// The ids of the named node kinds called `name`: every one, as aliased symbols share a name.
@@ -91,11 +129,11 @@ struct LiteralScreen {
 }
 
 impl LiteralScreen {
-    /// The screen of `query`, compiled from `source`; `None` when a pattern does not start
-    /// with a named node kind (such queries walk their regions).
-    fn of(query: &Query, source: &str) -> Option<LiteralScreen> {
+    /// The screen of the patterns `texts`; `None` when one does not start with a named
+    /// node kind (such queries walk their regions).
+    fn of<'s>(texts: impl IntoIterator<Item = &'s str>) -> Option<LiteralScreen> {
         let mut by_kind = vec![Vec::new(); memlint_python::language().node_kind_count()];
-        for text in pattern_texts(query, source) {
+        for text in texts {
             let literals = pattern_literals(text);
             for id in named_kind_ids(pattern_root_kind(text)?) {
                 by_kind[id as usize].push(literals.clone());
@@ -245,7 +283,7 @@ fn pattern_literals(text: &str) -> Vec<Vec<String>> {
 /// The screen of a rule's query, read once per process.
 fn rule_screen(rule: Rule) -> Option<&'static LiteralScreen> {
     static SCREENS: [OnceLock<Option<LiteralScreen>>; Rule::ALL.len()] = [const { OnceLock::new() }; Rule::ALL.len()];
-    SCREENS[rule_index(rule)].get_or_init(|| LiteralScreen::of(query(rule), rule.query_source())).as_ref()
+    SCREENS[rule_index(rule)].get_or_init(|| LiteralScreen::of(rule_queries().pattern_texts(rule))).as_ref()
 }
 
 /// The node kinds (by kind id) where a pattern of some rule of `rules` can start: what the
@@ -337,7 +375,7 @@ impl<'a, 't> Checker<'a, 't> {
         if group.len() == 1 {
             return self.matches_at_roots(std::slice::from_ref(&(0..self.model.source().len())), kinds);
         }
-        let mut found = combined_query(&group).matches(self.model);
+        let mut found = matched_together(&group).matches(self.model);
         let own = found.remove(&self.rule).unwrap_or_default();
         self.shared.found.borrow_mut().extend(found);
         own
@@ -351,8 +389,8 @@ impl<'a, 't> Checker<'a, 't> {
     }
 
     fn matches_at_roots(&self, merged: &[Range<usize>], kinds: &[bool]) -> Vec<QueryMatch<'t>> {
-        let query = query(self.rule);
-        let names = query.capture_names();
+        let queries = rule_queries();
+        let names = queries.query.capture_names();
         let source = self.model.source().as_bytes();
         // Indexed by the model's walk for every rule of this lint.
         let candidates = self.model.indexed_nodes();
@@ -372,8 +410,11 @@ impl<'a, 't> Checker<'a, 't> {
                 if screen.is_some_and(|screen| !screen.may_match(*kind, &source[node.byte_range()])) {
                     continue;
                 }
-                let mut matches = cursor.matches(query, *node, source);
+                let mut matches = cursor.matches(&queries.query, *node, source);
                 while let Some(m) = matches.next() {
+                    if !queries.of_rule(m.pattern_index, self.rule) {
+                        continue;
+                    }
                     let starts_inside = m.captures.iter().map(|c| c.node.start_byte()).min().map(|s| s >= range.start && s < range.end).unwrap_or(false);
                     if !starts_inside {
                         continue;
@@ -387,15 +428,18 @@ impl<'a, 't> Checker<'a, 't> {
     }
 
     fn matches_walking(&self, merged: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
-        let query = query(self.rule);
-        let names = query.capture_names();
+        let queries = rule_queries();
+        let names = queries.query.capture_names();
         let source = self.model.source().as_bytes();
         let mut found = Vec::new();
         let mut cursor = QueryCursor::new();
         for range in merged {
             cursor.set_byte_range(range.clone());
-            let mut matches = cursor.matches(query, self.model.root(), source);
+            let mut matches = cursor.matches(&queries.query, self.model.root(), source);
             while let Some(m) = matches.next() {
+                if !queries.of_rule(m.pattern_index, self.rule) {
+                    continue;
+                }
                 // The cursor also returns matches that merely overlap the range.
                 let starts_inside = m.captures.iter().map(|c| c.node.start_byte()).min().map(|s| s >= range.start && s < range.end).unwrap_or(false);
                 if !starts_inside {
@@ -441,44 +485,43 @@ impl SharedMatches<'_> {
     }
 }
 
-/// The queries of several rules as one: their patterns in order, each pattern's rule.
-struct CombinedQuery {
-    query: Query,
-    rule_of_pattern: Vec<Rule>,
+/// Several rules that match together over a whole module: where their patterns start and
+/// what those nodes' text must hold.
+struct MatchedTogether {
+    /// Each rule's membership, by [`rule_index`].
+    rules: Vec<bool>,
     /// The node kinds (by id) at which a pattern of one of them starts.
     kinds: Vec<bool>,
     screen: Option<LiteralScreen>,
 }
 
-/// The combined query of `rules` (each with root kinds), compiled once per process for
-/// each set of rules that asks together: a handful of sets, kept for the process's life.
-fn combined_query(rules: &[Rule]) -> &'static CombinedQuery {
-    static COMBINED: OnceLock<Mutex<HashMap<Vec<Rule>, &'static CombinedQuery>>> = OnceLock::new();
+/// The group of `rules` (each with root kinds), made once per process for each set of
+/// rules that asks together: a handful of sets, kept for the process's life.
+fn matched_together(rules: &[Rule]) -> &'static MatchedTogether {
+    static GROUPS: OnceLock<Mutex<HashMap<Vec<Rule>, &'static MatchedTogether>>> = OnceLock::new();
     let mut key = rules.to_vec();
     key.sort();
-    let mut cache = COMBINED.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut cache = GROUPS.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
     cache.entry(key.clone()).or_insert_with(|| {
-        let source: String = key.iter().map(|r| r.query_source()).collect::<Vec<_>>().join("\n");
-        let query = Query::new(&memlint_python::language(), &source).unwrap_or_else(|e| panic!("the combined queries of {key:?} do not compile: {e}"));
-        let mut rule_of_pattern = Vec::new();
+        let mut members = vec![false; Rule::ALL.len()];
         let mut kinds = vec![false; memlint_python::language().node_kind_count()];
         for rule in &key {
-            rule_of_pattern.extend(std::iter::repeat_n(*rule, self::query(*rule).pattern_count()));
+            members[rule_index(*rule)] = true;
             for (k, own) in kinds.iter_mut().zip(root_kinds(*rule).unwrap_or(&[])) {
                 *k |= *own;
             }
         }
-        assert_eq!(rule_of_pattern.len(), query.pattern_count(), "the combined query has each rule's patterns");
-        let screen = LiteralScreen::of(&query, &source);
-        Box::leak(Box::new(CombinedQuery { query, rule_of_pattern, kinds, screen }))
+        let screen = LiteralScreen::of(key.iter().flat_map(|r| rule_queries().pattern_texts(*r)));
+        Box::leak(Box::new(MatchedTogether { rules: members, kinds, screen }))
     })
 }
 
-impl CombinedQuery {
+impl MatchedTogether {
     /// Each rule's matches in the whole module, in the order its own query finds them
     /// ([`Checker::matches_at_roots`]: by candidate node, then as the cursor finishes them).
     fn matches<'t>(&'static self, model: &SemanticModel<'t>) -> HashMap<Rule, Vec<QueryMatch<'t>>> {
-        let names = self.query.capture_names();
+        let queries = rule_queries();
+        let names = queries.query.capture_names();
         let source = model.source().as_bytes();
         let mut found: HashMap<Rule, Vec<QueryMatch<'t>>> = HashMap::new();
         let mut cursor = QueryCursor::new();
@@ -490,13 +533,14 @@ impl CombinedQuery {
             if self.screen.as_ref().is_some_and(|screen| !screen.may_match(*kind, &source[node.byte_range()])) {
                 continue;
             }
-            let mut matches = cursor.matches(&self.query, *node, source);
+            let mut matches = cursor.matches(&queries.query, *node, source);
             while let Some(m) = matches.next() {
-                if m.captures.is_empty() {
+                let rule = queries.rule_of_pattern[m.pattern_index];
+                if m.captures.is_empty() || !self.rules[rule_index(rule)] {
                     continue;
                 }
                 let captures = m.captures.iter().map(|c| (names[c.index as usize], c.node)).collect();
-                found.entry(self.rule_of_pattern[m.pattern_index]).or_default().push(QueryMatch { captures });
+                found.entry(rule).or_default().push(QueryMatch { captures });
             }
         }
         found
@@ -610,6 +654,29 @@ mod tests {
         nodes
     }
 
+    /// The text of each pattern of `query`, compiled alone from `source`.
+    fn own_pattern_texts<'s>(query: &Query, source: &'s str) -> Vec<&'s str> {
+        let starts: Vec<usize> = (0..query.pattern_count()).map(|p| query.start_byte_for_pattern(p)).collect();
+        (0..starts.len()).map(|p| &source[starts[p]..starts.get(p + 1).copied().unwrap_or(source.len())]).collect()
+    }
+
+    /// The matches that start in `range` of `rule`'s query compiled alone, walking the
+    /// range: what a rule found before every query was compiled into one.
+    fn own_query_matches<'t>(own: &'static Query, model: &SemanticModel<'t>, range: Range<usize>) -> Vec<QueryMatch<'t>> {
+        let names = own.capture_names();
+        let mut found = Vec::new();
+        let mut cursor = QueryCursor::new();
+        cursor.set_byte_range(range.clone());
+        let mut matches = cursor.matches(own, model.root(), model.source().as_bytes());
+        while let Some(m) = matches.next() {
+            let starts_inside = m.captures.iter().map(|c| c.node.start_byte()).min().is_some_and(|s| s >= range.start && s < range.end);
+            if starts_inside {
+                found.push(QueryMatch { captures: m.captures.iter().map(|c| (names[c.index as usize], c.node)).collect() });
+            }
+        }
+        found
+    }
+
     fn shown_nodes(nodes: &[Node<'_>]) -> Vec<String> {
         nodes.iter().map(|n| format!("{}@{:?}", n.kind(), n.byte_range())).collect()
     }
@@ -668,7 +735,7 @@ mod tests {
     fn the_screen_of_a_query() {
         let source = "(call function: (attribute attribute: (identifier) @m) (#eq? @m \"append\")) @c\n(augmented_assignment operator: \"+=\") @s\n";
         let query = Query::new(&memlint_python::language(), source).expect("compiles");
-        let screen = LiteralScreen::of(&query, source).expect("every pattern starts with a kind");
+        let screen = LiteralScreen::of(own_pattern_texts(&query, source)).expect("every pattern starts with a kind");
         let kind = |name: &str| memlint_python::language().id_for_node_kind(name, true);
         assert!(screen.may_match(kind("call"), b"xs.append(x)"));
         assert!(!screen.may_match(kind("call"), b"xs.extend(x) += 1"));
@@ -683,15 +750,16 @@ mod tests {
     fn the_screens_of_the_rules() {
         for rule in Rule::ALL.iter().copied() {
             assert!(rule_screen(rule).is_some(), "{}", rule.name());
-            for (pattern, text) in pattern_texts(query(rule), rule.query_source()).enumerate() {
+            for (pattern, text) in rule_queries().pattern_texts(rule).enumerate() {
                 println!("{} pattern {pattern}: {:?}", rule.name(), pattern_literals(text));
             }
         }
     }
 
     /// Matching only at the nodes where a pattern can start finds exactly what walking the
-    /// regions finds, for every rule's query, on every fixture and example, over the whole
-    /// module and over each function.
+    /// regions finds, and what the rule's own query compiled alone finds walking them, for
+    /// every rule, on every fixture and example, over the whole module and over each
+    /// function.
     #[test]
     fn matching_at_roots_equals_walking() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -706,6 +774,9 @@ mod tests {
         }
         assert!(files.len() > 10, "fixtures found: {}", files.len());
         let all = RuleSelection::all();
+        // Leaked, as the checker's query is kept for the process: matches name captures by it.
+        let own: Vec<&'static Query> =
+            Rule::ALL.iter().map(|r| &*Box::leak(Box::new(Query::new(&memlint_python::language(), r.query_source()).expect("compiles")))).collect();
         let mut compared = 0;
         for path in files {
             let source = std::fs::read_to_string(&path).expect("fixture text");
@@ -724,6 +795,8 @@ mod tests {
                     let at_roots = shown(&checker.matches_at_roots(&merged, kinds));
                     let walking = shown(&checker.matches_walking(&merged));
                     assert_eq!(at_roots, walking, "{} on {}", rule.name(), path.display());
+                    let alone = shown(&own_query_matches(own[rule_index(rule)], &model, merged[0].clone()));
+                    assert_eq!(at_roots, alone, "{} on {}: its own query", rule.name(), path.display());
                     compared += at_roots.len();
                 }
             }
@@ -759,7 +832,7 @@ mod tests {
                 let tree = memlint_python::parse_with(&source, None);
                 let indexed = query_root_kinds(&all);
                 let model = SemanticModel::indexing(&tree, &source, &memlint_python::NoProject, &indexed);
-                let mut found = combined_query(&together).matches(&model);
+                let mut found = matched_together(&together).matches(&model);
                 for rule in &together {
                     let shared = SharedMatches::default();
                     let checker = Checker { model: &model, rule: *rule, diagnostics: Vec::new(), shared: &shared };
