@@ -175,3 +175,44 @@ class Base(abc.ABC):
     assert!(!may("Config") && !may("Base"), "Python's own bases are no module");
     assert!(!model.is_module_class("Head"), "not known to be one either");
 }
+
+#[test]
+fn a_local_function_gives_back_its_parameter_only_when_every_return_of_its_own_does() {
+    // Two calls hand it different things: what each gets back is its own argument.
+    // Returns of a function or class nested in it are not its own.
+    let nested = "\
+import torch
+import torch.nn as nn
+def to_device(m, flag):
+    def helper(y):
+        return y + 1
+    class Box:
+        def get(self):
+            return 0
+    if flag:
+        return m.cuda()
+    for _ in range(2):
+        pass
+    return m
+other = to_device(torch.zeros(3), False)
+net = to_device(nn.Linear(2, 2), True)
+net
+";
+    assert_eq!(kind_of(nested, "net"), ValueKind::Model);
+    // A `return` under a loop or a `try` is its own.
+    let deep = "\
+import torch
+import torch.nn as nn
+def to_device(m, flag):
+    for _ in range(2):
+        try:
+            return 3
+        except ValueError:
+            pass
+    return m
+other = to_device(torch.zeros(3), False)
+net = to_device(nn.Linear(2, 2), True)
+net
+";
+    assert_ne!(kind_of(deep, "net"), ValueKind::Model);
+}

@@ -550,8 +550,7 @@ impl<'t> SemanticModel<'t> {
     /// The argument of `call` that the function `def` (local) gives back, when every
     /// `return` of it returns one parameter.
     pub(crate) fn argument_returned(&self, def: Node<'t>, call: Node<'t>) -> Option<Node<'t>> {
-        let mut statements = Vec::new();
-        collect_returns(def.field("body")?, &mut statements);
+        let statements = self.named.within(def.field("body")?, returns_below);
         let name = crate::project::returned_parameter(self.source, def, &statements)?;
         let params = named_children(def.field("parameters")?);
         let position = params.iter().filter_map(|p| parameter_name(*p)).position(|n| self.text(n) == name)?;

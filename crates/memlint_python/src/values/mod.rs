@@ -14,6 +14,7 @@ use tree_sitter::Node;
 
 use crate::semantic::*;
 use crate::NodeExt;
+use crate::named_nodes::NamedNodes;
 
 mod calls;
 pub(crate) mod names;
@@ -251,16 +252,25 @@ impl<'t> SemanticModel<'t> {
 
 }
 
-/// The `return` statements of a function body, not of functions nested in it.
-pub(super) fn collect_returns<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
-    let mut cursor = node.walk();
-    for child in node.named_children(&mut cursor) {
-        match child.kind_name() {
-            "function_definition" | "class_definition" | "lambda" => {}
-            "return_statement" => out.push(child),
-            _ => collect_returns(child, out),
+/// The `return` statements (bare ones too) below the node at `at` (a function body), not
+/// those of functions or classes nested in it, in source order: a scan of the named
+/// nodes' preorder that jumps over each nested definition's subtree. (Walking the body
+/// with tree-sitter's cursor for every call of a local function was 5% of a lint.)
+pub(super) fn returns_below<'t>(nodes: &NamedNodes<'t>, at: usize) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    let mut i = at + 1;
+    let end = nodes.subtree(at).end;
+    while i < end {
+        match nodes.kind(i) {
+            "function_definition" | "class_definition" | "lambda" => i = nodes.subtree(i).end,
+            "return_statement" => {
+                out.push(nodes.node(i));
+                i = nodes.subtree(i).end;
+            }
+            _ => i += 1,
         }
     }
+    out
 }
 
 /// The identifier `name` inside a target pattern (the pattern itself when absent).
