@@ -31,7 +31,39 @@ pub struct Words<'a> {
 }
 
 fn is_identifier_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+    IDENTIFIER_BYTE[b as usize]
+}
+
+/// Which bytes make up identifiers: ASCII letters, digits, `_`, and every byte of a
+/// non-ASCII character (a table: the scan asks of every byte of every file).
+const IDENTIFIER_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
+        b += 1;
+    }
+    table
+};
+
+/// The last identifier met in each of 256 slots (chosen by its length and its first and
+/// last bytes). Most identifiers of a file repeat (`self`, `torch`, `x`): a repeat found
+/// here is already in the set, and skips hashing and probing it (which was over half of
+/// the scan).
+struct RecentWords<'a>([&'a str; 256]);
+
+impl<'a> RecentWords<'a> {
+    /// Was `word` (not empty) the last word of its slot? Makes it so either way.
+    fn seen_again(&mut self, word: &'a str) -> bool {
+        let bytes = word.as_bytes();
+        let slot = (bytes.len().wrapping_mul(31) ^ ((bytes[0] as usize) << 3) ^ bytes[bytes.len() - 1] as usize) & 255;
+        if self.0[slot] == word {
+            return true;
+        }
+        self.0[slot] = word;
+        false
+    }
 }
 
 /// The index of the first byte at or after `j` that is not blank (spaces, line breaks,
@@ -59,6 +91,7 @@ impl<'a> Words<'a> {
         let mut header_depth: Option<i32> = None;
         let mut quote: Option<u8> = None;
         let mut after_def = false;
+        let mut recent = RecentWords([""; 256]);
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
@@ -84,7 +117,9 @@ impl<'a> Words<'a> {
                 }
                 // Byte boundaries are char boundaries: non-ASCII bytes are all taken.
                 let word = &text[start..i];
-                words.identifiers.insert(word);
+                if !recent.seen_again(word) {
+                    words.identifiers.insert(word);
+                }
                 let next = skip_blank(bytes, i);
                 let renamed = bytes[next..].starts_with(b"as") && !bytes.get(next + 2).copied().is_some_and(is_identifier_byte);
                 if bytes.get(next) == Some(&b'(') || renamed {
@@ -198,6 +233,26 @@ pub fn possible_rules(words: &Words<'_>, enabled: &RuleSelection) -> RuleSelecti
 #[cfg(test)]
 mod tests {
     use super::Words;
+
+    /// Words that share a slot of the recent words (same length, first and last bytes),
+    /// met in turn and again: each is an identifier of the text, and no other is.
+    #[test]
+    fn every_word_is_kept_whatever_words_share_its_slot() {
+        let text = "axb ayb axb azb ayb self self axb\nqq = ayb(azb)\n";
+        let w = Words::scan(text);
+        for word in ["axb", "ayb", "azb", "self", "qq"] {
+            assert!(w.has(word), "{word}");
+        }
+        let all = std::cell::RefCell::new(Vec::new());
+        assert!(!w.any(|x| {
+            all.borrow_mut().push(x.to_owned());
+            false
+        }));
+        let mut all = all.into_inner();
+        all.sort();
+        assert_eq!(all, ["axb", "ayb", "azb", "qq", "self"]);
+        assert!(w.called("ayb") && !w.called("azb"));
+    }
 
     #[test]
     fn words_calls_and_renames() {
