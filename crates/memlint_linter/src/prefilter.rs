@@ -31,21 +31,8 @@ pub struct Words<'a> {
 }
 
 fn is_identifier_byte(b: u8) -> bool {
-    IDENTIFIER_BYTE[b as usize]
+    memlint_python::IDENTIFIER_BYTE[b as usize]
 }
-
-/// Which bytes make up identifiers: ASCII letters, digits, `_`, and every byte of a
-/// non-ASCII character (a table: the scan asks of every byte of every file).
-const IDENTIFIER_BYTE: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
-        b += 1;
-    }
-    table
-};
 
 /// The last identifier met in each of 256 slots (chosen by its length and its first and
 /// last bytes). Most identifiers of a file repeat (`self`, `torch`, `x`): a repeat found

@@ -703,24 +703,11 @@ struct WordScan {
     called: Vec<u64>,
 }
 
-/// Which bytes make up identifiers: ASCII letters, digits, `_`, and every byte of a
-/// non-ASCII character.
-const WORD_BYTE: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
-        b += 1;
-    }
-    table
-};
-
 impl WordScan {
     /// [`scan_words`] of `self.text`.
     fn words(&mut self) -> (Vec<u64>, Vec<u64>) {
         let bytes = &self.text[..];
-        let is_word = |b: u8| WORD_BYTE[b as usize];
+        let is_word = |b: u8| memlint_python::IDENTIFIER_BYTE[b as usize];
         self.words.clear();
         self.called.clear();
         let mut i = 0;

@@ -50,6 +50,20 @@ pub use tree_sitter;
 
 use tree_sitter::{Language, Node, Parser, Tree};
 
+/// Which bytes make up Python identifiers: ASCII letters, digits, `_`, and every byte of
+/// a non-ASCII character. A table: the scans of a file's words (the linter's pre-filter,
+/// the project's index of which files mention which names) ask it of every byte.
+pub const IDENTIFIER_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
+        b += 1;
+    }
+    table
+};
+
 /// Python's keywords (`keyword.kwlist`): words that never name a value.
 pub const KEYWORDS: &[&str] = &[
     "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else",
