@@ -20,7 +20,8 @@ use crate::{Diagnostic, LinterSettings, Rule, RuleSelection};
 /// grammar, about 13 M instructions (some 1.5 ms) a pattern here, whatever else the query
 /// holds. Compiled rule by rule, and again for each group of rules that matched together
 /// over a module, queries took 97% of the instructions of a one-file `memlint check` (8
-/// compiles) and 16% of a check of torchtune (15 compiles). A rule's matches are the matches of its patterns.
+/// compiles) and 16% of a check of torchtune (15 compiles). A rule's matches are the
+/// matches of its patterns.
 struct RuleQueries {
     query: Query,
     /// Every rule's query text, in [`Rule::ALL`]'s order, joined by line breaks.
