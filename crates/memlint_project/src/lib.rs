@@ -58,6 +58,10 @@ struct Mentions {
     /// spaces, line breaks, backslashes and comments. A call of an imported name is
     /// written one of those ways: `name(`, `m.name(`, or `from m import name as alias`.
     called: Postings,
+    /// The files that write each identifier in an import statement (a logical line that
+    /// starts with `import` or `from`): the names an import of a module of the project
+    /// spells (`from .utils import f`, `import pkg.models as m`).
+    imported: Postings,
     /// Each file's index, by module key.
     index_by_key: FxHashMap<String, u32>,
 }
@@ -66,6 +70,11 @@ impl Mentions {
     /// The files (ascending indices) whose text mentions `word`.
     fn files_mentioning(&self, word: &str) -> &[u32] {
         self.mentioned.files(word_hash(word.as_bytes()))
+    }
+
+    /// The files (ascending indices) that write `word` in an import statement.
+    fn files_importing(&self, word: &str) -> &[u32] {
+        self.imported.files(word_hash(word.as_bytes()))
     }
 
     /// Does file `index` perhaps call `word`?
@@ -637,21 +646,26 @@ impl Project {
         let files = lock(&self.files).clone();
         // Each thread reads into one buffer and gathers words in one pair of lists, reused
         // from file to file: a fresh buffer per file took fresh pages from the system.
-        let per_file: Vec<(Vec<u64>, Vec<u64>)> = files
+        let per_file: Vec<FileWords> = files
             .par_iter()
             .map_init(WordScan::default, |scan, f| {
                 use std::io::Read;
                 scan.text.clear();
                 match std::fs::File::open(f).and_then(|mut file| file.read_to_end(&mut scan.text)) {
                     Ok(_) => scan.words(),
-                    Err(_) => (Vec::new(), Vec::new()),
+                    Err(_) => FileWords::default(),
                 }
             })
             .collect();
-        let (mentioned, called): (Vec<Vec<u64>>, Vec<Vec<u64>>) = per_file.into_iter().unzip();
-        let (mentioned, called) = (Postings::of(mentioned), Postings::of(called));
+        let (mut mentioned, mut called, mut imported) = (Vec::with_capacity(per_file.len()), Vec::with_capacity(per_file.len()), Vec::with_capacity(per_file.len()));
+        for words in per_file {
+            mentioned.push(words.mentioned);
+            called.push(words.called);
+            imported.push(words.imported);
+        }
+        let (mentioned, called, imported) = (Postings::of(mentioned), Postings::of(called), Postings::of(imported));
         let index_by_key = files.iter().enumerate().map(|(i, f)| (Project::key(f), i as u32)).collect();
-        Arc::new(Mentions { mentioned, called, index_by_key })
+        Arc::new(Mentions { mentioned, called, imported, index_by_key })
     }
 }
 
@@ -685,31 +699,81 @@ fn read_listing(entries: std::fs::ReadDir) -> Listing {
         .collect()
 }
 
-/// The words of a file (identifiers, hashed, sorted, each once), and those of them that
-/// may be called there: followed by `(` or by the keyword `as`, past spaces, line breaks,
-/// backslashes and comments (see [`Mentions::called`]).
+/// The words of a file (identifiers, hashed; each list sorted, each word once in it).
+#[derive(Default)]
+struct FileWords {
+    mentioned: Vec<u64>,
+    /// Those that may be called there: followed by `(` or by the keyword `as`, past
+    /// spaces, line breaks, backslashes and comments (see [`Mentions::called`]).
+    called: Vec<u64>,
+    /// Those written in an import statement (see [`Mentions::imported`]).
+    imported: Vec<u64>,
+}
+
+/// The words of a file: [`FileWords`].
 #[cfg(test)]
-fn scan_words(bytes: &[u8]) -> (Vec<u64>, Vec<u64>) {
+fn scan_words(bytes: &[u8]) -> FileWords {
     let mut scan = WordScan { text: bytes.to_vec(), ..WordScan::default() };
     scan.words()
 }
 
 /// A thread's buffers for [`scan_words`]: the text of the file read, and every occurrence
-/// of a word (and of a called word) before they are sorted and made distinct.
+/// of a word (of a called word, of a word in an import) before they are sorted and made
+/// distinct.
 #[derive(Default)]
 struct WordScan {
     text: Vec<u8>,
     words: Vec<u64>,
     called: Vec<u64>,
+    imported: Vec<u64>,
+}
+
+/// Is the word starting at `start` the first of its logical line: only spaces and tabs
+/// before it since a line break that no backslash continues, a `;`, or the text's start?
+/// (A line inside brackets or a string may pass: the scan may see an import where there is
+/// none, which only keeps a summary that is not needed.)
+fn starts_a_line(bytes: &[u8], start: usize) -> bool {
+    let mut i = start;
+    while i > 0 && matches!(bytes[i - 1], b' ' | b'\t') {
+        i -= 1;
+    }
+    i == 0 || bytes[i - 1] == b';' || (bytes[i - 1] == b'\n' && !(i >= 2 && bytes[i - 2] == b'\\') && !(i >= 3 && bytes[i - 2] == b'\r' && bytes[i - 3] == b'\\'))
+}
+
+/// The end of the import statement whose first word ends at `from`: the first line break
+/// outside parentheses that no backslash continues (a `#` comment skipped to its line's end).
+fn import_statement_end(bytes: &[u8], from: usize) -> usize {
+    let mut depth = 0usize;
+    let mut j = from;
+    while j < bytes.len() {
+        match bytes[j] {
+            b'(' => depth += 1,
+            b')' => depth = depth.saturating_sub(1),
+            b'#' => {
+                while j < bytes.len() && bytes[j] != b'\n' {
+                    j += 1;
+                }
+                continue;
+            }
+            b'\\' => j += 1,
+            b'\n' if depth == 0 => return j,
+            _ => {}
+        }
+        j += 1;
+    }
+    bytes.len()
 }
 
 impl WordScan {
     /// [`scan_words`] of `self.text`.
-    fn words(&mut self) -> (Vec<u64>, Vec<u64>) {
+    fn words(&mut self) -> FileWords {
         let bytes = &self.text[..];
         let is_word = |b: u8| memlint_python::IDENTIFIER_BYTE[b as usize];
         self.words.clear();
         self.called.clear();
+        self.imported.clear();
+        // Where the import statement the scan is in ends (0: in none).
+        let mut import_end = 0;
         let mut i = 0;
         while i < bytes.len() {
             if !is_word(bytes[i]) {
@@ -726,6 +790,11 @@ impl WordScan {
             }
             let hash = word_hash(word);
             self.words.push(hash);
+            if start < import_end {
+                self.imported.push(hash);
+            } else if (word == b"import" || word == b"from") && starts_a_line(bytes, start) {
+                import_end = import_statement_end(bytes, i);
+            }
             let mut j = i;
             while j < bytes.len() {
                 match bytes[j] {
@@ -748,7 +817,7 @@ impl WordScan {
             list.dedup();
             list.clone()
         };
-        (distinct(&mut self.words), distinct(&mut self.called))
+        FileWords { mentioned: distinct(&mut self.words), called: distinct(&mut self.called), imported: distinct(&mut self.imported) }
     }
 }
 
@@ -905,13 +974,18 @@ impl ModuleLoader for Project {
     }
 
     fn may_be_asked(&self, key: &str) -> bool {
-        // A module whose name no other file of the run writes is reached by none of their
-        // imports (only, rarely, through a module outside the run: then it is parsed when
-        // asked).
+        // A module whose name no other file of the run writes in an import statement is
+        // reached by none of their imports (only, rarely, through a module outside the run,
+        // or as an attribute of its package, `import pkg` then `pkg.utils.f()`: then it is
+        // parsed when asked). A package's `__init__.py` is also reached by relative imports
+        // that do not write its name (`from . import f`): any mention of its folder's name
+        // counts.
         let mentions = self.mentions();
         let Some(own) = mentions.index_by_key.get(key) else { return true };
-        let Some(word) = import_word(Path::new(key)) else { return true };
-        mentions.files_mentioning(&word).iter().any(|i| i != own)
+        let path = Path::new(key);
+        let Some(word) = import_word(path) else { return true };
+        let files = if path.file_stem().is_some_and(|s| s == "__init__") { mentions.files_mentioning(&word) } else { mentions.files_importing(&word) };
+        files.iter().any(|i| i != own)
     }
 
     fn symbol_answer(&self, definition: &str) -> Option<Arc<SymbolAnswer>> {
@@ -1109,7 +1183,7 @@ mod tests {
     #[test]
     fn a_word_may_be_called_when_a_parenthesis_or_an_alias_follows_it() {
         let text = b"from m import evaluate as ev, score\nrun (x)\nfit \\\n  (y)\nstep # later\n(z)\nmodel.sample(4)\nx = train\nprint(score)\nassert_ok\nfrom n import cases as c2\n";
-        let (words, called) = scan_words(text);
+        let FileWords { mentioned: words, called, .. } = scan_words(text);
         // Words are kept hashed: which of the words of the text are called.
         let all = [
             "from", "m", "import", "evaluate", "as", "ev", "score", "run", "x", "fit", "y", "step", "later", "z", "model", "sample", "train",
@@ -1124,6 +1198,25 @@ mod tests {
         assert!(all.iter().all(|w| words.contains(&word_hash(w.as_bytes()))), "every word is mentioned");
         assert_eq!(words.len(), all.len(), "each word once");
         assert!(words.windows(2).all(|w| w[0] < w[1]) && called.windows(2).all(|w| w[0] < w[1]), "sorted, for the postings");
+    }
+
+    #[test]
+    fn the_words_of_import_statements_are_told_apart() {
+        let text = b"import pkg.models as m\nfrom .utils import (\n    score,  # helper\n    fit,\n)\nx = 1; from .. import extra\nfrom a \\\n    import joined\nyield_from = tail\nraise E from cause\n\"\"\"\nfrom the paper\n\"\"\"\ndef f():\n    import inner\n";
+        let FileWords { mentioned, imported, .. } = scan_words(text);
+        let said_imported = |w: &str| imported.contains(&word_hash(w.as_bytes()));
+        for w in ["pkg", "models", "m", "utils", "score", "fit", "extra", "a", "joined", "inner"] {
+            assert!(said_imported(w), "{w} is written in an import");
+        }
+        // The comment inside the parenthesized import is in it; lines after it are not.
+        assert!(said_imported("helper"));
+        for w in ["x", "yield_from", "tail", "E", "cause", "f", "def"] {
+            assert!(!said_imported(w), "{w} is not in an import");
+        }
+        // A docstring line that starts with `from` passes for one: seeing too much only
+        // keeps a summary that is not needed.
+        assert!(said_imported("paper"));
+        assert!(imported.iter().all(|h| mentioned.contains(h)), "an imported word is a mentioned one");
     }
 
     #[test]
