@@ -300,7 +300,7 @@ pub fn run_once(args: &CheckArgs) -> u8 {
     }
     if let (Some(p), Some(_)) = (&project, std::env::var_os("MEMLINT_PROJECT_STATS")) {
         eprintln!(
-            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone, of which {} trees went on to their file's lint; {} summaries read from the cache; {} lints made no summary of a module no other file names)",
+            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone, of which {} trees went on to their file's lint; {} summaries read from the cache; {} lints made no summary of a module no other file imports)",
             p.modules_summarized(),
             files.len(),
             p.modules_parsed_for_summary(),
