@@ -6,7 +6,7 @@
 //! Asks the module's own [`ModuleSummary`] (its imports, functions and classes, filled
 //! before this walk runs) and [`super::syntax`]; resolves nothing across modules.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use tree_sitter::Node;
 
@@ -44,7 +44,7 @@ pub(super) struct CallCollector {
 /// leaves the scope (a `return` may come after the call).
 struct Scope {
     backward: bool,
-    kept_words: std::collections::HashSet<String>,
+    kept_words: rustc_hash::FxHashSet<String>,
     /// How many class bodies around the walk's place are inside this scope: what is
     /// returned or stored there is not this scope's.
     class_depth: usize,

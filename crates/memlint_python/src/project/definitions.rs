@@ -9,7 +9,7 @@
 //! `crate::library` whether a class may freeze what it loads. Callees stay as spelled:
 //! resolving them is [`super::resolve`]'s.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 
 use tree_sitter::Node;
 
@@ -323,7 +323,7 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
     if method {
         locals.insert("self".to_owned());
     }
-    let mut rebound: HashSet<String> = HashSet::new();
+    let mut rebound: HashSet<String> = HashSet::default();
     let mut local_calls: Vec<(String, String)> = Vec::new();
     for s in &statements {
         let Some(e) = s.named_child(0) else { continue };

@@ -8,7 +8,7 @@
 //! the summaries' lookups, `crate::library` (what a library name builds) and
 //! `crate::lexicon` (a loss class by its name).
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 use std::sync::{Arc, Mutex};
 
 use super::index::{ModuleLoader, ProjectIndex, Returned, Symbol, SymbolAnswer};
@@ -304,7 +304,7 @@ impl<'a> ProjectResolver<'a> {
         }
         let Some(summary) = self.summary(m) else { return false };
         let Some(class) = summary.class(name) else { return false };
-        class.bases.iter().any(|base| match self.resolve_spelled(m, base, &mut HashSet::new()) {
+        class.bases.iter().any(|base| match self.resolve_spelled(m, base, &mut HashSet::default()) {
             Some(Target::External(q)) => bases.contains(&q.as_str()),
             Some(Target::Class(bm, bn)) if (bm.as_str(), bn.as_str()) != (m, name) => self.class_derives_from_library(&bm, &bn, bases, depth + 1),
             _ => false,
@@ -331,12 +331,12 @@ impl<'a> ProjectResolver<'a> {
             }
         }
         for (attribute, callee) in &class.attributes {
-            if !submodules.contains(attribute) && self.callee_returns_module(m, callee, &mut HashSet::new(), 1) {
+            if !submodules.contains(attribute) && self.callee_returns_module(m, callee, &mut HashSet::default(), 1) {
                 submodules.push(attribute.clone());
             }
         }
         for base in &class.bases {
-            if let Some(Target::Class(bm, bn)) = self.resolve_spelled(m, base, &mut HashSet::new()) {
+            if let Some(Target::Class(bm, bn)) = self.resolve_spelled(m, base, &mut HashSet::default()) {
                 self.inherited_members(&bm, &bn, methods, submodules, seen, depth + 1);
             }
         }
@@ -348,7 +348,7 @@ impl<'a> ProjectResolver<'a> {
         }
         let Some(summary) = self.summary(m) else { return false };
         let Some(class) = summary.class(name) else { return false };
-        class.bases.iter().any(|base| match self.resolve_spelled(m, base, &mut HashSet::new()) {
+        class.bases.iter().any(|base| match self.resolve_spelled(m, base, &mut HashSet::default()) {
             Some(Target::Class(bm, bn)) => self.class_is_module(&bm, &bn, seen, depth + 1),
             Some(Target::External(q)) => library_module_class(&q),
             Some(_) => false,
@@ -368,11 +368,11 @@ impl<'a> ProjectResolver<'a> {
         let Some(summary) = self.summary(m) else { return false };
         let Some(class) = summary.class(name) else { return false };
         let Some(callees) = &class.parameter_free else { return false };
-        let holds_none = |spelled: &str, base: bool| match self.resolve_spelled(m, spelled, &mut HashSet::new()) {
+        let holds_none = |spelled: &str, base: bool| match self.resolve_spelled(m, spelled, &mut HashSet::default()) {
             Some(Target::External(q)) if base => crate::library::is_the_module_base(&q),
             Some(Target::External(q)) => crate::library::stored_value_holds_no_parameters(&q),
             Some(Target::Class(cm, cn)) if (cm.as_str(), cn.as_str()) != (m, name) => {
-                self.class_is_module(&cm, &cn, &mut HashSet::new(), depth + 1) && self.class_holds_no_parameters(&cm, &cn, depth + 1)
+                self.class_is_module(&cm, &cn, &mut HashSet::default(), depth + 1) && self.class_holds_no_parameters(&cm, &cn, depth + 1)
             }
             _ => false,
         };
@@ -390,8 +390,8 @@ impl<'a> ProjectResolver<'a> {
     }
 
     fn callee_returns_module(&self, m: &str, callee: &str, seen: &mut HashSet<(String, String)>, depth: usize) -> bool {
-        match self.resolve_spelled(m, callee, &mut HashSet::new()) {
-            Some(Target::Class(cm, cn)) => self.class_is_module(&cm, &cn, &mut HashSet::new(), depth + 1),
+        match self.resolve_spelled(m, callee, &mut HashSet::default()) {
+            Some(Target::Class(cm, cn)) => self.class_is_module(&cm, &cn, &mut HashSet::default(), depth + 1),
             Some(Target::Function(fm, fname)) => self.function_returns_module(&fm, &fname, seen, depth + 1),
             Some(Target::External(q)) => library_module_factory(&q),
             _ => false,
@@ -441,11 +441,11 @@ impl<'a> ProjectResolver<'a> {
     fn work_out_symbol(&self, target: Target) -> Option<Symbol> {
         match target {
             Target::Class(m, n) => {
-                let is_module = self.class_is_module(&m, &n, &mut HashSet::new(), 0);
+                let is_module = self.class_is_module(&m, &n, &mut HashSet::default(), 0);
                 let summary = self.summary(&m)?;
                 let class = summary.class(&n)?;
                 let pretrained = class.pretrained_calls.iter().find_map(|call| {
-                    let qualified = match self.resolve_spelled(&m, &call.callee, &mut HashSet::new()) {
+                    let qualified = match self.resolve_spelled(&m, &call.callee, &mut HashSet::default()) {
                         Some(Target::External(q)) => q,
                         // `from_pretrained` of a class memlint cannot resolve: judged as spelled.
                         None => call.callee.clone(),
@@ -457,21 +457,21 @@ impl<'a> ProjectResolver<'a> {
                 // nn.Sequential(...)`, a class of the project deriving `Module`).
                 let mut methods = class.methods.clone();
                 let mut submodules: Vec<String> = Vec::new();
-                self.inherited_members(&m, &n, &mut methods, &mut submodules, &mut HashSet::new(), 0);
+                self.inherited_members(&m, &n, &mut methods, &mut submodules, &mut HashSet::default(), 0);
                 let holds_no_parameters = is_module && self.class_holds_no_parameters(&m, &n, 0);
                 Some(Symbol::Class { is_module, methods: methods.into(), pretrained, submodules: submodules.into(), may_freeze: class.may_freeze, holds_no_parameters })
             }
             Target::Function(m, n) => {
-                let returns_module = self.function_returns_module(&m, &n, &mut HashSet::new(), 0);
+                let returns_module = self.function_returns_module(&m, &n, &mut HashSet::default(), 0);
                 let summary = self.summary(&m)?.function(&n)?.clone();
                 let classify = |callee: &str| -> Option<Returned> {
-                    if self.callee_returns_module(&m, callee, &mut HashSet::new(), 1) {
-                        if let Some(Target::Class(cm, cn)) = self.resolve_spelled(&m, callee, &mut HashSet::new()) {
+                    if self.callee_returns_module(&m, callee, &mut HashSet::default(), 1) {
+                        if let Some(Target::Class(cm, cn)) = self.resolve_spelled(&m, callee, &mut HashSet::default()) {
                             if self.summary(&cm).and_then(|s| s.class(&cn).map(|c| c.may_freeze)).unwrap_or(false) {
                                 return Some(Returned::FrozenNetwork);
                             }
                         }
-                        if let Some(Target::External(q)) = self.resolve_spelled(&m, callee, &mut HashSet::new()) {
+                        if let Some(Target::External(q)) = self.resolve_spelled(&m, callee, &mut HashSet::default()) {
                             if crate::library::call_model(&q) == Some(crate::library::Call::BuildsLoss) {
                                 return Some(Returned::Loss);
                             }
@@ -479,7 +479,7 @@ impl<'a> ProjectResolver<'a> {
                         let last = callee.rsplit('.').next().unwrap_or(callee);
                         return Some(if crate::lexicon::class_name_says_loss(last) { Returned::Loss } else { Returned::Network });
                     }
-                    match self.resolve_spelled(&m, callee, &mut HashSet::new()) {
+                    match self.resolve_spelled(&m, callee, &mut HashSet::default()) {
                         Some(Target::External(q)) => match crate::library::call_model(&q)? {
                             crate::library::Call::BuildsOptimizer => Some(Returned::Optimizer),
                             crate::library::Call::BuildsScaler => Some(Returned::Scaler),
@@ -508,14 +508,14 @@ impl<'a> ProjectResolver<'a> {
 
 impl ProjectIndex for ProjectResolver<'_> {
     fn class_derives_from(&self, qualified: &str, bases: &[&str]) -> bool {
-        match self.resolve_qualified(&self.from, qualified, &mut HashSet::new()) {
+        match self.resolve_qualified(&self.from, qualified, &mut HashSet::default()) {
             Some(Target::Class(m, n)) => self.class_derives_from_library(&m, &n, bases, 0),
             _ => false,
         }
     }
 
     fn symbol(&self, qualified: &str) -> Option<Symbol> {
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         // A plain name (no dots) is one the module does not bind: look in its star imports.
         if !qualified.contains('.') {
             for star in &self.own_star_imports()? {
@@ -538,7 +538,7 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn star_imported_external(&self, name: &str) -> Option<String> {
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for star in &self.own_star_imports()? {
             let Some(key) = self.resolve_module(&self.from, star) else { continue };
             let Some(s) = self.summary(&key) else { continue };
@@ -606,7 +606,7 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn method_call_sites(&self, class: &str, method: &str) -> Vec<(bool, bool)> {
-        match self.resolve_qualified(&self.from, class, &mut HashSet::new()) {
+        match self.resolve_qualified(&self.from, class, &mut HashSet::default()) {
             // Only a method the class defines itself: the calls of an inherited one are
             // looked for as calls of its base's.
             Some(Target::Class(m, n)) if m != self.from && self.summary(&m).and_then(|s| s.class(&n).map(|c| c.methods.iter().any(|f| f.name == method))).unwrap_or(false) => {
@@ -654,7 +654,7 @@ impl ProjectResolver<'_> {
                 }
             }
             for call in relevant {
-                let mut seen = HashSet::new();
+                let mut seen = HashSet::default();
                 let resolve = |callee: &str, seen: &mut HashSet<(String, String)>| {
                     if callee.contains('.') {
                         self.resolve_qualified(&caller, callee, seen)
