@@ -239,7 +239,9 @@ pub struct Project {
     files: Mutex<Arc<Vec<PathBuf>>>,
     /// [`Project::files_fingerprint`], once made.
     files_fingerprint: BuiltOnce<String>,
-    modules: Mutex<FxHashMap<PathBuf, Arc<OnceLock<Option<Arc<Module>>>>>>,
+    /// By module key ([`Project::key`]): a string, hashed in a few instructions (a `Path`
+    /// hashes component by component, and this map is asked at every step of resolution).
+    modules: Mutex<FxHashMap<String, Arc<OnceLock<Option<Arc<Module>>>>>>,
     /// The entries of each folder module resolution looked in, read once ([`Project::listing`]).
     listings: Mutex<FxHashMap<PathBuf, Option<Arc<Listing>>>>,
     /// [`ModuleLoader::resolve_module_in`]'s answers, by the importing file's folder, the
@@ -391,7 +393,11 @@ impl Project {
     /// Forgets what was read of `path` (it changed on disk), and of which files mention
     /// what. The files of the project may have changed too: `files` replaces them when given.
     pub fn invalidate(&self, path: &Path, files: Option<Vec<PathBuf>>) {
-        lock(&self.modules).remove(path);
+        {
+            let mut modules = lock(&self.modules);
+            modules.remove(&Project::key(path));
+            modules.remove(path.to_string_lossy().as_ref());
+        }
         // The file, or a folder above it, may be new or gone: the listings of its folders
         // are read again (a created or deleted `__init__.py` changes package roots too).
         let mut listings = lock(&self.listings);
@@ -420,7 +426,7 @@ impl Project {
     /// when the project has not read it): what the results cache checks its entries'
     /// dependencies against.
     pub fn file_hash(&self, key: &str) -> Option<String> {
-        if let Some(Some(m)) = lock(&self.modules).get(Path::new(key)).and_then(|c| c.get().cloned()) {
+        if let Some(Some(m)) = lock(&self.modules).get(key).and_then(|c| c.get().cloned()) {
             return Some(m.hash.clone());
         }
         if let Some(h) = lock(&self.hashes).get(key) {
@@ -600,9 +606,9 @@ impl Project {
     }
 
     fn module(&self, key: &str) -> Option<Arc<Module>> {
-        let path = PathBuf::from(key);
-        let cell = lock(&self.modules).entry(path.clone()).or_default().clone();
+        let cell = self.module_cell(key);
         cell.get_or_init(|| {
+            let path = PathBuf::from(key);
             if self.summarized.fetch_add(1, Ordering::Relaxed) >= self.limit {
                 self.limit_reached.store(true, Ordering::Relaxed);
                 return None;
@@ -633,6 +639,15 @@ impl Project {
             Some(Arc::new(Module { hash, summary }))
         })
         .clone()
+    }
+
+    /// The cell of module `key` in [`Project::modules`], made empty when it has none yet.
+    fn module_cell(&self, key: &str) -> Arc<OnceLock<Option<Arc<Module>>>> {
+        let mut modules = lock(&self.modules);
+        match modules.get(key) {
+            Some(cell) => cell.clone(),
+            None => modules.entry(key.to_owned()).or_default().clone(),
+        }
     }
 
     /// Which files of the run mention each identifier, and which may call it: one scan of
@@ -1006,7 +1021,7 @@ impl ModuleLoader for Project {
     }
 
     fn seed(&self, key: &str, text: &str, summary: &dyn Fn() -> ModuleSummary) {
-        let cell = lock(&self.modules).entry(PathBuf::from(key)).or_default().clone();
+        let cell = self.module_cell(key);
         if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
             return;
         }
