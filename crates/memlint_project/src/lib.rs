@@ -243,15 +243,6 @@ struct DeferredTrees {
     bytes: usize,
 }
 
-impl DeferredTrees {
-    /// The text and tree kept for module `key`, taken out (its room freed).
-    fn take(&mut self, key: &str) -> Option<(String, memlint_python::tree_sitter::Tree)> {
-        let (text, tree) = self.trees.remove(key)?;
-        self.bytes -= text.len();
-        Some((text, tree))
-    }
-}
-
 /// The modules of a project on disk, read lazily. Shared by the threads of one run (the
 /// CLI) or kept by the language server, which calls [`Project::invalidate`] when a file
 /// changes.
@@ -660,7 +651,12 @@ impl Project {
                 return Some(Arc::new(Module { hash, summary: Arc::new(summary) }));
             }
             // A lint that made no summary of this module handed over its tree of this text.
-            let deferred = self.deferred_trees.as_ref().and_then(|d| lock(d).take(key)).filter(|(text, _)| text.as_bytes() == &bytes[..]);
+            let deferred = self.deferred_trees.as_ref().and_then(|d| {
+                let mut d = lock(d);
+                let (text, tree) = d.trees.remove(key)?;
+                d.bytes -= text.len();
+                (text.as_bytes() == &bytes[..]).then_some((text, tree))
+            });
             if let Some((text, tree)) = deferred {
                 self.summaries_from_deferred_trees.fetch_add(1, Ordering::Relaxed);
                 let summary = Arc::new(ModuleSummary::new(&tree, &text));
@@ -1079,7 +1075,10 @@ impl ModuleLoader for Project {
     fn seed(&self, key: &str, text: &str, summary: &dyn Fn() -> ModuleSummary) {
         // A lint that kept its summary to itself and then made it needs its tree no more.
         if let Some(deferred) = &self.deferred_trees {
-            lock(deferred).take(key);
+            let mut deferred = lock(deferred);
+            if let Some((kept_text, _)) = deferred.trees.remove(key) {
+                deferred.bytes -= kept_text.len();
+            }
         }
         let cell = self.module_cell(key);
         if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
