@@ -300,14 +300,13 @@ pub fn run_once(args: &CheckArgs) -> u8 {
     }
     if let (Some(p), Some(_)) = (&project, std::env::var_os("MEMLINT_PROJECT_STATS")) {
         eprintln!(
-            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone, of which {} trees went on to their file's lint; {} summaries read from the cache; {} lints made no summary of a module no other file imports, {} of those summaries made from their tree later)",
+            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone, of which {} trees went on to their file's lint; {} summaries read from the cache; {} lints made no summary of a module no other file imports)",
             p.modules_summarized(),
             files.len(),
             p.modules_parsed_for_summary(),
             p.trees_handed_to_lint(),
             p.summaries_read_from_store(),
-            p.seeds_deferred(),
-            p.summaries_from_deferred_trees()
+            p.seeds_deferred()
         );
     }
     // For scripts/bench-check.sh: the files this run parsed, to time tree-sitter on them.

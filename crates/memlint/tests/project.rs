@@ -369,7 +369,7 @@ fn a_module_no_other_file_imports_is_not_summarized_unless_asked() {
     assert!(stdout.contains("plot.py:8:7: MEM001"), "{stdout}");
     let line = stderr.lines().find(|l| l.starts_with("project:")).unwrap_or_else(|| panic!("no project statistics in: {stderr}"));
     assert!(line.starts_with("project: 1 modules summarized for 3 files checked ("), "{line}");
-    assert!(line.contains("; 2 lints made no summary of a module no other file imports, 0 of those"), "{line}");
+    assert!(line.ends_with("; 2 lints made no summary of a module no other file imports)"), "{line}");
     // Its lint parsed it all the same: the benchmark's list of parsed files has all three.
     let listed = std::fs::read_to_string(&parsed).expect("the list is written");
     let mut names: Vec<&str> = listed.lines().map(|l| l.rsplit('/').next().unwrap_or(l)).collect();

@@ -45,10 +45,6 @@ pub const MAX_MODULE_BYTES: u64 = 4 << 20;
 /// for 80 MB more at the peak (`scripts/bench-check.sh`: the project pass 68% -> 61% over
 /// `--no-project`).
 pub const KEPT_TREES_TEXT_BUDGET: usize = 16 << 20;
-/// How much text the trees kept from lints that made no summary of their module may hold
-/// ([`Project::keeping_trees`]; see [`memlint_python::ModuleLoader::keep_deferred_tree`]).
-/// Past it a tree is not kept, and a question that reaches its module parses the file.
-pub const DEFERRED_TREES_TEXT_BUDGET: usize = 1 << 20;
 /// How many modules one run summarizes at most.
 pub const DEFAULT_MODULE_LIMIT: usize = 50_000;
 
@@ -233,16 +229,6 @@ impl KeptTrees {
     }
 }
 
-/// The trees of lints that made no summary of their module, kept in case a question reaches
-/// the module after all ([`Project::keeping_trees`]).
-#[derive(Default)]
-struct DeferredTrees {
-    /// By module key: the text linted and its tree.
-    trees: FxHashMap<String, (String, memlint_python::tree_sitter::Tree)>,
-    /// The text those trees hold, in bytes (at most [`DEFERRED_TREES_TEXT_BUDGET`]).
-    bytes: usize,
-}
-
 /// The modules of a project on disk, read lazily. Shared by the threads of one run (the
 /// CLI) or kept by the language server, which calls [`Project::invalidate`] when a file
 /// changes.
@@ -280,11 +266,6 @@ pub struct Project {
     /// a module parsed for its summary keeps its text and tree here until its own lint
     /// takes them, so no file of the run is parsed twice.
     kept: Option<Mutex<KeptTrees>>,
-    /// The trees lints handed over when they made no summary of their module, when trees
-    /// are kept ([`Project::keeping_trees`]).
-    deferred_trees: Option<Mutex<DeferredTrees>>,
-    /// How many summaries were made from those trees.
-    summaries_from_deferred_trees: AtomicUsize,
     trees_taken: AtomicUsize,
     store: Option<SummaryStore>,
     /// How many summaries came from [`Project::store`] instead of a parse.
@@ -320,8 +301,6 @@ impl Project {
             parsed_for_summary: AtomicUsize::new(0),
             limit_reached: AtomicBool::new(false),
             kept: None,
-            deferred_trees: None,
-            summaries_from_deferred_trees: AtomicUsize::new(0),
             trees_taken: AtomicUsize::new(0),
             store: None,
             stored_summaries_read: AtomicUsize::new(0),
@@ -337,7 +316,6 @@ impl Project {
     pub fn keeping_trees(mut self) -> Project {
         let pending = lock(&self.files).iter().cloned().collect();
         self.kept = Some(Mutex::new(KeptTrees { pending, trees: FxHashMap::default(), bytes: 0 }));
-        self.deferred_trees = Some(Mutex::new(DeferredTrees::default()));
         self
     }
 
@@ -381,15 +359,10 @@ impl Project {
         parsed
     }
 
-    /// How many lints made no summary of their module as they parsed it, no other file of
-    /// the run importing it (it is made if the lint itself asks for it).
+    /// How many lints made no summary of their module as they parsed it, no other module
+    /// of the run naming it (it is made if the lint itself asks for it).
     pub fn seeds_deferred(&self) -> usize {
         self.seeds_deferred.load(Ordering::Relaxed)
-    }
-
-    /// How many summaries were made from the trees of such lints, asked for after all.
-    pub fn summaries_from_deferred_trees(&self) -> usize {
-        self.summaries_from_deferred_trees.load(Ordering::Relaxed)
     }
 
     /// How many files' lints took the tree their summary was parsed into
@@ -649,21 +622,6 @@ impl Project {
             if let Some(summary) = self.store.as_ref().and_then(|store| store.get(&hash)) {
                 self.stored_summaries_read.fetch_add(1, Ordering::Relaxed);
                 return Some(Arc::new(Module { hash, summary: Arc::new(summary) }));
-            }
-            // A lint that made no summary of this module handed over its tree of this text.
-            let deferred = self.deferred_trees.as_ref().and_then(|d| {
-                let mut d = lock(d);
-                let (text, tree) = d.trees.remove(key)?;
-                d.bytes -= text.len();
-                (text.as_bytes() == &bytes[..]).then_some((text, tree))
-            });
-            if let Some((text, tree)) = deferred {
-                self.summaries_from_deferred_trees.fetch_add(1, Ordering::Relaxed);
-                let summary = Arc::new(ModuleSummary::new(&tree, &text));
-                if let Some(store) = &self.store {
-                    store.put(&hash, &summary);
-                }
-                return Some(Arc::new(Module { hash, summary }));
             }
             let text = String::from_utf8_lossy(&bytes);
             self.parsed_for_summary.fetch_add(1, Ordering::Relaxed);
@@ -1030,16 +988,6 @@ impl ModuleLoader for Project {
         }
     }
 
-    fn keep_deferred_tree(&self, key: &str, text: &str, tree: &memlint_python::tree_sitter::Tree) {
-        let Some(deferred) = &self.deferred_trees else { return };
-        let mut deferred = lock(deferred);
-        if deferred.bytes + text.len() <= DEFERRED_TREES_TEXT_BUDGET && !deferred.trees.contains_key(key) {
-            deferred.bytes += text.len();
-            // A tree is a counted reference: keeping it costs no copy.
-            deferred.trees.insert(key.to_owned(), (text.to_owned(), tree.clone()));
-        }
-    }
-
     fn may_be_asked(&self, key: &str) -> bool {
         // A module whose name no other file of the run writes in an import statement is
         // reached by none of their imports (only, rarely, through a module outside the run,
@@ -1073,13 +1021,6 @@ impl ModuleLoader for Project {
     }
 
     fn seed(&self, key: &str, text: &str, summary: &dyn Fn() -> ModuleSummary) {
-        // A lint that kept its summary to itself and then made it needs its tree no more.
-        if let Some(deferred) = &self.deferred_trees {
-            let mut deferred = lock(deferred);
-            if let Some((kept_text, _)) = deferred.trees.remove(key) {
-                deferred.bytes -= kept_text.len();
-            }
-        }
         let cell = self.module_cell(key);
         if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
             return;
@@ -1252,34 +1193,6 @@ mod tests {
         let only_train = Project::new(Vec::new(), vec![train]).keeping_trees();
         assert!(only_train.summary(&key).is_some());
         assert!(only_train.take_tree(&key, &text).is_none(), "models.py is not linted in this run");
-    }
-
-    #[test]
-    fn a_summary_asked_after_a_lint_that_kept_it_to_itself_comes_from_that_lints_tree() {
-        let (_dir, models, train) = two_files();
-        let (models_key, train_key) = (Project::key(&models), Project::key(&train));
-        let text = std::fs::read_to_string(&train).expect("read train.py");
-        let parse = |t: &str| memlint_python::parse_with(t, None);
-        let project = Project::new(Vec::new(), vec![models.clone(), train.clone()]).keeping_trees();
-        project.keep_deferred_tree(&train_key, &text, &parse(&text));
-        let summary = project.summary(&train_key).expect("train.py's summary");
-        assert_eq!(summary.import("Net"), Some("models.Net"));
-        assert_eq!((project.summaries_from_deferred_trees(), project.modules_parsed_for_summary()), (1, 0), "made from the tree, not parsed");
-        // A tree of another text than the file's (an edited buffer) is not used.
-        let stale = "from models import Net as Other\n";
-        project.keep_deferred_tree(&models_key, stale, &parse(stale));
-        assert!(project.summary(&models_key).expect("models.py's summary").class("Net").is_some());
-        assert_eq!((project.summaries_from_deferred_trees(), project.modules_parsed_for_summary()), (1, 1), "parsed from the file");
-        // Past the budget no tree is kept; and a long-lived project keeps none.
-        // (Only the text's length counts: the tree handed over with it is a small one.)
-        let large = "x = 1\n".repeat(DEFERRED_TREES_TEXT_BUDGET / 6 + 1);
-        let budgeted = Project::new(Vec::new(), vec![train.clone()]).keeping_trees();
-        budgeted.keep_deferred_tree(&train_key, &large, &parse(&text));
-        assert!(budgeted.deferred_trees.as_ref().is_some_and(|d| lock(d).trees.is_empty()), "over the budget");
-        let server_like = Project::new(Vec::new(), vec![train.clone()]);
-        server_like.keep_deferred_tree(&train_key, &text, &parse(&text));
-        assert!(server_like.summary(&train_key).is_some());
-        assert_eq!(server_like.summaries_from_deferred_trees(), 0, "a long-lived project keeps no tree");
     }
 
     #[test]

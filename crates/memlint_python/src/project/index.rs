@@ -177,11 +177,6 @@ pub trait ModuleLoader: Sync {
     /// when `summary_deferred` ([`Self::may_be_asked`] said no). For the loader's count of
     /// the files a run parsed.
     fn linted(&self, _key: &str, _summary_deferred: bool) {}
-    /// The lint of module `key` made no summary of it (see [`Self::may_be_asked`]) and hands
-    /// over its tree of `text`: a loader may keep it, so that a question that reaches the
-    /// module after all (most often as a caller of a function of a module it imports) is
-    /// answered from it without parsing the file again.
-    fn keep_deferred_tree(&self, _key: &str, _text: &str, _tree: &tree_sitter::Tree) {}
     /// May a module other than `key` ask for `key`'s summary? A loader that knows which
     /// files write which words can say no for a module whose name no other file writes in
     /// an import statement: few questions reach it. Its lint then makes its summary only

@@ -576,15 +576,14 @@ impl ProjectIndex for ProjectResolver<'_> {
             // A summary made from this very tree (the loader's) exists already.
             let from_loader = self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed);
             // Made now only for a module that another file may import. One that is only
-            // asked as a caller (who calls a function of a module it imports) is made
-            // from its tree if the loader kept it: on the benchmark tree of issue 31, 1
-            // of the 574 modules whose summary was made for that reason alone was asked.
+            // asked as a caller (who calls a function of a module it imports) is parsed
+            // again when asked: on the benchmark tree of issue 31, 1 of the 574 modules
+            // whose summary was made for that reason alone was ever asked.
             let deferred = !from_loader && !self.loader.may_be_asked(&self.from);
             self.loader.linted(&self.from, deferred);
             if deferred {
                 // A tree is a counted reference: keeping it costs no copy.
                 *self.own_tree.lock().unwrap_or_else(|e| e.into_inner()) = Some((walked.tree().clone(), source.to_owned()));
-                self.loader.keep_deferred_tree(&self.from, source, walked.tree());
             } else if !from_loader {
                 self.loader.seed(&self.from, source, &|| ModuleSummary::walked(nodes, source));
             }
