@@ -164,6 +164,13 @@ impl<'a> ProjectResolver<'a> {
         }
     }
 
+    /// Does the linted text import a module of the project? Then another module's lint
+    /// may ask what it calls (who calls a function of the module it imports), and its
+    /// summary, made now from the lint's tree, saves a parse then.
+    fn imports_a_project_module(&self, source: &str) -> bool {
+        super::scan::scan_imports(source).iter().any(|import| import.module.starts_with('.') || self.is_project_module(import.module))
+    }
+
     /// The modules the linted module star-imports: from its kept tree while its summary
     /// is not made, else from the summary.
     fn own_star_imports(&self) -> Option<Vec<String>> {
@@ -575,11 +582,10 @@ impl ProjectIndex for ProjectResolver<'_> {
         if self.seeds && self.from.ends_with(".py") {
             // A summary made from this very tree (the loader's) exists already.
             let from_loader = self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed);
-            // Made now only for a module that another file may import. One that is only
-            // asked as a caller (who calls a function of a module it imports) is parsed
-            // again when asked: on the benchmark tree of issue 31, 1 of the 574 modules
-            // whose summary was made for that reason alone was ever asked.
-            let deferred = !from_loader && !self.loader.may_be_asked(&self.from);
+            // The word lookup first: the import scan only for a module no other file
+            // imports. A module that imports one of the project's may be asked as a caller
+            // (who calls a function of the module it imports): a training script is.
+            let deferred = !from_loader && !self.loader.may_be_asked(&self.from) && !self.imports_a_project_module(source);
             self.loader.linted(&self.from, deferred);
             if deferred {
                 // A tree is a counted reference: keeping it costs no copy.
