@@ -95,6 +95,7 @@
 use memlint_python::tree_sitter::Node;
 use memlint_python::NodeExt;
 use memlint_python::{contains, Fact, Fate, FlagOff, GradContext, SemanticModel};
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::checker::Checker;
 use crate::prefilter::Words;
@@ -129,9 +130,16 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     // query runs at; see the query's comment), in source order, each judged as a forward
     // pass and then as a volatile `Variable`.
     let calls: Vec<Node<'_>> = model.indexed_nodes_of_kind("call").collect();
+    // Whether each function is part of a forward, asked once per function: in a module's
+    // `forward` no call is judged, so its callees' values are never worked out (in a file
+    // of network definitions, most of its calls).
+    let mut in_forward: HashMap<usize, bool> = HashMap::default();
     for call in calls {
         if call.field("function").is_some_and(|f| f.is_named()) {
-            check_forward_pass(checker, call);
+            let function = model.enclosing_function(call).map_or(0, |f| f.node.id());
+            if !*in_forward.entry(function).or_insert_with(|| part_of_a_forward(model, call)) {
+                check_forward_pass(checker, call);
+            }
         }
         if volatile_calls.contains(&call) {
             check_volatile(checker, call);
@@ -206,6 +214,7 @@ impl<'t> Reason<'t> {
 
 fn evaluation_reason<'t>(model: &SemanticModel<'t>, call: Node<'t>, module: Node<'t>) -> Option<Reason<'t>> {
     // A module's `forward`, and its methods that `forward` runs: the training forward pass.
+    // (`check` asks before the callee's value; a method's inner calls are asked here.)
     if part_of_a_forward(model, call) {
         return None;
     }
