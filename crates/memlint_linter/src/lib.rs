@@ -57,7 +57,7 @@ pub fn lint_in_project(source: &str, settings: &LinterSettings, project: &dyn Pr
         drop(project.parsed_tree(source));
         return LintResult::default();
     }
-    let walked = project.parsed_tree(source).unwrap_or_else(|| WalkedTree::walk(memlint_python::parse_with(source, None)));
+    let walked = project.parsed_tree(source).unwrap_or_else(|| project.parse(source));
     lint_possible(source, &walked, &LinterSettings { rules: possible, severity: settings.severity.clone() }, &settings.rules, project)
 }
 
@@ -132,7 +132,7 @@ pub fn lint_unfiltered_in_project(source: &str, settings: &LinterSettings, proje
     if !settings.rules.any_enabled() {
         return LintResult::default();
     }
-    let walked = project.parsed_tree(source).unwrap_or_else(|| WalkedTree::walk(memlint_python::parse_with(source, None)));
+    let walked = project.parsed_tree(source).unwrap_or_else(|| project.parse(source));
     lint_possible(source, &walked, settings, &settings.rules, project)
 }
 

@@ -605,6 +605,31 @@ impl Project {
         None
     }
 
+    /// The module made from a lint's own `text` and `summary` of it (read from the store
+    /// instead when it has one); `None` past the run's limit of modules.
+    fn module_of_lint(&self, text: &str, summary: &dyn Fn() -> ModuleSummary) -> Option<Arc<Module>> {
+        if self.summarized.fetch_add(1, Ordering::Relaxed) >= self.limit {
+            self.limit_reached.store(true, Ordering::Relaxed);
+            return None;
+        }
+        let hash = Project::hash_text(text.as_bytes());
+        let summary = match &self.store {
+            Some(store) => match store.get(&hash) {
+                Some(stored) => {
+                    self.stored_summaries_read.fetch_add(1, Ordering::Relaxed);
+                    stored
+                }
+                None => {
+                    let made = summary();
+                    store.put(&hash, &made);
+                    made
+                }
+            },
+            None => summary(),
+        };
+        Some(Arc::new(Module { hash, summary: Arc::new(summary) }))
+    }
+
     fn module(&self, key: &str) -> Option<Arc<Module>> {
         let cell = self.module_cell(key);
         cell.get_or_init(|| {
@@ -1025,26 +1050,27 @@ impl ModuleLoader for Project {
         if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
             return;
         }
-        if self.summarized.fetch_add(1, Ordering::Relaxed) >= self.limit {
-            self.limit_reached.store(true, Ordering::Relaxed);
-            return;
+        if let Some(module) = self.module_of_lint(text, summary) {
+            let _ = cell.set(Some(module));
         }
-        let hash = Project::hash_text(text.as_bytes());
-        let summary = match &self.store {
-            Some(store) => match store.get(&hash) {
-                Some(stored) => {
-                    self.stored_summaries_read.fetch_add(1, Ordering::Relaxed);
-                    stored
-                }
-                None => {
-                    let made = summary();
-                    store.put(&hash, &made);
-                    made
-                }
-            },
-            None => summary(),
-        };
-        let _ = cell.set(Some(Arc::new(Module { hash, summary: Arc::new(summary) })));
+    }
+
+    fn parse_seeding(&self, key: &str, text: &str) -> Option<WalkedTree> {
+        let cell = self.module_cell(key);
+        if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
+            return None;
+        }
+        // The cell is initialized here, so a thread asking for the module meanwhile
+        // ([`Project::module`]) waits on it. Parsing and summarizing ask nothing of the
+        // project, so the wait always ends.
+        let mut parsed = None;
+        cell.get_or_init(|| {
+            let walked = WalkedTree::walk(memlint_python::parse_with(text, None));
+            let module = self.module_of_lint(text, &|| ModuleSummary::walked(walked.nodes(), text));
+            parsed = Some(walked);
+            module
+        });
+        parsed
     }
 
 }
@@ -1075,6 +1101,64 @@ mod tests {
         assert_eq!(tree.nodes().len(), memlint_python::NamedNodes::of(tree.tree().root_node()).len(), "it comes walked");
         assert!(project.take_tree(&key, &text).is_none(), "handed over once");
         assert_eq!(project.trees_handed_to_lint(), 1);
+    }
+
+    #[test]
+    fn a_lint_that_parses_its_file_makes_its_summary_from_that_parse() {
+        let (_dir, models, train) = two_files();
+        let text = std::fs::read_to_string(&models).expect("read models.py");
+        let key = Project::key(&models);
+        let project = Project::new(Vec::new(), vec![models.clone(), train.clone()]).keeping_trees();
+        let tree = project.parse_seeding(&key, &text).expect("the lint's tree");
+        assert_eq!(tree.tree().root_node().to_sexp(), memlint_python::parse_with(&text, None).root_node().to_sexp());
+        let summary = project.summary(&key).expect("models.py is summarized");
+        assert_eq!(summary.classes.len(), 1, "{summary:?}");
+        assert_eq!(project.modules_parsed_for_summary(), 0, "the summary came from the lint's parse");
+        assert!(project.parse_seeding(&key, &text).is_none(), "made once");
+        // Summarized before its lint: the lint parses the file itself, and no summary is
+        // made again.
+        let project = Project::new(Vec::new(), vec![models, train]);
+        assert!(project.summary(&key).is_some());
+        assert!(project.parse_seeding(&key, &text).is_none());
+        assert_eq!(project.modules_parsed_for_summary(), 1);
+    }
+
+    #[test]
+    fn a_question_asked_while_the_lint_parses_waits_for_that_parse() {
+        // A file whose parse takes a while (a second or so in a debug build): the lint
+        // starts parsing it, and a question for its summary comes 100 ms later, while
+        // the lint still parses. The question waits for the lint's parse, so the file is
+        // parsed once. (Before, the lint parsed outside the module's cell, and the
+        // question parsed the file a second time: 104 files of the engine tree.)
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let models = dir.path().join("models.py");
+        let mut text = String::from("import torch.nn as nn\n\n");
+        for i in 0..6000 {
+            text.push_str(&format!("class Net{i}(nn.Module):\n    def forward(self, x):\n        return self.layer(x) + {i}\n\n"));
+        }
+        std::fs::write(&models, &text).expect("write models.py");
+        let project = Project::new(Vec::new(), vec![models.clone()]).keeping_trees();
+        let key = Project::key(&models);
+        // The lint asks for a kept tree first (there is none), as `lint_in_project` does.
+        assert!(project.take_tree(&key, &text).is_none());
+        let start = std::sync::Barrier::new(2);
+        let (lint_seeded, parse_time) = std::thread::scope(|scope| {
+            let lint = scope.spawn(|| {
+                start.wait();
+                let began = std::time::Instant::now();
+                let seeded = project.parse_seeding(&key, &text).is_some();
+                (seeded, began.elapsed())
+            });
+            start.wait();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let summary = project.summary(&key).expect("models.py is summarized");
+            assert_eq!(summary.classes.len(), 6000);
+            lint.join().expect("the lint's thread")
+        });
+        assert!(lint_seeded, "the lint made the summary");
+        assert_eq!(project.modules_parsed_for_summary(), 0, "the question did not parse models.py again");
+        // Only a parse that outlasts the question's delay tests the wait.
+        eprintln!("the lint's parse took {parse_time:?}");
     }
 
     #[test]

@@ -75,9 +75,12 @@ pub struct ProjectResolver<'a> {
     /// Of that summary, the star imports alone (what most of the lint's questions of its
     /// own module need), read from the kept tree.
     own_star_imports: std::sync::OnceLock<Vec<String>>,
-    /// The lint's tree is the one the loader parsed for the module's summary: that
-    /// summary exists.
+    /// The lint's tree is one the loader parsed and made the module's summary from
+    /// (before the lint, or for it: [`ModuleLoader::parse_seeding`]): that summary exists.
     own_tree_from_loader: std::sync::atomic::AtomicBool,
+    /// Whether the lint makes no summary of its module ([`Self::summary_deferred`]), once
+    /// decided.
+    summary_deferred: std::sync::OnceLock<bool>,
     /// While a [`SymbolAnswer`] for the loader is worked out: the modules it reads.
     answer_reads: Mutex<Option<AnswerReads>>,
 }
@@ -96,6 +99,7 @@ impl<'a> ProjectResolver<'a> {
             own_summary: std::sync::OnceLock::new(),
             own_star_imports: std::sync::OnceLock::new(),
             own_tree_from_loader: std::sync::atomic::AtomicBool::new(false),
+            summary_deferred: std::sync::OnceLock::new(),
             answer_reads: Mutex::new(None),
         }
     }
@@ -169,6 +173,20 @@ impl<'a> ProjectResolver<'a> {
     /// summary, made now from the lint's tree, saves a parse then.
     fn imports_a_project_module(&self, source: &str) -> bool {
         super::scan::scan_imports(source).iter().any(|import| import.module.starts_with('.') || self.is_project_module(import.module))
+    }
+
+    /// Does the lint of `source` make no summary of its module? Not when the summary
+    /// exists already (the lint's tree is the loader's); else when no other module is
+    /// likely to ask for it: none imports it ([`ModuleLoader::may_be_asked`]), and it
+    /// imports no project module, so no lint asks what it calls. The word lookup first:
+    /// the import scan only for a module no other file imports. Decided once, before the
+    /// lint parses ([`ProjectIndex::parse`]) or when it seeds.
+    fn summary_deferred(&self, source: &str) -> bool {
+        *self.summary_deferred.get_or_init(|| {
+            !self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed)
+                && !self.loader.may_be_asked(&self.from)
+                && !self.imports_a_project_module(source)
+        })
     }
 
     /// The modules the linted module star-imports: from its kept tree while its summary
@@ -582,10 +600,7 @@ impl ProjectIndex for ProjectResolver<'_> {
         if self.seeds && self.from.ends_with(".py") {
             // A summary made from this very tree (the loader's) exists already.
             let from_loader = self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed);
-            // The word lookup first: the import scan only for a module no other file
-            // imports. A module that imports one of the project's may be asked as a caller
-            // (who calls a function of the module it imports): a training script is.
-            let deferred = !from_loader && !self.loader.may_be_asked(&self.from) && !self.imports_a_project_module(source);
+            let deferred = self.summary_deferred(source);
             self.loader.linted(&self.from, deferred);
             if deferred {
                 // A tree is a counted reference: keeping it costs no copy.
@@ -594,6 +609,17 @@ impl ProjectIndex for ProjectResolver<'_> {
                 self.loader.seed(&self.from, source, &|| ModuleSummary::walked(nodes, source));
             }
         }
+    }
+
+    fn parse(&self, source: &str) -> crate::WalkedTree {
+        if self.seeds && self.from.ends_with(".py") && !self.summary_deferred(source) {
+            if let Some(tree) = self.loader.parse_seeding(&self.from, source) {
+                // The summary is made from this tree: `seed` makes none.
+                self.own_tree_from_loader.store(true, std::sync::atomic::Ordering::Relaxed);
+                return tree;
+            }
+        }
+        crate::WalkedTree::walk(crate::parse_with(source, None))
     }
 
     fn parsed_tree(&self, source: &str) -> Option<crate::WalkedTree> {
