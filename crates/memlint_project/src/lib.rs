@@ -1060,6 +1060,13 @@ impl ModuleLoader for Project {
         if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
             return None;
         }
+        // The lint waits for its tree again: a question that is parsing the module now
+        // (its cell is being initialized) keeps its tree for the lint, which takes it
+        // below instead of parsing the file a second time (50 files of the engine tree).
+        let path = Path::new(key);
+        if let Some(kept) = &self.kept {
+            lock(kept).pending.insert(path.to_owned());
+        }
         // The cell is initialized here, so a thread asking for the module meanwhile
         // ([`Project::module`]) waits on it. Parsing and summarizing ask nothing of the
         // project, so the wait always ends.
@@ -1070,7 +1077,9 @@ impl ModuleLoader for Project {
             parsed = Some(walked);
             module
         });
-        parsed
+        // No longer waiting; the tree a question parsed meanwhile, if it kept one.
+        let kept = self.take_tree(key, text);
+        parsed.or(kept)
     }
 
 }
@@ -1132,10 +1141,7 @@ mod tests {
         // question parsed the file a second time: 104 files of the engine tree.)
         let dir = tempfile::tempdir().expect("temporary folder");
         let models = dir.path().join("models.py");
-        let mut text = String::from("import torch.nn as nn\n\n");
-        for i in 0..6000 {
-            text.push_str(&format!("class Net{i}(nn.Module):\n    def forward(self, x):\n        return self.layer(x) + {i}\n\n"));
-        }
+        let text = many_classes(6000);
         std::fs::write(&models, &text).expect("write models.py");
         let project = Project::new(Vec::new(), vec![models.clone()]).keeping_trees();
         let key = Project::key(&models);
@@ -1159,6 +1165,47 @@ mod tests {
         assert_eq!(project.modules_parsed_for_summary(), 0, "the question did not parse models.py again");
         // Only a parse that outlasts the question's delay tests the wait.
         eprintln!("the lint's parse took {parse_time:?}");
+    }
+
+    #[test]
+    fn a_lint_that_comes_while_a_question_parses_its_file_takes_that_tree() {
+        // The question starts parsing first; the lint, 100 ms later, finds no kept tree,
+        // and waits for the question's parse instead of parsing the file again.
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let models = dir.path().join("models.py");
+        let text = many_classes(6000);
+        std::fs::write(&models, &text).expect("write models.py");
+        let project = Project::new(Vec::new(), vec![models.clone()]).keeping_trees();
+        let key = Project::key(&models);
+        let start = std::sync::Barrier::new(2);
+        let (tree, parse_time) = std::thread::scope(|scope| {
+            let question = scope.spawn(|| {
+                start.wait();
+                let began = std::time::Instant::now();
+                assert!(project.summary(&key).is_some(), "models.py is summarized");
+                began.elapsed()
+            });
+            start.wait();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            // As `lint_in_project` does: the kept tree first, then its own parse.
+            let tree = project.take_tree(&key, &text).or_else(|| project.parse_seeding(&key, &text));
+            (tree, question.join().expect("the question's thread"))
+        });
+        assert!(tree.is_some(), "the lint took the question's tree");
+        assert_eq!(project.modules_parsed_for_summary(), 1);
+        assert_eq!(project.trees_handed_to_lint(), 1);
+        assert_eq!(kept_bytes(&project), 0, "no tree is left kept");
+        // Only a parse that outlasts the lint's delay tests the wait.
+        eprintln!("the question's parse took {parse_time:?}");
+    }
+
+    /// A module of `n` small network classes: a text whose parse takes a while.
+    fn many_classes(n: usize) -> String {
+        let mut text = String::from("import torch.nn as nn\n\n");
+        for i in 0..n {
+            text.push_str(&format!("class Net{i}(nn.Module):\n    def forward(self, x):\n        return self.layer(x) + {i}\n\n"));
+        }
+        text
     }
 
     #[test]
