@@ -81,8 +81,11 @@ PARSE_PASSED=("$ROOT/target/release/examples/parse_tree" --files-from "$PASSED_F
 # pre-filter lets through without the project, it shows how much of the project pass is
 # parsing more text, and how much is the work on the trees.
 PROJECT_PARSED_FILES=$(mktemp)
-MEMLINT_PARSED_FILES="$PROJECT_PARSED_FILES" "${MEMLINT_CHECK[@]}" > /dev/null 2>&1 || true
+# The same run's statistics end with how many parses it ran and of how many bytes in all:
+# beside the text of the files it parsed, the files it parsed more than once.
+PROJECT_STATS=$(MEMLINT_PROJECT_STATS=1 MEMLINT_PARSED_FILES="$PROJECT_PARSED_FILES" "${MEMLINT_CHECK[@]}" 2>&1 > /dev/null | sed -n 's/^project: .*; \([0-9]*\) parses of \([0-9]*\) bytes in all$/\1 \2/p' || true)
 PROJECT_PARSED=$(wc -l < "$PROJECT_PARSED_FILES")
+PROJECT_PARSED_BYTES=$(tr '\n' '\0' < "$PROJECT_PARSED_FILES" | xargs -0 cat 2>/dev/null | wc -c)
 PARSE_PROJECT=("$ROOT/target/release/examples/parse_tree" --files-from "$PROJECT_PARSED_FILES")
 # What memlint would cost with a perfect pre-filter: the whole engine (parse, model, rules,
 # the project around each file) on only the files with findings, which any sound
@@ -155,6 +158,11 @@ printf 'project pass: memlint check takes %.0f%% more than --no-project (median 
 printf 'tree-sitter parse of the %s files memlint check parsed (the project pass parses %s more, for lints and summaries): %.3f s, %.0f%% over the %s files without the project; that extra parse is %.0f%% of --no-project (median of %s rounds)\n' \
     "$PROJECT_PARSED" "$((PROJECT_PARSED - PASSED))" "$(echo "$rounds" | awk '{print $8}' | median)" \
     "$(echo "$rounds" | awk '{print ($8 / $7 - 1) * 100}' | median)" "$PASSED" "$(echo "$rounds" | awk '{print ($8 - $7) / $4 * 100}' | median)" "$RUNS"
+if [[ -n "$PROJECT_STATS" ]]; then
+    read -r parses parsed_bytes <<< "$PROJECT_STATS"
+    printf 'memlint check ran %s parses of %s bytes, %.1f%% more than the %s bytes of the %s files it parsed\n' \
+        "$parses" "$parsed_bytes" "$(awk "BEGIN {print ($parsed_bytes / $PROJECT_PARSED_BYTES - 1) * 100}")" "$PROJECT_PARSED_BYTES" "$PROJECT_PARSED"
+fi
 PEFT_FILE=$(find "$TREE" -path '*huggingface+peft/tests/test_gpu_examples.py' -print -quit 2>/dev/null || true)
 if [[ -n "$PEFT_FILE" ]]; then
     peft=$(time_runs "$MEMLINT" check --no-cache --output-format concise "$PEFT_FILE")

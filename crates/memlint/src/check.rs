@@ -299,14 +299,17 @@ pub fn run_once(args: &CheckArgs) -> u8 {
         return write_failed(args, e);
     }
     if let (Some(p), Some(_)) = (&project, std::env::var_os("MEMLINT_PROJECT_STATS")) {
+        let (parses, parsed_bytes) = memlint_python::parses_so_far();
         eprintln!(
-            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone, of which {} trees went on to their file's lint; {} summaries read from the cache; {} lints made no summary of a module no other file imports)",
+            "project: {} modules summarized for {} files checked ({} read and parsed for their summary alone, of which {} trees went on to their file's lint; {} summaries read from the cache; {} lints made no summary of a module no other file imports); {} parses of {} bytes in all",
             p.modules_summarized(),
             files.len(),
             p.modules_parsed_for_summary(),
             p.trees_handed_to_lint(),
             p.summaries_read_from_store(),
-            p.seeds_deferred()
+            p.seeds_deferred(),
+            parses,
+            parsed_bytes
         );
     }
     // For scripts/bench-check.sh: the files this run parsed, to time tree-sitter on them.

@@ -1058,14 +1058,8 @@ impl ModuleLoader for Project {
     fn parse_seeding(&self, key: &str, text: &str) -> Option<WalkedTree> {
         let cell = self.module_cell(key);
         if cell.get().is_some() || text.len() as u64 > MAX_MODULE_BYTES {
-            return None;
-        }
-        // The lint waits for its tree again: a question that is parsing the module now
-        // (its cell is being initialized) keeps its tree for the lint, which takes it
-        // below instead of parsing the file a second time (50 files of the engine tree).
-        let path = Path::new(key);
-        if let Some(kept) = &self.kept {
-            lock(kept).pending.insert(path.to_owned());
+            // Made already: by a question that kept its tree for this lint, or not.
+            return self.take_tree(key, text);
         }
         // The cell is initialized here, so a thread asking for the module meanwhile
         // ([`Project::module`]) waits on it. Parsing and summarizing ask nothing of the
@@ -1077,9 +1071,16 @@ impl ModuleLoader for Project {
             parsed = Some(walked);
             module
         });
-        // No longer waiting; the tree a question parsed meanwhile, if it kept one.
+        // No longer waiting ([`ModuleLoader::expect_tree`]); the tree a question that was
+        // parsing the module kept for this lint, if it did.
         let kept = self.take_tree(key, text);
         parsed.or(kept)
+    }
+
+    fn expect_tree(&self, key: &str) {
+        if let Some(kept) = &self.kept {
+            lock(kept).pending.insert(PathBuf::from(key));
+        }
     }
 
 }
@@ -1126,10 +1127,24 @@ mod tests {
         assert!(project.parse_seeding(&key, &text).is_none(), "made once");
         // Summarized before its lint: the lint parses the file itself, and no summary is
         // made again.
-        let project = Project::new(Vec::new(), vec![models, train]);
+        let project = Project::new(Vec::new(), vec![models.clone(), train.clone()]);
         assert!(project.summary(&key).is_some());
         assert!(project.parse_seeding(&key, &text).is_none());
         assert_eq!(project.modules_parsed_for_summary(), 1);
+        // Summarized after the lint found no kept tree but while it expects one: the lint
+        // takes the question's tree.
+        let project = Project::new(Vec::new(), vec![models.clone(), train.clone()]).keeping_trees();
+        assert!(project.take_tree(&key, &text).is_none());
+        project.expect_tree(&key);
+        assert!(project.summary(&key).is_some());
+        assert!(project.parse_seeding(&key, &text).is_some(), "the question's tree");
+        assert_eq!((project.modules_parsed_for_summary(), project.trees_handed_to_lint(), kept_bytes(&project)), (1, 1, 0));
+        // Not expected (the lint was not about to parse): none is kept.
+        let project = Project::new(Vec::new(), vec![models, train]).keeping_trees();
+        assert!(project.take_tree(&key, &text).is_none());
+        assert!(project.summary(&key).is_some());
+        assert!(project.parse_seeding(&key, &text).is_none());
+        assert_eq!(kept_bytes(&project), 0);
     }
 
     #[test]
@@ -1187,8 +1202,12 @@ mod tests {
             });
             start.wait();
             std::thread::sleep(std::time::Duration::from_millis(100));
-            // As `lint_in_project` does: the kept tree first, then its own parse.
-            let tree = project.take_tree(&key, &text).or_else(|| project.parse_seeding(&key, &text));
+            // As `lint_in_project` and `ProjectResolver::parse` do: the kept tree first,
+            // then its own parse, expecting a tree again while it decides.
+            let tree = project.take_tree(&key, &text).or_else(|| {
+                project.expect_tree(&key);
+                project.parse_seeding(&key, &text)
+            });
             (tree, question.join().expect("the question's thread"))
         });
         assert!(tree.is_some(), "the lint took the question's tree");

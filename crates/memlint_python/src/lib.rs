@@ -48,6 +48,7 @@ pub use project::{
 pub use tree_sitter;
 
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use tree_sitter::{Language, Node, Parser, Tree};
 
 /// Which bytes make up Python identifiers: ASCII letters, digits, `_`, and every byte of
@@ -167,9 +168,21 @@ pub fn parse(source: &str) -> ParsedModule {
     ParsedModule { source: source.to_owned(), tree }
 }
 
+/// The parses of this process so far ([`parse_with`]), and the bytes of text they read.
+static PARSES: (AtomicU64, AtomicU64) = (AtomicU64::new(0), AtomicU64::new(0));
+
+/// How many parses this process ran and how many bytes of text they read: for statistics
+/// (`memlint check` with `MEMLINT_PROJECT_STATS` prints them, so a run that parses a file
+/// twice shows).
+pub fn parses_so_far() -> (u64, u64) {
+    (PARSES.0.load(Ordering::Relaxed), PARSES.1.load(Ordering::Relaxed))
+}
+
 /// Parse `source`, reusing `old_tree` (already edited with `Tree::edit`) for an
 /// incremental re-parse.
 pub fn parse_with(source: &str, old_tree: Option<&Tree>) -> Tree {
+    PARSES.0.fetch_add(1, Ordering::Relaxed);
+    PARSES.1.fetch_add(source.len() as u64, Ordering::Relaxed);
     with_parser(|parser| {
         parser.set_included_ranges(&[]).expect("no ranges are always valid");
         // `parse` only returns None on cancellation or without a language; neither applies.

@@ -205,12 +205,19 @@ pub trait ModuleLoader: Sync {
     /// summary in the meantime waits for this parse rather than reading and parsing the
     /// file again (before, a lint linted while another lint asked for its module parsed
     /// it twice: 104 files, 3.3 MB of text, on the engine tree). When a question is
-    /// parsing the module already, the lint waits for it and takes its tree. `None`
-    /// (the lint parses the text itself) when the summary was made already, when the
-    /// question's tree could not be kept, or when the loader keeps no summaries.
+    /// parsing the module already, the lint waits for it and takes the tree it kept
+    /// ([`Self::expect_tree`]). `None` (the lint parses the text itself) when the
+    /// summary was made already, when the question's tree could not be kept, or when the
+    /// loader keeps no summaries. Ends the wait [`Self::expect_tree`] began.
     fn parse_seeding(&self, _key: &str, _text: &str) -> Option<crate::WalkedTree> {
         None
     }
+    /// The lint of module `key`, which found no tree kept for it ([`Self::take_tree`]),
+    /// is about to parse its file: a tree parsed for the module's summary from now on is
+    /// kept for it again, until [`Self::take_tree`] (or [`Self::parse_seeding`], which
+    /// calls it) hands it over. Without it, a question that ends its parse while the lint
+    /// decides whether to make the summary dropped its tree (50 files of the engine tree).
+    fn expect_tree(&self, _key: &str) {}
     /// The answer kept for the class or function `definition` (an opaque key), if any:
     /// hundreds of the lints of a run ask what the same few classes and functions are.
     fn symbol_answer(&self, _definition: &str) -> Option<Arc<SymbolAnswer>> {

@@ -612,9 +612,16 @@ impl ProjectIndex for ProjectResolver<'_> {
     }
 
     fn parse(&self, source: &str) -> crate::WalkedTree {
-        if self.seeds && self.from.ends_with(".py") && !self.summary_deferred(source) {
-            if let Some(tree) = self.loader.parse_seeding(&self.from, source) {
-                // The summary is made from this tree: `seed` makes none.
+        if self.seeds && self.from.ends_with(".py") {
+            // A question that parses the module while this lint decides keeps its tree.
+            self.loader.expect_tree(&self.from);
+            if self.summary_deferred(source) {
+                if let Some(tree) = self.loader_tree(source) {
+                    return tree;
+                }
+            } else if let Some(tree) = self.loader.parse_seeding(&self.from, source) {
+                // The summary is made from this tree (or the tree it was made from): `seed`
+                // makes none.
                 self.own_tree_from_loader.store(true, std::sync::atomic::Ordering::Relaxed);
                 return tree;
             }
