@@ -1149,33 +1149,20 @@ mod tests {
 
     #[test]
     fn a_question_asked_while_the_lint_parses_waits_for_that_parse() {
-        // A file whose parse takes a while (a second or so in a debug build): the lint
-        // starts parsing it, and a question for its summary comes 100 ms later, while
-        // the lint still parses. The question waits for the lint's parse, so the file is
-        // parsed once. (Before, the lint parsed outside the module's cell, and the
-        // question parsed the file a second time: 104 files of the engine tree.)
-        let dir = tempfile::tempdir().expect("temporary folder");
-        let models = dir.path().join("models.py");
-        let text = many_classes(6000);
-        std::fs::write(&models, &text).expect("write models.py");
+        // The lint starts parsing a file whose parse takes a while, and a question for its
+        // summary comes 100 ms later, while the lint still parses. The question waits for
+        // the lint's parse, so the file is parsed once. (Before, the lint parsed outside
+        // the module's cell, and the question parsed the file a second time: 104 files of
+        // the engine tree.)
+        let (_dir, models, text) = slow_to_parse_module();
         let project = Project::new(Vec::new(), vec![models.clone()]).keeping_trees();
         let key = Project::key(&models);
         // The lint asks for a kept tree first (there is none), as `lint_in_project` does.
         assert!(project.take_tree(&key, &text).is_none());
-        let start = std::sync::Barrier::new(2);
-        let (lint_seeded, parse_time) = std::thread::scope(|scope| {
-            let lint = scope.spawn(|| {
-                start.wait();
-                let began = std::time::Instant::now();
-                let seeded = project.parse_seeding(&key, &text).is_some();
-                (seeded, began.elapsed())
-            });
-            start.wait();
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            let summary = project.summary(&key).expect("models.py is summarized");
-            assert_eq!(summary.classes.len(), 6000);
-            lint.join().expect("the lint's thread")
-        });
+        let ((lint_seeded, parse_time), ()) = first_then_another_later(
+            || project.parse_seeding(&key, &text).is_some(),
+            || assert_eq!(project.summary(&key).expect("models.py is summarized").classes.len(), 6000),
+        );
         assert!(lint_seeded, "the lint made the summary");
         assert_eq!(project.modules_parsed_for_summary(), 0, "the question did not parse models.py again");
         // Only a parse that outlasts the question's delay tests the wait.
@@ -1186,36 +1173,55 @@ mod tests {
     fn a_lint_that_comes_while_a_question_parses_its_file_takes_that_tree() {
         // The question starts parsing first; the lint, 100 ms later, finds no kept tree,
         // and waits for the question's parse instead of parsing the file again.
-        let dir = tempfile::tempdir().expect("temporary folder");
-        let models = dir.path().join("models.py");
-        let text = many_classes(6000);
-        std::fs::write(&models, &text).expect("write models.py");
+        let (_dir, models, text) = slow_to_parse_module();
         let project = Project::new(Vec::new(), vec![models.clone()]).keeping_trees();
         let key = Project::key(&models);
-        let start = std::sync::Barrier::new(2);
-        let (tree, parse_time) = std::thread::scope(|scope| {
-            let question = scope.spawn(|| {
-                start.wait();
-                let began = std::time::Instant::now();
-                assert!(project.summary(&key).is_some(), "models.py is summarized");
-                began.elapsed()
-            });
-            start.wait();
-            std::thread::sleep(std::time::Duration::from_millis(100));
+        let ((summarized, parse_time), tree) = first_then_another_later(
+            || project.summary(&key).is_some(),
             // As `lint_in_project` and `ProjectResolver::parse` do: the kept tree first,
             // then its own parse, expecting a tree again while it decides.
-            let tree = project.take_tree(&key, &text).or_else(|| {
-                project.expect_tree(&key);
-                project.parse_seeding(&key, &text)
-            });
-            (tree, question.join().expect("the question's thread"))
-        });
+            || {
+                project.take_tree(&key, &text).or_else(|| {
+                    project.expect_tree(&key);
+                    project.parse_seeding(&key, &text)
+                })
+            },
+        );
+        assert!(summarized, "models.py is summarized");
         assert!(tree.is_some(), "the lint took the question's tree");
         assert_eq!(project.modules_parsed_for_summary(), 1);
         assert_eq!(project.trees_handed_to_lint(), 1);
         assert_eq!(kept_bytes(&project), 0, "no tree is left kept");
         // Only a parse that outlasts the lint's delay tests the wait.
         eprintln!("the question's parse took {parse_time:?}");
+    }
+
+    /// Runs `first` on a thread of its own and, 100 ms after it starts, `second` on this
+    /// one: `first`'s answer with how long it took, and `second`'s.
+    fn first_then_another_later<A: Send, B>(first: impl FnOnce() -> A + Send, second: impl FnOnce() -> B) -> ((A, std::time::Duration), B) {
+        let start = std::sync::Barrier::new(2);
+        std::thread::scope(|scope| {
+            let first = scope.spawn(|| {
+                start.wait();
+                let began = std::time::Instant::now();
+                let answer = first();
+                (answer, began.elapsed())
+            });
+            start.wait();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let second = second();
+            (first.join().expect("the first thread"), second)
+        })
+    }
+
+    /// `models.py` of 6,000 small network classes in a fresh folder, and its text: a
+    /// module whose parse takes a while (half a second or more in a debug build).
+    fn slow_to_parse_module() -> (tempfile::TempDir, PathBuf, String) {
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let models = dir.path().join("models.py");
+        let text = many_classes(6000);
+        std::fs::write(&models, &text).expect("write models.py");
+        (dir, models, text)
     }
 
     /// A module of `n` small network classes: a text whose parse takes a while.
