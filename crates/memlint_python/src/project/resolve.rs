@@ -600,7 +600,9 @@ impl ProjectIndex for ProjectResolver<'_> {
         if self.seeds && self.from.ends_with(".py") {
             // A summary made from this very tree (the loader's) exists already.
             let from_loader = self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed);
-            let deferred = self.summary_deferred(source);
+            // (A tree the loader kept after the lint decided not to make the summary is
+            // one it made the summary from.)
+            let deferred = !from_loader && self.summary_deferred(source);
             self.loader.linted(&self.from, deferred);
             if deferred {
                 // A tree is a counted reference: keeping it costs no copy.
