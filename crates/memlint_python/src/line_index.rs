@@ -73,6 +73,10 @@ impl LineIndex {
         let offset = offset.min(text.len());
         let line = self.line_of(offset);
         let start = self.line_start(line);
+        // Most lines of Python are ASCII, where a byte is a UTF-16 unit.
+        if text.as_bytes()[start..offset].is_ascii() {
+            return (line as u32, (offset - start) as u32);
+        }
         let col: usize = text[start..]
             .char_indices()
             .take_while(|(i, _)| start + i < offset)
@@ -126,6 +130,20 @@ mod tests {
         assert_eq!(index.utf16_position(y, text), (1, 12));
         assert_eq!(index.offset_from_utf16(1, 12, text), y);
         assert_eq!(index.offset_from_utf8(1, (y - text.find('x').unwrap()) as u32, text), y);
+    }
+
+    #[test]
+    fn utf16_columns_on_ascii_and_other_lines_count_as_characters_do() {
+        let text = "import torch\nx = 'ü😀' + y  # é\n\n  z = 1\r\n😀😀\nlast";
+        let index = LineIndex::new(text);
+        for offset in 0..=text.len() + 2 {
+            // What a column is: the UTF-16 units of the characters that start before it.
+            let clamped = offset.min(text.len());
+            let line = index.line_of(clamped);
+            let start = index.line_start(line);
+            let units: usize = text[start..].char_indices().take_while(|(i, _)| start + i < clamped).map(|(_, c)| c.len_utf16()).sum();
+            assert_eq!(index.utf16_position(offset, text), (line as u32, units as u32), "offset {offset}");
+        }
     }
 
     #[test]
