@@ -11,6 +11,7 @@ mod document;
 mod hover;
 pub mod incremental;
 mod notebook;
+mod published;
 mod server;
 mod settings;
 mod workspace;

@@ -34,6 +34,7 @@ use crate::document::{Document, Encoding};
 use crate::hover;
 use crate::incremental::Baseline;
 use crate::notebook;
+use crate::published::PublishedJson;
 use crate::settings::{ClientSettings, DocumentSettings, SettingsStore};
 
 /// The code action kind of "fix everything memlint can fix".
@@ -51,8 +52,9 @@ pub struct Server {
     pub(crate) raw_refresh_support: Arc<AtomicBool>,
     state: Arc<Mutex<State>>,
     /// Held from the version check to the end of `publishDiagnostics`, so an older
-    /// version's results can never be published after a newer one's.
-    publish_lock: Arc<tokio::sync::Mutex<()>>,
+    /// version's results can never be published after a newer one's; it guards the JSON
+    /// of the findings last published, which the next publish writes again where it can.
+    publish_lock: Arc<tokio::sync::Mutex<PublishedJson>>,
     /// Where `publishDiagnostics` goes when the server owns its output (see
     /// [`crate::serve_with`]): written from the typed params, not through a
     /// `serde_json::Value` tree, which for a thousand findings costs more than linting.
@@ -80,13 +82,18 @@ pub(crate) struct Findings {
 }
 
 impl Findings {
-    fn of_file(diagnostics: Vec<memlint_linter::Diagnostic>) -> Findings {
+    pub(crate) fn of_file(diagnostics: Vec<memlint_linter::Diagnostic>) -> Findings {
         Findings { diagnostics, elsewhere: Vec::new() }
+    }
+
+    /// Per fact of finding `i`: the other cell it lies in (see `elsewhere`); empty for a file.
+    pub(crate) fn elsewhere_of(&self, i: usize) -> &[Option<Uri>] {
+        self.elsewhere.get(i).map_or(&[], Vec::as_slice)
     }
 
     /// The document a fact of finding `i` lies in: `doc`, or another cell of its notebook
     /// (`None` when that cell is no longer open).
-    fn fact_document<'a>(&self, i: usize, fact: usize, doc: &'a Document, docs: &'a HashMap<Uri, Document>) -> Option<&'a Document> {
+    pub(crate) fn fact_document<'a>(&self, i: usize, fact: usize, doc: &'a Document, docs: &'a HashMap<Uri, Document>) -> Option<&'a Document> {
         match self.elsewhere.get(i).and_then(|places| places.get(fact)).and_then(Option::as_ref) {
             Some(uri) => docs.get(uri),
             None => Some(doc),
@@ -421,7 +428,7 @@ struct WireFix<'a> {
 }
 
 impl<'a> WireDiagnostic<'a> {
-    fn of(doc: &Document, findings: &'a Findings, i: usize, docs: &HashMap<Uri, Document>, encoding: Encoding) -> WireDiagnostic<'a> {
+    pub(crate) fn of(doc: &Document, findings: &'a Findings, i: usize, docs: &HashMap<Uri, Document>, encoding: Encoding) -> WireDiagnostic<'a> {
         let d = &findings.diagnostics[i];
         let related: Vec<lsp::DiagnosticRelatedInformation> = d
             .evidence
@@ -456,11 +463,12 @@ impl<'a> WireDiagnostic<'a> {
     }
 }
 
-/// The params of `publishDiagnostics` as the direct output writes them.
+/// The params of `publishDiagnostics` as the direct output writes them: each finding's
+/// JSON made by [`PublishedJson`].
 #[derive(serde::Serialize)]
 struct WirePublish<'a> {
     uri: &'a Uri,
-    diagnostics: Vec<WireDiagnostic<'a>>,
+    diagnostics: Vec<&'a serde_json::value::RawValue>,
     version: i32,
 }
 
@@ -708,7 +716,7 @@ impl Server {
             client,
             raw_refresh_support: Arc::new(AtomicBool::new(false)),
             state: Arc::new(Mutex::new(state)),
-            publish_lock: Arc::new(tokio::sync::Mutex::new(())),
+            publish_lock: Arc::new(tokio::sync::Mutex::new(PublishedJson::default())),
             direct_output,
         }
     }
@@ -826,14 +834,16 @@ impl Server {
 
     /// Publishes the current findings of `updated`.
     async fn publish(&self, updated: Vec<Uri>) {
-        let _order = self.publish_lock.lock().await;
+        let mut _order = self.publish_lock.lock().await;
         if let Some(output) = &self.direct_output {
             {
                 let state = self.state();
+                let published = &mut *_order;
+                published.retain_open(&state.docs);
                 for uri in &updated {
                     let (Some(doc), Some(lint)) = (state.docs.get(uri), state.current_lint(uri)) else { continue };
-                    let diagnostics =
-                        (0..lint.diagnostics.len()).map(|i| WireDiagnostic::of(doc, &lint, i, &state.docs, state.encoding)).collect();
+                    let json = published.diagnostics(doc, &lint, &state.docs, state.encoding);
+                    let diagnostics = json.iter().map(|j| &**j).collect();
                     output.notify("textDocument/publishDiagnostics", &WirePublish { uri, diagnostics, version: doc.version });
                 }
             }
