@@ -190,16 +190,16 @@ enum Outgoing {
 pub(crate) struct DirectOutput(tokio::sync::mpsc::UnboundedSender<Outgoing>);
 
 impl DirectOutput {
-    /// Sends a notification serialized straight from `params`.
-    pub(crate) fn notify<P: serde::Serialize>(&self, method: &str, params: &P) {
+    /// Sends a notification serialized straight from `params`, which take about `size`
+    /// bytes (a buffer that grows copies what it holds, and touches fresh pages).
+    pub(crate) fn notify<P: serde::Serialize>(&self, method: &str, params: &P, size: usize) {
         #[derive(serde::Serialize)]
         struct Notification<'a, P> {
             jsonrpc: &'static str,
             method: &'a str,
             params: &'a P,
         }
-        // A finding's diagnostic takes about a kilobyte: one allocation, not twenty.
-        let mut body = Vec::with_capacity(1 << 20);
+        let mut body = Vec::with_capacity(size + method.len() + 64);
         match serde_json::to_writer(&mut body, &Notification { jsonrpc: "2.0", method, params }) {
             Ok(()) => {
                 // Fails only once the writer is gone: the client has exited.

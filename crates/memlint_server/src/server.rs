@@ -734,7 +734,11 @@ impl Server {
     /// `textDocument/publishDiagnostics`, through the direct output when there is one.
     async fn publish_diagnostics(&self, uri: Uri, diagnostics: Vec<lsp::Diagnostic>, version: Option<i32>) {
         match &self.direct_output {
-            Some(output) => output.notify("textDocument/publishDiagnostics", &lsp::PublishDiagnosticsParams { uri, diagnostics, version }),
+            // A finding's diagnostic takes about a kilobyte.
+            Some(output) => {
+                let size = 1024 * (diagnostics.len() + 1);
+                output.notify("textDocument/publishDiagnostics", &lsp::PublishDiagnosticsParams { uri, diagnostics, version }, size)
+            }
             None => self.client.publish_diagnostics(uri, diagnostics, version).await,
         }
     }
@@ -843,8 +847,9 @@ impl Server {
                 for uri in &updated {
                     let (Some(doc), Some(lint)) = (state.docs.get(uri), state.current_lint(uri)) else { continue };
                     let json = published.diagnostics(doc, &lint, &state.docs, state.encoding);
+                    let size = json.iter().map(|j| j.get().len() + 1).sum::<usize>() + uri.as_str().len() + 64;
                     let diagnostics = json.iter().map(|j| &**j).collect();
-                    output.notify("textDocument/publishDiagnostics", &WirePublish { uri, diagnostics, version: doc.version });
+                    output.notify("textDocument/publishDiagnostics", &WirePublish { uri, diagnostics, version: doc.version }, size);
                 }
             }
             drop(_order);
