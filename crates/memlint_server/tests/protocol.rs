@@ -181,6 +181,46 @@ async fn an_edit_inside_a_function_is_published_once_when_the_prediction_holds()
     assert_eq!(client.taken("textDocument/publishDiagnostics"), Vec::<Value>::new());
 }
 
+/// The last publish for `uri` once the server is quiet (the prediction, and the complete
+/// lint's correction if it made one).
+async fn last_publish(client: &mut TestClient, uri: &str) -> Value {
+    let first = client.diagnostics_for(uri).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    client.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})).await;
+    client.taken("textDocument/publishDiagnostics").into_iter().filter(|m| m["params"]["uri"] == uri).last().unwrap_or(first)
+}
+
+#[tokio::test]
+async fn after_each_edit_the_published_json_is_what_a_fresh_open_of_the_text_publishes() {
+    // A finding's JSON is written again from the last publish where the finding is the
+    // same at the same places (`published.rs`): it must read as if made afresh.
+    let mut client = predicting_push_server().await;
+    let uri = "file:///memlint-test/two.py";
+    let mut text = TWO_FUNCTIONS.to_owned();
+    client.open(uri, &text).await;
+    client.diagnostics_for(uri).await;
+    let edits = [
+        json!({"range": range(15, 4, 15, 4), "text": "x"}),
+        json!({"range": range(15, 4, 15, 5), "text": ""}),
+        json!({"range": range(9, 13, 9, 13), "text": " "}),
+        json!({"range": range(4, 4, 4, 9), "text": "tally"}),
+        json!({"range": range(9, 8, 9, 13), "text": "tally"}),
+        json!({"range": range(12, 0, 12, 0), "text": "\n"}),
+        json!({"range": range(10, 11, 10, 16), "text": "tally"}),
+    ];
+    for (version, edit) in (2..).zip(edits) {
+        text = apply_text_edits(&text, &[json!({"range": edit["range"], "newText": edit["text"]})], false);
+        client.change(uri, version, json!([edit])).await;
+        let published = last_publish(&mut client, uri).await;
+        assert_eq!(published["params"]["version"], version);
+        let mut fresh = push_server().await;
+        fresh.open(uri, &text).await;
+        let expected = fresh.diagnostics_for(uri).await;
+        assert!(!expected["params"]["diagnostics"].as_array().unwrap().is_empty());
+        assert_eq!(published["params"]["diagnostics"], expected["params"]["diagnostics"], "version {version}:\n{text}");
+    }
+}
+
 const CALLER: &str = "import torch\n\n\ndef evaluate(model, loader):\n    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(1).tolist())\n    return outs\n\n\ndef run(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n\n\ndef summarize(values):\n    count = 0\n    for v in values:\n        count += 1\n    average = sum(values) / max(count, 1)\n    print(f\"{count} values, average {average:.3f}\")\n    return average\n";
 
 #[tokio::test]
