@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use tower_lsp_server::lsp_types::{self as lsp, Uri};
 
 use crate::document::{Document, Encoding};
-use crate::server::{Findings, WireDiagnostic};
+use crate::server::{push_places, Findings, WireDiagnostic};
 use memlint_linter::Diagnostic;
 
 /// Per document, the findings last published for it and each one's JSON.
@@ -36,11 +36,8 @@ struct Published {
     same_before: Vec<Option<usize>>,
 }
 
-/// Where each finding's JSON puts it, in the client's positions, one after another: its
-/// range, each fact's range in the document it lies in (`None` for a fact with no place, or
-/// in a cell no longer open), each fix edit's range. With the finding's words, the fact
-/// documents and the document's URI, they decide its JSON. (One list for all findings: a
-/// list each cost a thousand allocations and frees per keystroke.)
+/// Where each finding's JSON puts it ([`push_places`]), one finding after another. (One
+/// list for all findings: a list each cost a thousand allocations and frees per keystroke.)
 #[derive(Default)]
 struct Places {
     ranges: Vec<Option<lsp::Range>>,
@@ -51,16 +48,10 @@ struct Places {
 impl Places {
     /// Adds finding `i` of `findings` (of `doc`), and returns its own range.
     fn push(&mut self, doc: &Document, findings: &Findings, i: usize, docs: &std::collections::HashMap<Uri, Document>, encoding: Encoding) -> lsp::Range {
-        let d = &findings.diagnostics[i];
-        self.starts.push(self.ranges.len());
-        let range = doc.range(d.range.clone(), encoding);
-        self.ranges.push(Some(range));
-        self.ranges.extend(d.evidence.iter().enumerate().map(|(j, fact)| {
-            let range = fact.range.as_ref()?;
-            Some(findings.fact_document(i, j, doc, docs)?.range(range.clone(), encoding))
-        }));
-        self.ranges.extend(d.fix.iter().flat_map(|f| f.edits.iter()).map(|e| Some(doc.range(e.range.clone(), encoding))));
-        range
+        let start = self.ranges.len();
+        self.starts.push(start);
+        push_places(doc, findings, i, docs, encoding, &mut self.ranges);
+        self.ranges[start].unwrap_or_default()
     }
 
     fn of(&self, i: usize) -> &[Option<lsp::Range>] {
@@ -126,7 +117,7 @@ impl PublishedJson {
         for i in 0..n {
             let range = places.push(doc, findings, i, docs, encoding);
             let made = last.as_ref().and_then(|p| p.json_of(findings, i, &places, range)).unwrap_or_else(|| {
-                let wire = WireDiagnostic::of(doc, findings, i, docs, encoding);
+                let wire = WireDiagnostic::placed(doc, findings, i, docs, places.of(i));
                 // Serializing plain structs of strings and numbers cannot fail.
                 Arc::from(serde_json::value::to_raw_value(&wire).expect("a diagnostic serializes"))
             });

@@ -429,16 +429,27 @@ struct WireFix<'a> {
 
 impl<'a> WireDiagnostic<'a> {
     pub(crate) fn of(doc: &Document, findings: &'a Findings, i: usize, docs: &HashMap<Uri, Document>, encoding: Encoding) -> WireDiagnostic<'a> {
+        let mut places = Vec::new();
+        push_places(doc, findings, i, docs, encoding, &mut places);
+        WireDiagnostic::placed(doc, findings, i, docs, &places)
+    }
+
+    /// Finding `i` at `places`, the client's positions [`push_places`] gives for it.
+    pub(crate) fn placed(doc: &Document, findings: &'a Findings, i: usize, docs: &HashMap<Uri, Document>, places: &[Option<lsp::Range>]) -> WireDiagnostic<'a> {
+        const PLACED: &str = "push_places gives a finding's own range and each fix edit's";
         let d = &findings.diagnostics[i];
+        let (range, rest) = places.split_first().expect(PLACED);
+        let (facts, edits) = rest.split_at(d.evidence.len());
         let related: Vec<lsp::DiagnosticRelatedInformation> = d
             .evidence
             .iter()
+            .zip(facts)
             .enumerate()
-            .filter_map(|(j, fact)| {
-                let range = fact.range.as_ref()?;
+            .filter_map(|(j, (fact, place))| {
+                let range = (*place)?;
                 let target = findings.fact_document(i, j, doc, docs)?;
                 Some(lsp::DiagnosticRelatedInformation {
-                    location: lsp::Location { uri: target.uri.clone(), range: target.range(range.clone(), encoding) },
+                    location: lsp::Location { uri: target.uri.clone(), range },
                     message: fact.text.clone(),
                 })
             })
@@ -446,10 +457,10 @@ impl<'a> WireDiagnostic<'a> {
         let fix = d.fix.as_ref().map(|fix| WireFix {
             applicability: applicability_str(fix.applicability),
             message: &fix.message,
-            edits: fix.edits.iter().map(|e| text_edit(doc, e, encoding)).collect(),
+            edits: fix.edits.iter().zip(edits).map(|(e, place)| TextEdit { range: place.expect(PLACED), new_text: e.content.clone() }).collect(),
         });
         WireDiagnostic {
-            range: doc.range(d.range.clone(), encoding),
+            range: range.expect(PLACED),
             severity: to_lsp_severity(d.severity),
             code: d.rule.code(),
             // Only an absolute URI is a link; the docs' path inside memlint's repository
@@ -461,6 +472,21 @@ impl<'a> WireDiagnostic<'a> {
             data: WireData { name: d.rule.name(), help: d.help.as_deref(), fix },
         }
     }
+}
+
+/// Appends where finding `i`'s JSON puts it, in the client's positions, in order: its own
+/// range, each fact's range in the document it lies in (`None` for a fact with no place, or
+/// in a cell no longer open), each fix edit's range. [`WireDiagnostic::placed`] reads them
+/// back; with the finding's words, the fact documents and the document's URI they decide
+/// its JSON (which is how `published.rs` knows a finding's JSON is unchanged).
+pub(crate) fn push_places(doc: &Document, findings: &Findings, i: usize, docs: &HashMap<Uri, Document>, encoding: Encoding, out: &mut Vec<Option<lsp::Range>>) {
+    let d = &findings.diagnostics[i];
+    out.push(Some(doc.range(d.range.clone(), encoding)));
+    out.extend(d.evidence.iter().enumerate().map(|(j, fact)| {
+        let range = fact.range.as_ref()?;
+        Some(findings.fact_document(i, j, doc, docs)?.range(range.clone(), encoding))
+    }));
+    out.extend(d.fix.iter().flat_map(|f| f.edits.iter()).map(|e| Some(doc.range(e.range.clone(), encoding))));
 }
 
 /// The params of `publishDiagnostics` as the direct output writes them: each finding's
@@ -838,11 +864,10 @@ impl Server {
 
     /// Publishes the current findings of `updated`.
     async fn publish(&self, updated: Vec<Uri>) {
-        let mut _order = self.publish_lock.lock().await;
+        let mut published = self.publish_lock.lock().await;
         if let Some(output) = &self.direct_output {
             {
                 let state = self.state();
-                let published = &mut *_order;
                 published.retain_open(&state.docs);
                 for uri in &updated {
                     let (Some(doc), Some(lint)) = (state.docs.get(uri), state.current_lint(uri)) else { continue };
@@ -852,7 +877,7 @@ impl Server {
                     output.notify("textDocument/publishDiagnostics", &WirePublish { uri, diagnostics, version: doc.version }, size);
                 }
             }
-            drop(_order);
+            drop(published);
             self.flush_messages().await;
             return;
         }
@@ -863,7 +888,7 @@ impl Server {
         for (uri, version, diagnostics) in to_publish {
             self.publish_diagnostics(uri, diagnostics, Some(version)).await;
         }
-        drop(_order);
+        drop(published);
         self.flush_messages().await;
     }
 
