@@ -178,20 +178,23 @@ fn lint_possible(source: &str, walked: &WalkedTree, settings: &LinterSettings, e
     if !syntax_errors.is_empty() {
         diagnostics.retain(|d| !checker::in_error_region(tree, d.range.clone()));
     }
-    let line_index = LineIndex::new(source);
     let mut used: Vec<Vec<Rule>> = vec![Vec::new(); directives.directives.len()];
-    diagnostics.retain(|d| {
-        let mut suppressed = false;
-        for (i, directive) in directives.on_line(line_index.line_of(d.range.start)) {
-            if directive.suppresses(d.rule) {
-                suppressed = true;
-                if !used[i].contains(&d.rule) {
-                    used[i].push(d.rule);
+    // Lines are counted only when a directive could suppress a finding.
+    if !directives.directives.is_empty() && !diagnostics.is_empty() {
+        let line_index = LineIndex::new(source);
+        diagnostics.retain(|d| {
+            let mut suppressed = false;
+            for (i, directive) in directives.on_line(line_index.line_of(d.range.start)) {
+                if directive.suppresses(d.rule) {
+                    suppressed = true;
+                    if !used[i].contains(&d.rule) {
+                        used[i].push(d.rule);
+                    }
                 }
             }
-        }
-        !suppressed
-    });
+            !suppressed
+        });
+    }
     if settings.rules.iter().any(Rule::observes_suppressions) {
         let suppressions = Suppressions { directives: &directives, used: &used, enabled };
         let mut more = checker::run_rules_after_suppression(&model, settings, &suppressions);
