@@ -85,9 +85,7 @@ fn possible_in_project(source: &str, settings: &LinterSettings, project: &dyn Pr
 }
 
 fn uses_project_names(source: &str, words: &prefilter::Words<'_>, project: &dyn ProjectIndex) -> bool {
-    let used = |name: &str| {
-        words.called(name) || words.contains(&format!("({name}")) || words.contains(&format!(" {name})")) || words.contains(&format!(" {name},"))
-    };
+    let used = |name: &str| called_or_handed_on(words, name);
     let matters = |qualified: &str| project.symbol(qualified).as_ref().map(memlint_python::project::symbol_matters);
     memlint_python::project::scan_imports(source).into_iter().any(|import| {
         if import.module == "torch" || import.module.starts_with("torch.") || !project.is_project_module(import.module) {
@@ -118,6 +116,24 @@ fn uses_project_names(source: &str, words: &prefilter::Words<'_>, project: &dyn 
                     }
                 })
             })
+    })
+}
+
+/// Is `name` called, or handed on: `(name`, ` name)`, ` name,`? For an identifier, one
+/// pass over its occurrences finds all three: the `(` or space before one is never inside
+/// an earlier one, which the pass may have skipped over.
+fn called_or_handed_on(words: &prefilter::Words<'_>, name: &str) -> bool {
+    if words.called(name) {
+        return true;
+    }
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || !b.is_ascii()) {
+        return words.contains(&format!("({name}")) || words.contains(&format!(" {name})")) || words.contains(&format!(" {name},"));
+    }
+    let text = words.text().as_bytes();
+    memchr::memmem::find_iter(text, name.as_bytes()).any(|at| {
+        let before = at.checked_sub(1).map(|i| text[i]);
+        let after = text.get(at + name.len()).copied();
+        before == Some(b'(') || (before == Some(b' ') && matches!(after, Some(b')' | b',')))
     })
 }
 
@@ -217,6 +233,24 @@ fn lint_possible(source: &str, walked: &WalkedTree, settings: &LinterSettings, e
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_name_is_handed_on_where_three_searches_would_find_it() {
+        let texts = [
+            "f(net)", "f(a, net)", "f(a, net, b)", "f(network)", "f( net )", "x = net\n", "netnet(x)", "f(a, netnet)",
+            "f(a,net)", "g(a, net.x)", " net", "(net", "nett, net,", "a anet) net)", "",
+        ];
+        for text in texts {
+            let words = prefilter::Words::scan(text);
+            for name in ["net", "netnet", "ne", "t", "a", "(x", "x)"] {
+                let three = words.called(name)
+                    || words.contains(&format!("({name}"))
+                    || words.contains(&format!(" {name})"))
+                    || words.contains(&format!(" {name},"));
+                assert_eq!(called_or_handed_on(&words, name), three, "{name:?} in {text:?}");
+            }
+        }
+    }
 
     /// A project that knows no name and counts how often a lint asks for its tree.
     #[derive(Default)]
