@@ -1,11 +1,8 @@
 //! Runs the enabled rules over one module: each rule's query finds candidates, the rule
 //! decides with the semantic model.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use memlint_python::tree_sitter::{Node, Query, QueryCursor, Tree};
 use memlint_python::SemanticModel;
@@ -14,65 +11,30 @@ use streaming_iterator::StreamingIterator;
 use crate::noqa::Directives;
 use crate::{Diagnostic, LinterSettings, Rule, RuleSelection};
 
-/// Every rule's query compiled as one query, once per process; each pattern knows its rule.
+/// A rule's own query, compiled once per process, on the first lint that runs the rule.
 ///
-/// Compiling a query is nearly all tree-sitter's analysis of each pattern against the
-/// grammar, about 13 M instructions (some 1.5 ms) a pattern here, whatever else the query
-/// holds. Compiled rule by rule, and again for each group of rules that matched together
-/// over a module, queries took 97% of the instructions of a one-file `memlint check` (8
-/// compiles) and 16% of a check of torchtune (15 compiles). A rule's matches are the
-/// matches of its patterns.
-struct RuleQueries {
-    query: Query,
-    /// Every rule's query text, in [`Rule::ALL`]'s order, joined by line breaks.
-    source: String,
-    /// The rule of each pattern, by pattern index.
-    rule_of_pattern: Vec<Rule>,
-    /// For each rule (by [`rule_index`]), the byte range of its text in `source`.
-    rule_texts: Vec<Range<usize>>,
-}
-
-fn rule_queries() -> &'static RuleQueries {
-    static QUERIES: OnceLock<RuleQueries> = OnceLock::new();
-    QUERIES.get_or_init(|| {
-        let mut source = String::new();
-        let mut rule_texts = Vec::with_capacity(Rule::ALL.len());
-        for rule in Rule::ALL {
-            let start = source.len();
-            source.push_str(rule.query_source());
-            rule_texts.push(start..source.len());
-            source.push('\n');
-        }
-        let query = Query::new(&memlint_python::language(), &source).unwrap_or_else(|e| {
-            // Each query compiles alone (tests/queries.rs), so this is a build defect: one
-            // query's text reaches into the next (an unclosed parenthesis or string).
-            panic!("the rules' queries do not compile together: {e}")
-        });
-        let rule_of_pattern = (0..query.pattern_count())
-            .map(|p| {
-                let start = query.start_byte_for_pattern(p);
-                let index = rule_texts.iter().position(|text| text.contains(&start)).expect("a pattern lies in its rule's text");
-                Rule::ALL[index]
-            })
-            .collect();
-        RuleQueries { query, source, rule_of_pattern, rule_texts }
+/// Compiling is nearly all tree-sitter's analysis of each pattern against the grammar
+/// (some 13 M instructions a pattern here). Every rule's patterns compiled as one query
+/// cost less to compile (267 M instructions against 341 M for every rule's query alone,
+/// on torchtune) but more to match: the cursor steps every pattern that starts at a
+/// node kind through each candidate of that kind, the patterns of the rules not running
+/// included (a `call` starts 13 patterns of 11 rules), and torchtune's check spent 183 M
+/// instructions in `ts_query_cursor_next_match` against 77 M with each rule's own query.
+fn rule_query(rule: Rule) -> &'static Query {
+    static QUERIES: [OnceLock<Query>; Rule::ALL.len()] = [const { OnceLock::new() }; Rule::ALL.len()];
+    QUERIES[rule_index(rule)].get_or_init(|| {
+        // Each query compiles alone (tests/queries.rs): a failure here is a build defect.
+        Query::new(&memlint_python::language(), rule.query_source()).unwrap_or_else(|e| panic!("the query of {} does not compile: {e}", rule.name()))
     })
 }
 
-impl RuleQueries {
-    /// The text of each pattern of `rule`, in order: from its first byte to the next
-    /// pattern's (the comments before that one included), within the rule's own text.
-    fn pattern_texts(&'static self, rule: Rule) -> impl Iterator<Item = &'static str> {
-        let text = self.rule_texts[rule_index(rule)].clone();
-        let starts: Vec<usize> =
-            (0..self.query.pattern_count()).filter(|p| self.rule_of_pattern[*p] == rule).map(|p| self.query.start_byte_for_pattern(p)).collect();
-        (0..starts.len()).map(move |i| &self.source[starts[i]..starts.get(i + 1).copied().unwrap_or(text.end)])
-    }
-
-    /// Is pattern `pattern` one of `rule`'s?
-    fn of_rule(&self, pattern: usize, rule: Rule) -> bool {
-        self.rule_of_pattern.get(pattern) == Some(&rule)
-    }
+/// The text of each pattern of `rule`'s query, in order: from its first byte to the next
+/// pattern's (the comments before that one included) or the end of the query.
+fn pattern_texts(rule: Rule) -> impl Iterator<Item = &'static str> {
+    let query = rule_query(rule);
+    let source = rule.query_source();
+    let starts: Vec<usize> = (0..query.pattern_count()).map(|p| query.start_byte_for_pattern(p)).collect();
+    (0..starts.len()).map(move |i| &source[starts[i]..starts.get(i + 1).copied().unwrap_or(source.len())])
 }
 
 /// The node kinds (by kind id) at which the patterns of a rule's query start, when every
@@ -86,7 +48,7 @@ fn root_kinds(rule: Rule) -> Option<&'static [bool]> {
     ROOTS[rule_index(rule)]
         .get_or_init(|| {
             let mut kinds = vec![false; memlint_python::language().node_kind_count()];
-            for pattern in rule_queries().pattern_texts(rule) {
+            for pattern in pattern_texts(rule) {
                 let mut found = false;
                 for id in named_kind_ids(pattern_root_kind(pattern)?) {
                     kinds[id as usize] = true;
@@ -284,7 +246,7 @@ fn pattern_literals(text: &str) -> Vec<Vec<String>> {
 /// The screen of a rule's query, read once per process.
 fn rule_screen(rule: Rule) -> Option<&'static LiteralScreen> {
     static SCREENS: [OnceLock<Option<LiteralScreen>>; Rule::ALL.len()] = [const { OnceLock::new() }; Rule::ALL.len()];
-    SCREENS[rule_index(rule)].get_or_init(|| LiteralScreen::of(rule_queries().pattern_texts(rule))).as_ref()
+    SCREENS[rule_index(rule)].get_or_init(|| LiteralScreen::of(pattern_texts(rule))).as_ref()
 }
 
 /// The node kinds (by kind id) where a pattern of some rule of `rules` can start: what the
@@ -332,8 +294,6 @@ pub struct Checker<'a, 't> {
     pub model: &'a SemanticModel<'t>,
     pub rule: Rule,
     diagnostics: Vec<Diagnostic>,
-    /// What the rules of this lint share: matches found for a rule still to run.
-    shared: &'a SharedMatches<'t>,
 }
 
 impl<'a, 't> Checker<'a, 't> {
@@ -352,34 +312,7 @@ impl<'a, 't> Checker<'a, 't> {
     pub fn matches_in(&self, ranges: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
         let merged = merge_ranges(ranges.iter().cloned());
         let Some(kinds) = root_kinds(self.rule) else { return self.matches_walking(&merged) };
-        let module = 0..self.model.source().len();
-        if merged.len() == 1 && merged[0] == module {
-            return self.matches_in_module(kinds);
-        }
         self.matches_at_roots(&merged, kinds)
-    }
-
-    /// The matches of the current rule's query in the whole module. The queries of the
-    /// rules still to run in this lint that also asked for the whole module (in an earlier
-    /// lint of this process) run in the same pass: one query cursor steps through a
-    /// candidate's children once for all their patterns, instead of once per rule.
-    fn matches_in_module(&self, kinds: &[bool]) -> Vec<QueryMatch<'t>> {
-        let index = rule_index(self.rule);
-        ASKS_FOR_THE_MODULE[index].store(true, Ordering::Relaxed);
-        if let Some(found) = self.shared.found.borrow_mut().remove(&self.rule) {
-            return found;
-        }
-        let mut group = vec![self.rule];
-        group.extend(
-            self.shared.to_come().iter().copied().filter(|r| *r != self.rule && ASKS_FOR_THE_MODULE[rule_index(*r)].load(Ordering::Relaxed) && root_kinds(*r).is_some()),
-        );
-        if group.len() == 1 {
-            return self.matches_at_roots(std::slice::from_ref(&(0..self.model.source().len())), kinds);
-        }
-        let mut found = matched_together(&group).matches(self.model);
-        let own = found.remove(&self.rule).unwrap_or_default();
-        self.shared.found.borrow_mut().extend(found);
-        own
     }
 
     /// The matches of the current rule's query that start within one of `nodes` (the
@@ -390,8 +323,8 @@ impl<'a, 't> Checker<'a, 't> {
     }
 
     fn matches_at_roots(&self, merged: &[Range<usize>], kinds: &[bool]) -> Vec<QueryMatch<'t>> {
-        let queries = rule_queries();
-        let names = queries.query.capture_names();
+        let query = rule_query(self.rule);
+        let names = query.capture_names();
         let source = self.model.source().as_bytes();
         // Indexed by the model's walk for every rule of this lint.
         let candidates = self.model.indexed_nodes();
@@ -411,11 +344,8 @@ impl<'a, 't> Checker<'a, 't> {
                 if screen.is_some_and(|screen| !screen.may_match(*kind, &source[node.byte_range()])) {
                     continue;
                 }
-                let mut matches = cursor.matches(&queries.query, *node, source);
+                let mut matches = cursor.matches(query, *node, source);
                 while let Some(m) = matches.next() {
-                    if !queries.of_rule(m.pattern_index, self.rule) {
-                        continue;
-                    }
                     let starts_inside = m.captures.iter().map(|c| c.node.start_byte()).min().map(|s| s >= range.start && s < range.end).unwrap_or(false);
                     if !starts_inside {
                         continue;
@@ -429,18 +359,15 @@ impl<'a, 't> Checker<'a, 't> {
     }
 
     fn matches_walking(&self, merged: &[Range<usize>]) -> Vec<QueryMatch<'t>> {
-        let queries = rule_queries();
-        let names = queries.query.capture_names();
+        let query = rule_query(self.rule);
+        let names = query.capture_names();
         let source = self.model.source().as_bytes();
         let mut found = Vec::new();
         let mut cursor = QueryCursor::new();
         for range in merged {
             cursor.set_byte_range(range.clone());
-            let mut matches = cursor.matches(&queries.query, self.model.root(), source);
+            let mut matches = cursor.matches(query, self.model.root(), source);
             while let Some(m) = matches.next() {
-                if !queries.of_rule(m.pattern_index, self.rule) {
-                    continue;
-                }
                 // The cursor also returns matches that merely overlap the range.
                 let starts_inside = m.captures.iter().map(|c| c.node.start_byte()).min().map(|s| s >= range.start && s < range.end).unwrap_or(false);
                 if !starts_inside {
@@ -466,95 +393,11 @@ fn rule_index(rule: Rule) -> usize {
     Rule::ALL.iter().position(|r| *r == rule).expect("rule in ALL")
 }
 
-/// Which rules have asked for their query's matches in a whole module, in this process:
-/// learned as lints run, so that the checker needs no list of them (it knows no rule).
-static ASKS_FOR_THE_MODULE: [AtomicBool; Rule::ALL.len()] = [const { AtomicBool::new(false) }; Rule::ALL.len()];
-
-/// What the rules of one lint share.
-#[derive(Default)]
-struct SharedMatches<'t> {
-    /// The rules of this lint, in the order they run, and which one runs now.
-    order: Vec<Rule>,
-    running: Cell<usize>,
-    /// Matches in the whole module found for rules still to run (each takes its own).
-    found: RefCell<HashMap<Rule, Vec<QueryMatch<'t>>>>,
-}
-
-impl SharedMatches<'_> {
-    fn to_come(&self) -> &[Rule] {
-        self.order.get(self.running.get() + 1..).unwrap_or(&[])
-    }
-}
-
-/// Several rules that match together over a whole module: where their patterns start and
-/// what those nodes' text must hold.
-struct MatchedTogether {
-    /// Each rule's membership, by [`rule_index`].
-    rules: Vec<bool>,
-    /// The node kinds (by id) at which a pattern of one of them starts.
-    kinds: Vec<bool>,
-    screen: Option<LiteralScreen>,
-}
-
-/// The group of `rules` (each with root kinds), made once per process for each set of
-/// rules that asks together: a handful of sets, kept for the process's life.
-fn matched_together(rules: &[Rule]) -> &'static MatchedTogether {
-    static GROUPS: OnceLock<Mutex<HashMap<Vec<Rule>, &'static MatchedTogether>>> = OnceLock::new();
-    let mut key = rules.to_vec();
-    key.sort();
-    let mut cache = GROUPS.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
-    cache.entry(key.clone()).or_insert_with(|| {
-        let mut members = vec![false; Rule::ALL.len()];
-        let mut kinds = vec![false; memlint_python::language().node_kind_count()];
-        for rule in &key {
-            members[rule_index(*rule)] = true;
-            for (k, own) in kinds.iter_mut().zip(root_kinds(*rule).unwrap_or(&[])) {
-                *k |= *own;
-            }
-        }
-        let screen = LiteralScreen::of(key.iter().flat_map(|r| rule_queries().pattern_texts(*r)));
-        Box::leak(Box::new(MatchedTogether { rules: members, kinds, screen }))
-    })
-}
-
-impl MatchedTogether {
-    /// Each rule's matches in the whole module, in the order its own query finds them
-    /// ([`Checker::matches_at_roots`]: by candidate node, then as the cursor finishes them).
-    fn matches<'t>(&'static self, model: &SemanticModel<'t>) -> HashMap<Rule, Vec<QueryMatch<'t>>> {
-        let queries = rule_queries();
-        let names = queries.query.capture_names();
-        let source = model.source().as_bytes();
-        let mut found: HashMap<Rule, Vec<QueryMatch<'t>>> = HashMap::new();
-        let mut cursor = QueryCursor::new();
-        cursor.set_max_start_depth(Some(0));
-        for (node, kind) in model.indexed_nodes().iter().zip(model.indexed_node_kinds()) {
-            if !self.kinds.get(*kind as usize).copied().unwrap_or(false) {
-                continue;
-            }
-            if self.screen.as_ref().is_some_and(|screen| !screen.may_match(*kind, &source[node.byte_range()])) {
-                continue;
-            }
-            let mut matches = cursor.matches(&queries.query, *node, source);
-            while let Some(m) = matches.next() {
-                let rule = queries.rule_of_pattern[m.pattern_index];
-                if m.captures.is_empty() || !self.rules[rule_index(rule)] {
-                    continue;
-                }
-                let captures = m.captures.iter().map(|c| (names[c.index as usize], c.node)).collect();
-                found.entry(rule).or_default().push(QueryMatch { captures });
-            }
-        }
-        found
-    }
-}
-
 /// Runs the enabled rules; `model` indexed the [`query_root_kinds`] of `settings.rules`.
 pub(crate) fn run_rules<'t>(model: &SemanticModel<'t>, settings: &LinterSettings) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
-    let shared = SharedMatches { order: settings.rules.iter().collect(), running: Cell::new(0), found: RefCell::default() };
-    for (i, rule) in settings.rules.iter().enumerate() {
-        shared.running.set(i);
-        let mut checker = Checker { model, rule, diagnostics: Vec::new(), shared: &shared };
+    for rule in settings.rules.iter() {
+        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
         rule.check(&mut checker);
         diagnostics.append(&mut checker.diagnostics);
     }
@@ -581,9 +424,8 @@ pub(crate) fn run_rules_after_suppression<'t>(
     suppressions: &Suppressions<'_>,
 ) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
-    let shared = SharedMatches::default();
     for rule in settings.rules.iter().filter(|r| r.observes_suppressions()) {
-        let mut checker = Checker { model, rule, diagnostics: Vec::new(), shared: &shared };
+        let mut checker = Checker { model, rule, diagnostics: Vec::new() };
         rule.check_after_suppression(&mut checker, suppressions);
         diagnostics.append(&mut checker.diagnostics);
     }
@@ -751,7 +593,7 @@ mod tests {
     fn the_screens_of_the_rules() {
         for rule in Rule::ALL.iter().copied() {
             assert!(rule_screen(rule).is_some(), "{}", rule.name());
-            for (pattern, text) in rule_queries().pattern_texts(rule).enumerate() {
+            for (pattern, text) in pattern_texts(rule).enumerate() {
                 println!("{} pattern {pattern}: {:?}", rule.name(), pattern_literals(text));
             }
         }
@@ -787,8 +629,7 @@ mod tests {
             assert_eq!(shown_nodes(model.indexed_nodes()), shown_nodes(&walk_for_kinds(&tree, &indexed)), "indexed nodes of {}", path.display());
             for rule in Rule::ALL.iter().copied() {
                 let kinds = root_kinds(rule).unwrap_or_else(|| panic!("{}: every pattern starts with a node kind", rule.name()));
-                let shared = SharedMatches::default();
-                let checker = Checker { model: &model, rule, diagnostics: Vec::new(), shared: &shared };
+                let checker = Checker { model: &model, rule, diagnostics: Vec::new() };
                 let mut regions = vec![0..source.len()];
                 regions.extend(model.functions().map(|f| f.node.byte_range()));
                 for region in regions {
@@ -803,84 +644,6 @@ mod tests {
             }
         }
         assert!(compared > 100, "matches compared: {compared}");
-    }
-
-    /// Several rules' queries run as one give each rule the matches its own query finds
-    /// in the whole module, in the same order, on every fixture and example.
-    #[test]
-    fn matching_together_equals_each_alone() {
-        let in_order = |matches: &[QueryMatch<'_>]| -> Vec<String> {
-            matches
-                .iter()
-                .map(|m| {
-                    let mut captures: Vec<String> = m.captures.iter().map(|(name, node)| format!("{name}@{:?}", node.byte_range())).collect();
-                    captures.sort();
-                    captures.join(" ")
-                })
-                .collect()
-        };
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-        let all = RuleSelection::all();
-        let together: Vec<Rule> = Rule::ALL.iter().copied().filter(|r| root_kinds(*r).is_some()).collect();
-        let mut compared = 0;
-        for dir in ["crates/memlint_linter/tests/fixtures", "tests/examples"] {
-            for entry in std::fs::read_dir(format!("{root}/{dir}")).expect("fixture directory") {
-                let path = entry.expect("entry").path();
-                if path.extension().is_none_or(|e| e != "py") {
-                    continue;
-                }
-                let source = std::fs::read_to_string(&path).expect("fixture text");
-                let tree = memlint_python::parse_with(&source, None);
-                let indexed = query_root_kinds(&all);
-                let model = SemanticModel::indexing(&tree, &source, &memlint_python::NoProject, &indexed);
-                let mut found = matched_together(&together).matches(&model);
-                for rule in &together {
-                    let shared = SharedMatches::default();
-                    let checker = Checker { model: &model, rule: *rule, diagnostics: Vec::new(), shared: &shared };
-                    let alone = checker.matches_at_roots(&[0..source.len()], root_kinds(*rule).expect("root kinds"));
-                    let with_others = found.remove(rule).unwrap_or_default();
-                    assert_eq!(in_order(&with_others), in_order(&alone), "{} on {}", rule.name(), path.display());
-                    compared += alone.len();
-                }
-            }
-        }
-        assert!(compared > 100, "matches compared: {compared}");
-    }
-
-    /// A rule asking for the whole module gets its matches, whether the rules before it
-    /// found them together with theirs or it finds them itself.
-    #[test]
-    fn a_rule_takes_the_matches_found_for_it() {
-        let source = "import torch\nfor x in data:\n    out = model(x)\n    losses.append(out)\n    total += out\n";
-        let tree = memlint_python::parse_with(source, None);
-        let all = RuleSelection::all();
-        let indexed = query_root_kinds(&all);
-        let model = SemanticModel::indexing(&tree, source, &memlint_python::NoProject, &indexed);
-        let whole = [0..source.len()];
-        let order: Vec<Rule> = Rule::ALL.iter().copied().filter(|r| root_kinds(*r).is_some()).collect();
-        let alone: Vec<Vec<String>> = order
-            .iter()
-            .map(|rule| {
-                let shared = SharedMatches::default();
-                let checker = Checker { model: &model, rule: *rule, diagnostics: Vec::new(), shared: &shared };
-                shown(&checker.matches_at_roots(&whole, root_kinds(*rule).expect("root kinds")))
-            })
-            .collect();
-        // Every rule has asked for a whole module before: the first finds all of theirs.
-        for rule in &order {
-            ASKS_FOR_THE_MODULE[rule_index(*rule)].store(true, Ordering::Relaxed);
-        }
-        let shared = SharedMatches { order: order.clone(), running: Cell::new(0), found: RefCell::default() };
-        for (i, rule) in order.iter().enumerate() {
-            shared.running.set(i);
-            let checker = Checker { model: &model, rule: *rule, diagnostics: Vec::new(), shared: &shared };
-            assert_eq!(shown(&checker.matches_in(&whole)), alone[i], "{}", rule.name());
-            if i == 0 {
-                assert!(!shared.found.borrow().is_empty(), "the first rule found the later rules' matches too");
-            }
-        }
-        assert!(shared.found.borrow().is_empty(), "each rule took its matches");
-        assert!(alone.iter().any(|m| !m.is_empty()));
     }
 
     #[test]
