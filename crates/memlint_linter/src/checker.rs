@@ -253,6 +253,7 @@ fn rule_screen(rule: Rule) -> Option<&'static LiteralScreen> {
 /// semantic model indexes during its walk (`SemanticModel::indexing`), so that finding a
 /// query's candidates takes no walk of its own.
 pub(crate) fn query_root_kinds(rules: &RuleSelection) -> Vec<bool> {
+    compile_from_the_last_rule(rules);
     let mut union = vec![false; memlint_python::language().node_kind_count()];
     for kinds in rules.iter().filter_map(root_kinds) {
         for (u, k) in union.iter_mut().zip(kinds) {
@@ -260,6 +261,23 @@ pub(crate) fn query_root_kinds(rules: &RuleSelection) -> Vec<bool> {
         }
     }
     union
+}
+
+/// On the process's first lint, a thread of its own compiles the queries of that lint's
+/// rules from the last rule back, while the lint compiles them from the first on
+/// ([`root_kinds`] reads each query's patterns): the two meet in the middle, and a short
+/// run (one file, a few) waits for about half the compiles it would wait for alone.
+fn compile_from_the_last_rule(rules: &RuleSelection) {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let rules: Vec<Rule> = rules.iter().collect();
+        // Without a thread (none can be made), the lint compiles every query itself.
+        let _ = std::thread::Builder::new().name("memlint-queries".into()).spawn(move || {
+            for rule in rules.into_iter().rev() {
+                rule_query(rule);
+            }
+        });
+    });
 }
 
 /// `ranges` sorted, with overlapping or touching ones merged and empty ones dropped.
