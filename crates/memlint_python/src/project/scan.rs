@@ -184,46 +184,23 @@ mod tests {
     /// must agree on any text.
     fn scan_imports_line_by_line(source: &str) -> Vec<ScannedImport<'_>> {
         let mut imports = Vec::new();
-        let mut lines = source.lines();
+        let mut lines = LineCursor { source, at: 0 };
         while let Some(line) = lines.next() {
-            let line = line.trim_start();
-            if let Some(rest) = line.strip_prefix("from ") {
-                let Some((module, names)) = rest.split_once(" import") else { continue };
-                let module = module.trim();
-                let mut names = names.split('#').next().unwrap_or("").trim().to_owned();
-                let mut locals_text = String::new();
-                if names.starts_with('(') {
-                    while !names.contains(')') {
-                        match lines.next() {
-                            Some(next) => {
-                                names.push(' ');
-                                names.push_str(next.split('#').next().unwrap_or(""));
-                            }
-                            None => break,
-                        }
-                    }
-                    locals_text.push_str(names.trim_start_matches('(').split(')').next().unwrap_or(""));
-                } else {
-                    locals_text.push_str(&names);
-                }
-                let star = locals_text.trim() == "*";
-                let locals = if star { Vec::new() } else { locals_in(&locals_text, source).into_iter().map(|(n, l)| (join_import(module, &n), l)).collect() };
-                imports.push(ScannedImport { module, locals, star });
-            } else if let Some(rest) = line.strip_prefix("import ") {
-                for part in rest.split('#').next().unwrap_or("").split(',') {
-                    let words: Vec<&str> = part.split_whitespace().collect();
-                    match words.as_slice() {
-                        [module] => {
-                            let first = module.split('.').next().unwrap_or(module);
-                            imports.push(ScannedImport { module, locals: vec![(first.to_owned(), first)], star: false })
-                        }
-                        [module, "as", local] => imports.push(ScannedImport { module, locals: vec![(module.to_string(), *local)], star: false }),
-                        _ => {}
-                    }
-                }
-            }
+            scan_statement(line, &mut lines, source, &mut imports);
         }
         imports
+    }
+
+    #[test]
+    fn the_line_cursor_splits_as_str_lines_does() {
+        for text in ["", "a", "a\n", "a\n\n", "\n", "a\r\nb", "a\rb\n", "a\r", "a\r\n\r\n", "\r\n", "x\ny\r\nz\r"] {
+            let mut cursor = LineCursor { source: text, at: 0 };
+            let mut lines = Vec::new();
+            while let Some(line) = cursor.next() {
+                lines.push(line);
+            }
+            assert_eq!(lines, text.lines().collect::<Vec<_>>(), "{text:?}");
+        }
     }
 
     #[test]
