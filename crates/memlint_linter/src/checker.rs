@@ -11,7 +11,8 @@ use streaming_iterator::StreamingIterator;
 use crate::noqa::Directives;
 use crate::{Diagnostic, LinterSettings, Rule, RuleSelection};
 
-/// A rule's own query, compiled once per process, on the first lint that runs the rule.
+/// A rule's own query, compiled once per process, at the first candidate of a lint that
+/// the rule's screen lets through (see [`Checker::matches_in`]).
 ///
 /// Compiling is nearly all tree-sitter's analysis of each pattern against the grammar
 /// (some 13 M instructions a pattern here). Every rule's patterns compiled as one query
@@ -29,12 +30,51 @@ fn rule_query(rule: Rule) -> &'static Query {
 }
 
 /// The text of each pattern of `rule`'s query, in order: from its first byte to the next
-/// pattern's (the comments before that one included) or the end of the query.
+/// pattern's (the comments before that one included) or the end of the query. Read from
+/// the text, not the compiled query: what a rule's root kinds and screen need is known
+/// before its query is compiled, and a query none of whose patterns can start at a node
+/// of the file is never compiled.
 fn pattern_texts(rule: Rule) -> impl Iterator<Item = &'static str> {
-    let query = rule_query(rule);
     let source = rule.query_source();
-    let starts: Vec<usize> = (0..query.pattern_count()).map(|p| query.start_byte_for_pattern(p)).collect();
+    let starts = pattern_starts(source);
     (0..starts.len()).map(move |i| &source[starts[i]..starts.get(i + 1).copied().unwrap_or(source.len())])
+}
+
+/// Where each top-level pattern of the query text `source` starts: each `(` or `[` (a
+/// node or an alternation) outside every other one, and outside comments and strings.
+/// What the compiled query's `start_byte_for_pattern` gives for the queries here (a test
+/// compares the two for every rule's query).
+fn pattern_starts(source: &str) -> Vec<usize> {
+    let bytes = source.as_bytes();
+    let mut starts = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b';' => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'(' | b'[' => {
+                if depth == 0 {
+                    starts.push(i);
+                }
+                depth += 1;
+            }
+            b')' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    starts
 }
 
 /// The node kinds (by kind id) at which the patterns of a rule's query start, when every
@@ -253,7 +293,6 @@ fn rule_screen(rule: Rule) -> Option<&'static LiteralScreen> {
 /// semantic model indexes during its walk (`SemanticModel::indexing`), so that finding a
 /// query's candidates takes no walk of its own.
 pub(crate) fn query_root_kinds(rules: &RuleSelection) -> Vec<bool> {
-    compile_from_the_last_rule(rules);
     let mut union = vec![false; memlint_python::language().node_kind_count()];
     for kinds in rules.iter().filter_map(root_kinds) {
         for (u, k) in union.iter_mut().zip(kinds) {
@@ -263,14 +302,15 @@ pub(crate) fn query_root_kinds(rules: &RuleSelection) -> Vec<bool> {
     union
 }
 
-/// On the process's first lint, a thread of its own compiles the queries of that lint's
-/// rules from the last rule back, while the lint compiles them from the first on
-/// ([`root_kinds`] reads each query's patterns): the two meet in the middle, and a short
-/// run (one file, a few) waits for about half the compiles it would wait for alone.
-fn compile_from_the_last_rule(rules: &RuleSelection) {
+/// On the process's first lint, a thread of its own compiles the queries that lint will
+/// match with (of the rules with a candidate in the file, see [`may_match_in`]) from the
+/// last rule back, while the lint compiles them from the first on: the two meet in the
+/// middle, and a short run (one file, a few) waits for about half the compiles it would
+/// wait for alone, and for none of the queries its files give no candidate.
+fn compile_from_the_last_rule(model: &SemanticModel<'_>, rules: &RuleSelection) {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
-        let rules: Vec<Rule> = rules.iter().collect();
+        let rules: Vec<Rule> = rules.iter().filter(|rule| may_match_in(model, *rule)).collect();
         // Without a thread (none can be made), the lint compiles every query itself.
         let _ = std::thread::Builder::new().name("memlint-queries".into()).spawn(move || {
             for rule in rules.into_iter().rev() {
@@ -278,6 +318,18 @@ fn compile_from_the_last_rule(rules: &RuleSelection) {
             }
         });
     });
+}
+
+/// Could `rule`'s query match anywhere in the module: at a node the model indexed, of a
+/// kind one of its patterns starts at, that its screen lets through? (A query that walks
+/// its regions may match anywhere.)
+fn may_match_in(model: &SemanticModel<'_>, rule: Rule) -> bool {
+    let Some(kinds) = root_kinds(rule) else { return true };
+    let screen = rule_screen(rule);
+    let source = model.source().as_bytes();
+    model.indexed_nodes().iter().zip(model.indexed_node_kinds()).any(|(node, kind)| {
+        kinds.get(*kind as usize).copied().unwrap_or(false) && screen.is_none_or(|screen| screen.may_match(*kind, &source[node.byte_range()]))
+    })
 }
 
 /// `ranges` sorted, with overlapping or touching ones merged and empty ones dropped.
@@ -341,8 +393,9 @@ impl<'a, 't> Checker<'a, 't> {
     }
 
     fn matches_at_roots(&self, merged: &[Range<usize>], kinds: &[bool]) -> Vec<QueryMatch<'t>> {
-        let query = rule_query(self.rule);
-        let names = query.capture_names();
+        // Compiled at the first candidate the screen lets through: a rule with none in the
+        // file (most files hold no `zero_grad`, no `volatile`) needs no query.
+        let mut query: Option<&'static Query> = None;
         let source = self.model.source().as_bytes();
         // Indexed by the model's walk for every rule of this lint.
         let candidates = self.model.indexed_nodes();
@@ -362,6 +415,8 @@ impl<'a, 't> Checker<'a, 't> {
                 if screen.is_some_and(|screen| !screen.may_match(*kind, &source[node.byte_range()])) {
                     continue;
                 }
+                let query = *query.get_or_insert_with(|| rule_query(self.rule));
+                let names = query.capture_names();
                 let mut matches = cursor.matches(query, *node, source);
                 while let Some(m) = matches.next() {
                     let starts_inside = m.captures.iter().map(|c| c.node.start_byte()).min().map(|s| s >= range.start && s < range.end).unwrap_or(false);
@@ -413,6 +468,7 @@ fn rule_index(rule: Rule) -> usize {
 
 /// Runs the enabled rules; `model` indexed the [`query_root_kinds`] of `settings.rules`.
 pub(crate) fn run_rules<'t>(model: &SemanticModel<'t>, settings: &LinterSettings) -> Vec<Diagnostic> {
+    compile_from_the_last_rule(model, &settings.rules);
     let mut diagnostics = Vec::new();
     for rule in settings.rules.iter() {
         let mut checker = Checker { model, rule, diagnostics: Vec::new() };
@@ -662,6 +718,42 @@ mod tests {
             }
         }
         assert!(compared > 100, "matches compared: {compared}");
+    }
+
+    /// The patterns read from a query's text start where the compiled query says they do,
+    /// for every rule's query and for texts with brackets in comments and strings.
+    #[test]
+    fn pattern_starts_read_from_the_text_are_the_compiled_querys() {
+        let crafted = [
+            "; (not a pattern) [nor this]\n(call) @c\n\n; \"(\"\n[(true) (false)] @b\n",
+            "((identifier) @c (#eq? @c \"[\\\"(\")) (argument_list \")\" @p) @a\n(call\n  function: (identifier) @f)\n",
+        ];
+        let texts = Rule::ALL.iter().map(|r| r.query_source()).chain(crafted);
+        let mut compared = 0;
+        for text in texts {
+            let query = Query::new(&memlint_python::language(), text).unwrap_or_else(|e| panic!("{text:?} compiles: {e}"));
+            let compiled: Vec<usize> = (0..query.pattern_count()).map(|p| query.start_byte_for_pattern(p)).collect();
+            assert_eq!(pattern_starts(text), compiled, "{text:?}");
+            compared += compiled.len();
+        }
+        assert!(compared > Rule::ALL.len(), "patterns compared: {compared}");
+    }
+
+    /// A rule's query may match in a module only where a node of a kind it starts at holds
+    /// its literals: a module with no `zero_grad` call gives `zero-grad-keeps-memory` none
+    /// (its query is then never compiled).
+    #[test]
+    fn a_query_may_match_only_where_its_screen_lets_a_node_through() {
+        let all = RuleSelection::all();
+        let may_match = |source: &str| {
+            let tree = memlint_python::parse_with(source, None);
+            let indexed = query_root_kinds(&all);
+            let model = SemanticModel::indexing(&tree, source, &memlint_python::NoProject, &indexed);
+            may_match_in(&model, Rule::ZeroGradKeepsMemory)
+        };
+        assert!(may_match("opt.zero_grad(set_to_none=False)\n"));
+        assert!(!may_match("opt.step()\nzero_grad = 1\n"));
+        assert!(!may_match("x = 1\n"));
     }
 
     #[test]
