@@ -93,7 +93,7 @@ impl<'t> SemanticModel<'t> {
     /// for a method; `None` for a keyword-only one), the positional argument there. `None`
     /// when not passed, or when a `*args` at or before that position hides which it is.
     pub fn argument_for(&self, call: Node<'t>, name: &str, position: Option<usize>) -> Option<Node<'t>> {
-        let arguments = named_children(call.field("arguments")?);
+        let arguments = self.named_children(call.field("arguments")?);
         if let Some(keyword) = arguments
             .iter()
             .find(|a| a.kind_name() == "keyword_argument" && a.field("name").is_some_and(|n| self.text(n) == name))
@@ -134,7 +134,7 @@ impl<'t> SemanticModel<'t> {
     /// The value of the keyword argument `name` of `call`, if given.
     pub fn keyword_value(&self, call: Node<'t>, name: &str) -> Option<Node<'t>> {
         let arguments = call.field("arguments")?;
-        named_children(arguments)
+        self.named_children(arguments)
             .into_iter()
             .filter(|a| a.kind_name() == "keyword_argument")
             .find(|a| a.field("name").is_some_and(|k| self.text(k) == name))
@@ -144,7 +144,6 @@ impl<'t> SemanticModel<'t> {
     /// Every identifier (and attribute's last part) inside an expression, as dotted names.
     pub fn identifiers_in(&self, expr: Node<'t>) -> Vec<String> {
         let mut names = Vec::new();
-        let mut cursor = expr.walk();
         let mut stack = vec![expr];
         while let Some(n) = stack.pop() {
             match n.kind_name() {
@@ -158,7 +157,7 @@ impl<'t> SemanticModel<'t> {
                     }
                 }
                 "string" => {}
-                _ => stack.extend(n.named_children(&mut cursor)),
+                _ => stack.extend(self.named_children(n)),
             }
         }
         names
@@ -188,7 +187,7 @@ impl<'t> SemanticModel<'t> {
             return false;
         };
         let receiver_is_tensor = matches!(self.value_kind(receiver), ValueKind::GradTensor | ValueKind::PlainTensor);
-        let loss = call.field("arguments").and_then(|a| named_children(a).into_iter().find(|n| n.kind_name() != "keyword_argument" && n.kind_name() != "comment"));
+        let loss = call.field("arguments").and_then(|a| self.named_children(a).into_iter().find(|n| n.kind_name() != "keyword_argument" && n.kind_name() != "comment"));
         !receiver_is_tensor && loss.is_some_and(|l| self.has_autograd_history(l))
     }
 

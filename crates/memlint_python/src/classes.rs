@@ -52,7 +52,7 @@ impl<'t> SemanticModel<'t> {
             if method == "from_pretrained" {
                 let class = self.qualified_name(callee).or_else(|| self.dotted_name(callee)).unwrap_or_default();
                 let trainable = value.field("arguments").is_some_and(|args| {
-                    named_children(args).into_iter().any(|a| {
+                    self.named_children(args).into_iter().any(|a| {
                         a.kind_name() == "keyword_argument"
                             && a.field("name").is_some_and(|n| self.text(n) == "is_trainable")
                             && a.field("value").is_none_or(|v| self.text(v) != "False")

@@ -30,7 +30,7 @@ impl<'t> SemanticModel<'t> {
                 }
                 "conditional_expression" => {
                     // `a if condition else b`
-                    let parts = named_children(parent);
+                    let parts = self.named_children(parent);
                     if let [consequence, condition, alternative] = parts[..] {
                         let within = |part: Node<'t>| part.id() == child.id() || contains(part, child);
                         match self.cuda_availability_test(condition) {
@@ -177,8 +177,7 @@ impl<'t> SemanticModel<'t> {
                 stops = true;
                 break;
             }
-            let mut cursor = n.walk();
-            stack.extend(n.named_children(&mut cursor));
+            stack.extend(self.named_children(n));
         }
         if !stops {
             return None;
@@ -196,7 +195,7 @@ impl<'t> SemanticModel<'t> {
         }
         let callee = iterable.field("function")?;
         let arguments: Vec<Node<'t>> =
-            named_children(iterable.field("arguments")?).into_iter().filter(|a| !matches!(a.kind_name(), "keyword_argument" | "comment")).collect();
+            self.named_children(iterable.field("arguments")?).into_iter().filter(|a| !matches!(a.kind_name(), "keyword_argument" | "comment")).collect();
         match callee.kind_name() {
             "identifier" => match self.text(callee) {
                 "range" if arguments.len() == 1 => Some((arguments[0], true)),
@@ -311,9 +310,8 @@ impl<'t> SemanticModel<'t> {
                 }
                 return n.field("right").map(unparenthesize);
             }
-            let mut cursor = n.walk();
             // Depth-first, left to right: the first `%` in source order.
-            let children: Vec<Node<'t>> = n.named_children(&mut cursor).collect();
+            let children: Vec<Node<'t>> = self.named_children(n);
             pending.extend(children.into_iter().rev());
         }
         None
@@ -371,8 +369,7 @@ impl<'t> SemanticModel<'t> {
     /// Does `body` hold a loop over batches (or epochs), itself or in a local function it
     /// calls (`for epoch in range(n): train(model, loader)`)?
     pub(crate) fn contains_nested_step_loop(&self, body: Node<'t>) -> bool {
-        let mut cursor = body.walk();
-        let mut stack = named_children(body);
+        let mut stack = self.named_children(body);
         while let Some(n) = stack.pop() {
             match n.kind_name() {
                 "function_definition" | "class_definition" | "lambda" => continue,
@@ -386,9 +383,9 @@ impl<'t> SemanticModel<'t> {
                     if self.local_callee(n).is_some_and(|def| self.function_has_step_loop(def)) {
                         return true;
                     }
-                    stack.extend(n.named_children(&mut cursor));
+                    stack.extend(self.named_children(n));
                 }
-                _ => stack.extend(n.named_children(&mut cursor)),
+                _ => stack.extend(self.named_children(n)),
             }
         }
         false
@@ -455,8 +452,7 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn step_in(&self, body: Node<'t>, through_calls: bool) -> bool {
-        let mut cursor = body.walk();
-        let mut stack = named_children(body);
+        let mut stack = self.named_children(body);
         while let Some(n) = stack.pop() {
             match n.kind_name() {
                 "function_definition" | "class_definition" | "lambda" | "for_statement" | "while_statement" => continue,
@@ -467,9 +463,9 @@ impl<'t> SemanticModel<'t> {
                     if through_calls && self.local_callee(n).is_some_and(|def| self.function_runs_a_step(def)) {
                         return true;
                     }
-                    stack.extend(n.named_children(&mut cursor));
+                    stack.extend(self.named_children(n));
                 }
-                _ => stack.extend(n.named_children(&mut cursor)),
+                _ => stack.extend(self.named_children(n)),
             }
         }
         false

@@ -147,8 +147,8 @@ impl<'t> SemanticModel<'t> {
     pub(crate) fn carries_history(&self, expr: Node<'t>) -> bool {
         let expr = unparenthesize(expr);
         match expr.kind_name() {
-            "tuple" | "list" | "expression_list" | "set" => named_children(expr).into_iter().any(|e| self.carries_history(e)),
-            "dictionary" => named_children(expr).into_iter().filter_map(|p| p.field("value")).any(|e| self.carries_history(e)),
+            "tuple" | "list" | "expression_list" | "set" => self.named_children(expr).into_iter().any(|e| self.carries_history(e)),
+            "dictionary" => self.named_children(expr).into_iter().filter_map(|p| p.field("value")).any(|e| self.carries_history(e)),
             "keyword_argument" => expr.field("value").map(|v| self.carries_history(v)).unwrap_or(false),
             "list_splat" | "dictionary_splat" => expr.named_child(0).map(|v| self.carries_history(v)).unwrap_or(false),
             "list_comprehension" | "generator_expression" => expr.field("body").map(|b| self.carries_history(b)).unwrap_or(false),
@@ -642,7 +642,7 @@ impl<'t> SemanticModel<'t> {
         // `preds, losses = [], []`: the element at the name's place.
         if let Some(index) = self.target_index(binding.statement, name) {
             if matches!(value.kind_name(), "expression_list" | "tuple" | "list") {
-                match named_children(value).get(index) {
+                match self.named_children(value).get(index) {
                     Some(element) => value = unparenthesize(*element),
                     None => return false,
                 }
@@ -665,7 +665,7 @@ impl<'t> SemanticModel<'t> {
         let name = self.text(ident);
         let binding = self.binding_at(name, ident).filter(|b| b.kind == BindingKind::Parameter)?;
         let function = self.enclosing_function(ident)?;
-        let params = named_children(self.parent(binding.statement)?);
+        let params = self.named_children(self.parent(binding.statement)?);
         let position = params.iter().filter_map(|p| parameter_name(*p)).position(|n| self.text(n) == name)?;
         let position = if function.class.is_some() { position.checked_sub(1)? } else { position };
         let calls = self.calls_of_function(function);
@@ -734,8 +734,8 @@ impl<'t> SemanticModel<'t> {
     /// The parameter of `def` that the argument at `argument` (or, when `None`, the first
     /// argument holding history) of `call` fills.
     pub(crate) fn parameter_receiving(&self, def: Node<'t>, call: Node<'t>, argument: Option<Node<'t>>) -> Option<&'t str> {
-        let params = named_children(def.field("parameters")?);
-        let arguments = named_children(call.field("arguments")?);
+        let params = self.named_children(def.field("parameters")?);
+        let arguments = self.named_children(call.field("arguments")?);
         let method = self.functions.get(&def.id()).is_some_and(|f| f.class.is_some())
             && call.field("function").is_some_and(|c| c.kind_name() == "attribute");
         let skip = usize::from(method);

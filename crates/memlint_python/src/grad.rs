@@ -129,10 +129,10 @@ impl<'t> SemanticModel<'t> {
 
     /// What a `with` statement does to autograd, if anything.
     pub(crate) fn with_grad_effect(&self, with: Node<'t>) -> Option<GradContext> {
-        let clause = named_children(with).into_iter().find(|c| c.kind_name() == "with_clause")?;
+        let clause = self.named_children(with).into_iter().find(|c| c.kind_name() == "with_clause")?;
         // The last item wins when several are given (`with a(), b():` enters a then b).
         let mut effect = None;
-        for item in named_children(clause) {
+        for item in self.named_children(clause) {
             let Some(mut value) = item.field("value") else { continue };
             if value.kind_name() == "as_pattern" {
                 match value.named_child(0) {
@@ -617,13 +617,13 @@ impl<'t> SemanticModel<'t> {
         match literal.kind_name() {
             "list" | "tuple" if key.kind_name() == "integer" => {
                 let index: usize = self.text(key).parse().ok()?;
-                let elements = named_children(literal);
+                let elements = self.named_children(literal);
                 if elements.iter().any(|e| matches!(e.kind_name(), "list_splat" | "comment")) {
                     return None;
                 }
                 elements.get(index).copied()
             }
-            "dictionary" if key.kind_name() == "string" => named_children(literal)
+            "dictionary" if key.kind_name() == "string" => self.named_children(literal)
                 .into_iter()
                 .filter(|p| p.kind_name() == "pair")
                 .find(|p| p.field("key").is_some_and(|k| self.text(k) == self.text(key)))

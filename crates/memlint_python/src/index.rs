@@ -95,7 +95,7 @@ impl<'t> SemanticModel<'t> {
                 let parent = self.parent(node);
                 let (decorators, outer) = match parent {
                     Some(p) if p.kind_name() == "decorated_definition" => (
-                        named_children(p)
+                        self.named_children(p)
                             .into_iter()
                             .filter(|c| c.kind_name() == "decorator")
                             .filter_map(|d| d.named_child(0))
@@ -112,7 +112,7 @@ impl<'t> SemanticModel<'t> {
                 );
                 let inner = Some(node.id());
                 if let Some(params) = node.field("parameters") {
-                    for param in named_children(params) {
+                    for param in self.named_children(params) {
                         if let Some(ident) = parameter_name(param) {
                             self.add_binding(inner, self.text(ident), param, None, BindingKind::Parameter);
                         }
@@ -137,7 +137,7 @@ impl<'t> SemanticModel<'t> {
                     .unwrap_or_default();
                 let base_names: Vec<String> = node
                     .field("superclasses")
-                    .map(|s| named_children(s).into_iter().filter_map(|b| self.dotted_name(b)).collect())
+                    .map(|s| self.named_children(s).into_iter().filter_map(|b| self.dotted_name(b)).collect())
                     .unwrap_or_default();
                 let class_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
                 let local_bases = bases
@@ -161,7 +161,7 @@ impl<'t> SemanticModel<'t> {
             }
             "import_statement" | "import_from_statement" => {
                 self.index_children_except(nodes, at, None);
-                if node.kind_name() == "import_from_statement" && named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
+                if node.kind_name() == "import_from_statement" && self.named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
                     self.has_star_import = true;
                     if scope.is_none() {
                         let module = node.field("module_name").map(|m| self.text(m).to_owned()).unwrap_or_default();
@@ -210,7 +210,7 @@ impl<'t> SemanticModel<'t> {
                 // where its body starts.
                 let body_start = node.field("body").map(|b| b.start_byte()).unwrap_or(node.end_byte());
                 if let Some(params) = node.field("parameters") {
-                    for param in named_children(params) {
+                    for param in self.named_children(params) {
                         let ident = match param.kind_name() {
                             "list_splat_pattern" | "dictionary_splat_pattern" => param.named_child(0),
                             _ => parameter_name(param),

@@ -139,6 +139,16 @@ impl<'t> NamedNodes<'t> {
         self.children(index).find(|c| self.nodes[*c].id() == child.id())
     }
 
+    /// The named children of `node`, as [`crate::semantic::named_children`] gives them:
+    /// read from these nodes when `node` is one of them (no call into tree-sitter, whose
+    /// cursor steps through every anonymous and hidden child), else from tree-sitter.
+    pub(crate) fn named_children_of(&self, node: Node<'t>) -> Vec<Node<'t>> {
+        match self.index_of(node) {
+            Some(at) => self.children(at).map(|c| self.nodes[c]).collect(),
+            None => crate::semantic::named_children(node),
+        }
+    }
+
     /// The index of `node`, when it is one of these.
     pub(crate) fn index_of(&self, node: Node<'t>) -> Option<usize> {
         let start = node.start_byte();

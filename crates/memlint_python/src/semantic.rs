@@ -518,6 +518,12 @@ impl<'t> SemanticModel<'t> {
         self.source
     }
 
+    /// The named children of `node` (as [`named_children`] gives them), read from the
+    /// model's walk of its tree.
+    pub fn named_children(&self, node: Node<'t>) -> Vec<Node<'t>> {
+        self.named.named_children_of(node)
+    }
+
     pub fn root(&self) -> Node<'t> {
         self.root
     }

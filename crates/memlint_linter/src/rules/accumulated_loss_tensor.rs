@@ -125,7 +125,7 @@ fn check_calls(checker: &mut Checker<'_, '_>) {
             }
             // Cheap first: some argument carries history (what the method stores may be
             // in another module).
-            let args = call.field("arguments").map(|a| memlint_python::named_children(a)).unwrap_or_default();
+            let args = call.field("arguments").map(|a| model.named_children(a)).unwrap_or_default();
             let has_history = args.iter().any(|a| {
                 let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(*a) };
                 value.map(|v| model.has_autograd_history(v)).unwrap_or(false)
@@ -201,7 +201,7 @@ fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, te
         // Reset once per optimizer update: the loop that resets the total steps an optimizer
         // and the loops it survives (micro-batches of one update) do not. It holds one
         // accumulation window, read after the inner loop (`print(total.item())`).
-        let steps = |node: Node<'t>| !crate::rules::descendants_where(node, |c| c.kind_name() == "call" && model.is_optimizer_step(c)).is_empty();
+        let steps = |node: Node<'t>| !crate::rules::descendants_where(model, node, |c| c.kind_name() == "call" && model.is_optimizer_step(c)).is_empty();
         if loops.get(surviving.len()).is_some_and(|resetting| steps(resetting.node)) && !steps(outermost.node) {
             return;
         }
@@ -304,7 +304,7 @@ fn conditional_within<'t>(model: &SemanticModel<'t>, node: Node<'t>, body: Node<
     false
 }
 
-fn subtree_has<'t>(_model: &SemanticModel<'t>, node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> bool {
+fn subtree_has<'t>(model: &SemanticModel<'t>, node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> bool {
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
         if predicate(n) {
@@ -313,8 +313,7 @@ fn subtree_has<'t>(_model: &SemanticModel<'t>, node: Node<'t>, predicate: impl F
         if matches!(n.kind_name(), "function_definition" | "class_definition") && n.id() != node.id() {
             continue;
         }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
+        stack.extend(model.named_children(n));
     }
     false
 }

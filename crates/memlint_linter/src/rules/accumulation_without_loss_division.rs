@@ -310,7 +310,7 @@ impl<'t> Region<'t> {
 /// the period's branch backpropagating nothing of its own: gradients sum over the period.
 fn periodic_schedule<'t>(model: &SemanticModel<'t>, region: &Region<'t>) -> Option<Schedule<'t>> {
     let step_loop = region.node;
-    let steps: Vec<Node<'t>> = descendants_where(region.body, |n| n.kind_name() == "call" && model.is_optimizer_step(n))
+    let steps: Vec<Node<'t>> = descendants_where(model, region.body, |n| n.kind_name() == "call" && model.is_optimizer_step(n))
         .into_iter()
         .filter(|s| region.holds_directly(model, *s))
         .collect();
@@ -335,7 +335,7 @@ fn periodic_schedule<'t>(model: &SemanticModel<'t>, region: &Region<'t>) -> Opti
 fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>, region: &Region<'t>) -> Option<Schedule<'t>> {
     // In a helper the micro-batch loop calls: the loops around that call.
     let anchor = region.site.unwrap_or(backward);
-    if region.site.is_some() && !descendants_where(region.body, |n| n.kind_name() == "call" && model.is_optimizer_step(n)).is_empty() {
+    if region.site.is_some() && !descendants_where(model, region.body, |n| n.kind_name() == "call" && model.is_optimizer_step(n)).is_empty() {
         return None;
     }
     let loops = model.enclosing_loops(anchor);
@@ -351,11 +351,11 @@ fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>, region
     if from_range && !fetches(inner_body) && !(region.site.is_some() && fetches(region.body)) {
         return None;
     }
-    if !descendants_where(inner_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n)).is_empty() {
+    if !descendants_where(model, inner_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n)).is_empty() {
         return None;
     }
     let outer_body = outer.field("body")?;
-    let steps_after = descendants_where(outer_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n))
+    let steps_after = descendants_where(model, outer_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n))
         .into_iter()
         .any(|s| s.start_byte() >= inner.end_byte() && model.enclosing_loops(s).first().map(|l| l.node.id()) == Some(outer.id()));
     if !steps_after {
@@ -410,12 +410,12 @@ fn counter_threshold<'t>(model: &SemanticModel<'t>, condition: Node<'t>, branch:
     }
     let counter = model.text(left);
     let consequence = branch.field("consequence")?;
-    let reset = descendants_where(consequence, |n| {
+    let reset = descendants_where(model, consequence, |n| {
         n.kind_name() == "assignment"
             && n.field("left").is_some_and(|l| model.text(l) == counter)
             && n.field("right").is_some_and(|r| model.text(r) == "0")
     });
-    let incremented = descendants_where(loop_node.field("body")?, |n| {
+    let incremented = descendants_where(model, loop_node.field("body")?, |n| {
         n.kind_name() == "augmented_assignment"
             && n.field("left").is_some_and(|l| model.text(l) == counter)
             && n.field("operator").is_some_and(|o| model.text(o) == "+=")
@@ -428,8 +428,8 @@ fn under_accelerate<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> bool {
     let mut current = node.parent();
     while let Some(n) = current {
         if n.kind_name() == "with_statement" {
-            let accumulates = descendants_where(n, |c| c.kind_name() == "with_item").iter().any(|item| {
-                !descendants_where(*item, |c| {
+            let accumulates = descendants_where(model, n, |c| c.kind_name() == "with_item").iter().any(|item| {
+                !descendants_where(model, *item, |c| {
                     c.kind_name() == "call"
                         && c.field("function")
                             .and_then(|f| f.field("attribute"))
@@ -566,7 +566,7 @@ fn running_counters<'t>(model: &SemanticModel<'t>, loop_node: Node<'t>, body: No
     if let Some(left) = loop_node.field("left") {
         names.extend(model.identifiers_in(left));
     }
-    for aug in descendants_where(body, |n| n.kind_name() == "augmented_assignment") {
+    for aug in descendants_where(model, body, |n| n.kind_name() == "augmented_assignment") {
         if let Some(left) = aug.field("left").filter(|l| l.kind_name() == "identifier") {
             names.insert(model.text(left).to_owned());
         }

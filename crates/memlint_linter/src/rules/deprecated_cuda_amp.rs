@@ -128,7 +128,7 @@ fn fallback_of_the_replacement<'t>(model: &SemanticModel<'t>, call: Node<'t>) ->
         match parent.kind_name() {
             // `a if condition else b`: the branches are the first and last named children.
             "conditional_expression" => {
-                let branches = memlint_python::named_children(parent);
+                let branches = model.named_children(parent);
                 let other = match (branches.first(), branches.last()) {
                     (Some(first), Some(last)) if memlint_python::contains(*first, call) => *last,
                     (Some(first), Some(last)) if memlint_python::contains(*last, call) => *first,
@@ -138,7 +138,7 @@ fn fallback_of_the_replacement<'t>(model: &SemanticModel<'t>, call: Node<'t>) ->
             }
             "if_statement" => {
                 let consequence = parent.field("consequence");
-                let alternatives = memlint_python::named_children(parent).into_iter().filter(|c| matches!(c.kind_name(), "else_clause" | "elif_clause"));
+                let alternatives = model.named_children(parent).into_iter().filter(|c| matches!(c.kind_name(), "else_clause" | "elif_clause"));
                 let branches: Vec<Node<'t>> = consequence.into_iter().chain(alternatives).collect();
                 if branches.len() < 2 {
                     return false;

@@ -471,7 +471,7 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Fix> {
     let source = model.source();
     let (torch, import) = torch_name(model);
     let function = model.enclosing_function(call);
-    let returns_values = function.map(|f| returns_values(f.node)).unwrap_or(false);
+    let returns_values = function.map(|f| returns_values(model, f.node)).unwrap_or(false);
     let mut edits: Vec<Edit> = import.into_iter().collect();
     let trains = |node: Node<'t>| node.field("body").is_some_and(|b| model.trains_in(b));
     let message = match function {
@@ -546,7 +546,7 @@ fn statement_of<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Node<'t> {
 }
 
 /// Does a function return or yield a value (not counting nested functions)?
-fn returns_values(function: Node<'_>) -> bool {
+fn returns_values<'t>(model: &SemanticModel<'t>, function: Node<'t>) -> bool {
     let Some(body) = function.field("body") else { return false };
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
@@ -555,8 +555,7 @@ fn returns_values(function: Node<'_>) -> bool {
             "return_statement" if n.named_child_count() > 0 => return true,
             "yield" => return true,
             _ => {
-                let mut cursor = n.walk();
-                stack.extend(n.named_children(&mut cursor));
+                stack.extend(model.named_children(n));
             }
         }
     }

@@ -349,7 +349,7 @@ fn handed_to<'t>(model: &SemanticModel<'t>, arguments: Node<'t>, value: Node<'t>
     }
     // Parameters after `*args` (or the bare `*`) are passed by keyword only.
     let mut by_position = true;
-    for (position, parameter) in memlint_python::named_children(function.node.field("parameters")?).into_iter().enumerate() {
+    for (position, parameter) in model.named_children(function.node.field("parameters")?).into_iter().enumerate() {
         let Some(target) = parameter_name(parameter) else {
             by_position = false;
             continue;

@@ -230,7 +230,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
 
 /// Does the loop backpropagate (so `backward()` frees each graph's saved activations)?
 fn trains<'t>(model: &SemanticModel<'t>, loop_node: Node<'t>) -> bool {
-    !descendants_where(loop_node, |n| n.kind_name() == "call" && model.is_backward_call(n)).is_empty()
+    !descendants_where(model, loop_node, |n| n.kind_name() == "call" && model.is_backward_call(n)).is_empty()
 }
 
 /// `.cpu()` after an explicit `.detach()`, else `.detach().cpu()`.
@@ -306,7 +306,7 @@ fn is_tensor_factory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
 
 /// `base.clear()`, `base.pop(...)`, `del base[...]` in the loop: the container stays bounded.
 fn cleared_in<'t>(model: &SemanticModel<'t>, base: &str, loop_node: Node<'t>) -> bool {
-    !descendants_where(loop_node, |n| match n.kind_name() {
+    !descendants_where(model, loop_node, |n| match n.kind_name() {
         "call" => n
             .field("function")
             .filter(|f| f.kind_name() == "attribute")
@@ -329,7 +329,7 @@ fn is_private_local<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>) -> 
         return false;
     }
     let Some(body) = function.node.field("body") else { return false };
-    descendants_where(body, |n| {
+    descendants_where(model, body, |n| {
         matches!(n.kind_name(), "return_statement" | "yield" | "global_statement" | "nonlocal_statement")
             && model.identifiers_in(n).iter().any(|i| i == base)
     })

@@ -141,7 +141,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 "half" => true,
                 "to" => conversion
                     .field("arguments")
-                    .map(|args| named_children(args).into_iter().any(|a| is_float16(model, argument_value(a))))
+                    .map(|args| model.named_children(args).into_iter().any(|a| is_float16(model, argument_value(a))))
                     .unwrap_or(false),
                 _ => false,
             };
@@ -247,7 +247,7 @@ fn may_be_trained<'t>(model: &SemanticModel<'t>, conversion: Node<'t>, receiver:
     }
     let Some(body) = function.node.field("body") else { return true };
     let mentions = |node: Node<'t>| model.identifiers_in(node).iter().any(|i| names.iter().any(|n| n == i));
-    let returned = crate::rules::descendants_where(body, |n| n.kind_name() == "return_statement" && in_scope(n) && mentions(n));
+    let returned = crate::rules::descendants_where(model, body, |n| n.kind_name() == "return_statement" && in_scope(n) && mentions(n));
     if !returned.is_empty() {
         return true;
     }
@@ -302,7 +302,7 @@ fn is_float16_at<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) ->
 /// Does this autocast compute in float16 (explicitly, or by CUDA's default)?
 fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let Some(args) = call.field("arguments") else { return false };
-    let args = named_children(args);
+    let args = model.named_children(args);
     let keyword = |name: &str| {
         args.iter().find(|a| {
             a.kind_name() == "keyword_argument" && a.field("name").map(|n| model.text(n) == name).unwrap_or(false)

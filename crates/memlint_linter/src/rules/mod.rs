@@ -310,7 +310,7 @@ pub(crate) fn is_primary(expr: Node<'_>) -> bool {
 pub(crate) fn branch_steps_an_optimizer<'t>(model: &SemanticModel<'t>, branch: Node<'t>) -> bool {
     branch
         .field("consequence")
-        .map(|body| !descendants_where(body, |c| c.kind_name() == "call" && model.is_optimizer_step(c)).is_empty())
+        .map(|body| !descendants_where(model, body, |c| c.kind_name() == "call" && model.is_optimizer_step(c)).is_empty())
         .unwrap_or(false)
 }
 
@@ -340,7 +340,7 @@ pub(crate) fn local_functions_called<'a, 't>(model: &'a SemanticModel<'t>, call:
     model.functions().filter(move |f| name == Some(f.name.as_str()))
 }
 
-pub(crate) fn descendants_where<'t>(node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> Vec<Node<'t>> {
+pub(crate) fn descendants_where<'t>(model: &SemanticModel<'t>, node: Node<'t>, predicate: impl Fn(Node<'t>) -> bool) -> Vec<Node<'t>> {
     let mut found = Vec::new();
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
@@ -350,8 +350,7 @@ pub(crate) fn descendants_where<'t>(node: Node<'t>, predicate: impl Fn(Node<'t>)
         if predicate(n) {
             found.push(n);
         }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
+        stack.extend(model.named_children(n));
     }
     found.sort_by_key(|n| n.start_byte());
     found
@@ -474,12 +473,12 @@ fn backpropagated_name<'t>(model: &SemanticModel<'t>, name: &str, at: Node<'t>) 
                     let computes_a_loss = model.value_kind(callee) == ValueKind::Loss || model.is_forward_call(n) || is_loss_function(model, callee);
                     if !computes_a_loss {
                         if let Some(args) = n.field("arguments") {
-                            stack.extend(memlint_python::named_children(args));
+                            stack.extend(model.named_children(args));
                         }
                     }
                 }
                 "keyword_argument" => stack.extend(n.field("value")),
-                _ => stack.extend(memlint_python::named_children(n)),
+                _ => stack.extend(model.named_children(n)),
             }
         }
         false
@@ -508,11 +507,11 @@ pub(crate) fn accumulator_through_helper<'t>(model: &SemanticModel<'t>, statemen
     }
     let function = model.enclosing_function(statement)?;
     let binding = model.bindings_in_scope(base, statement).iter().find(|b| b.kind == BindingKind::Parameter)?;
-    let params = memlint_python::named_children(model.parent(binding.statement)?);
+    let params = model.named_children(model.parent(binding.statement)?);
     let position = params.iter().filter_map(|p| memlint_python::parameter_name(*p)).position(|n| model.text(n) == base)?;
     let position = if function.class.is_some() { position.checked_sub(1)? } else { position };
     if returned {
-        let returns_it = descendants_where(function.node.field("body")?, |n| n.kind_name() == "return_statement")
+        let returns_it = descendants_where(model, function.node.field("body")?, |n| n.kind_name() == "return_statement")
             .iter()
             .any(|r| r.named_child(0).is_some_and(|v| model.identifiers_in(v).iter().any(|i| i == base)));
         if !returns_it {

@@ -87,7 +87,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         }
         // A second backward later in the iteration (GAN, gradient penalty) needs the graph.
-        let second = descendants_where(body, |n| n.kind_name() == "call" && n.start_byte() >= call.end_byte() && model.is_backward_call(n));
+        let second = descendants_where(model, body, |n| n.kind_name() == "call" && n.start_byte() >= call.end_byte() && model.is_backward_call(n));
         if !second.is_empty() {
             continue;
         }
@@ -154,9 +154,9 @@ impl<'t> HelperCalledPerStep<'t> {
 
 fn in_helper_called_per_step<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<HelperCalledPerStep<'t>> {
     let function = model.enclosing_function(call)?;
-    let runs_backward = |node: Node<'t>| !descendants_where(node, |n| n.kind_name() == "call" && model.is_backward_call(n)).is_empty();
+    let runs_backward = |node: Node<'t>| !descendants_where(model, node, |n| n.kind_name() == "call" && model.is_backward_call(n)).is_empty();
     let body = function.node.field("body")?;
-    let later_in_helper = descendants_where(body, |n| n.kind_name() == "call" && n.start_byte() >= call.end_byte() && model.is_backward_call(n));
+    let later_in_helper = descendants_where(model, body, |n| n.kind_name() == "call" && n.start_byte() >= call.end_byte() && model.is_backward_call(n));
     if !later_in_helper.is_empty() {
         return None;
     }
@@ -181,7 +181,7 @@ fn in_helper_called_per_step<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> O
             return None;
         }
         let loop_body = loop_.node.field("body")?;
-        let again = descendants_where(loop_body, |n| {
+        let again = descendants_where(model, loop_body, |n| {
             n.kind_name() == "call" && n.start_byte() >= site.end_byte() && (model.is_backward_call(n) || runs_local_backward(n))
         });
         if !again.is_empty() {
@@ -217,7 +217,7 @@ fn graph_names<'t>(model: &SemanticModel<'t>, root: Node<'t>, body: Node<'t>) ->
         if seen.len() > 64 {
             break;
         }
-        for ident in descendants_where(expr, |n| n.kind_name() == "identifier" && is_variable_use(n)) {
+        for ident in descendants_where(model, expr, |n| n.kind_name() == "identifier" && is_variable_use(n)) {
             let name = model.text(ident).to_owned();
             if seen.iter().any(|(n, _)| *n == name) {
                 continue;
@@ -237,7 +237,7 @@ fn graph_names<'t>(model: &SemanticModel<'t>, root: Node<'t>, body: Node<'t>) ->
 
 /// Is the graph built in this iteration: a forward pass or a name assigned in the loop body?
 fn built_in_iteration<'t>(model: &SemanticModel<'t>, root: Node<'t>, names: &[(String, Node<'t>)], body: Node<'t>) -> bool {
-    if !descendants_where(root, |n| n.kind_name() == "call" && model.is_forward_call(n)).is_empty() {
+    if !descendants_where(model, root, |n| n.kind_name() == "call" && model.is_forward_call(n)).is_empty() {
         return true;
     }
     names.iter().any(|(name, at)| {
@@ -282,7 +282,7 @@ fn shares_outer_graph<'t>(model: &SemanticModel<'t>, names: &[(String, Node<'t>)
 fn kept_across_iterations<'t>(model: &SemanticModel<'t>, names: &[(String, Node<'t>)], body: Node<'t>) -> Option<String> {
     let holds_graph = |expr: Node<'t>| {
         model.value_kind(expr) == ValueKind::GradTensor
-            && descendants_where(expr, |n| n.kind_name() == "identifier").iter().any(|i| names.iter().any(|(n, _)| n == model.text(*i)))
+            && descendants_where(model, expr, |n| n.kind_name() == "identifier").iter().any(|i| names.iter().any(|(n, _)| n == model.text(*i)))
     };
     let reset_in_body = |base: &str, at: Node<'t>| {
         model
@@ -290,7 +290,7 @@ fn kept_across_iterations<'t>(model: &SemanticModel<'t>, names: &[(String, Node<
             .iter()
             .any(|b| b.kind == BindingKind::Assign && contains(body, b.statement) && !contains(b.statement, at))
     };
-    for n in descendants_where(body, |n| matches!(n.kind_name(), "call" | "augmented_assignment")) {
+    for n in descendants_where(model, body, |n| matches!(n.kind_name(), "call" | "augmented_assignment")) {
         let (container, term) = match n.kind_name() {
             "call" => {
                 let Some(callee) = n.field("function").filter(|f| f.kind_name() == "attribute") else { continue };

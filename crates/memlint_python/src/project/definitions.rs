@@ -25,7 +25,7 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
     let name = class.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
     let bases = class
         .field("superclasses")
-        .map(|s| named_children(s).into_iter().filter_map(|b| dotted(source, b)).collect())
+        .map(|s| nodes.named_children_of(s).into_iter().filter_map(|b| dotted(source, b)).collect())
         .unwrap_or_default();
     let mut methods = Vec::new();
     let mut pretrained_calls = Vec::new();
@@ -33,13 +33,13 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
     let mut freezes = false;
     if let Some(body) = class.field("body") {
         let may_freeze = crate::library::class_may_freeze(text(source, body));
-        for item in named_children(body) {
+        for item in nodes.named_children_of(body) {
             let (def, decorators) = match item.kind_name() {
                 "function_definition" => (item, Vec::new()),
                 "decorated_definition" => match item.field("definition").filter(|d| d.kind_name() == "function_definition") {
                     Some(def) => (
                         def,
-                        named_children(item).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0)).collect(),
+                        nodes.named_children_of(item).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0)).collect(),
                     ),
                     None => continue,
                 },
@@ -139,10 +139,10 @@ fn pretrained_calls_in(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mu
 
 
 /// The parameters of a function: (name, position a caller passes it at).
-fn parameters(source: &str, def: Node<'_>, method: bool) -> Vec<String> {
+fn parameters<'t>(source: &str, def: Node<'t>, method: bool, nodes: &NamedNodes<'t>) -> Vec<String> {
     let Some(params) = def.field("parameters") else { return Vec::new() };
     let mut names = Vec::new();
-    for p in named_children(params) {
+    for p in nodes.named_children_of(params) {
         // `*args`, `**kwargs` and the bare `*` end the positional parameters we track.
         match crate::semantic::parameter_name(p) {
             Some(i) => names.push(text(source, i).to_owned()),
@@ -312,7 +312,7 @@ fn outliving_target(source: &str, target: Node<'_>, locals: &HashSet<String>) ->
 /// (the named nodes of the module's walk, or of its class's, or its own).
 pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes: &NamedNodes<'_>) -> FunctionSummary {
     let name = def.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
-    let params = parameters(source, def, method);
+    let params = parameters(source, def, method, nodes);
     let mut statements = Vec::new();
     let body = def.field("body");
     if let Some(body) = body {
@@ -427,7 +427,7 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
         let callee = local_calls.iter().rev().find(|(n, _)| *n == callee).map(|(_, c)| c.clone()).unwrap_or(callee);
         crate::library::call_gives_no_tensor(&callee)
     });
-    let returns_parameter = returned_parameter(source, def, &statements).and_then(|p| params.iter().position(|n| *n == p));
+    let returns_parameter = returned_parameter(source, def, &statements, nodes).and_then(|p| params.iter().position(|n| *n == p));
     let returns_called_parameter = returned_called_parameter(source, &statements)
         .filter(|p| !rebound.contains(p))
         .and_then(|p| params.iter().position(|n| *n == p));
@@ -502,12 +502,12 @@ fn returned_called_parameter(source: &str, statements: &[Node<'_>]) -> Option<St
     found
 }
 
-pub(crate) fn returned_parameter(source: &str, def: Node<'_>, statements: &[Node<'_>]) -> Option<String> {
+pub(crate) fn returned_parameter<'t>(source: &str, def: Node<'t>, statements: &[Node<'t>], nodes: &NamedNodes<'t>) -> Option<String> {
     // No `return`, no parameter returned: the parameters are not read (most functions).
     if !statements.iter().any(|s| s.kind_name() == "return_statement") {
         return None;
     }
-    let params = def.field("parameters").map(named_children).unwrap_or_default();
+    let params = def.field("parameters").map(|p| nodes.named_children_of(p)).unwrap_or_default();
     let names: Vec<&str> = params.iter().filter_map(|p| crate::semantic::parameter_name(*p)).map(|n| text(source, n)).collect();
     let mut found: Option<String> = None;
     let mut returns = 0;
@@ -519,7 +519,7 @@ pub(crate) fn returned_parameter(source: &str, def: Node<'_>, statements: &[Node
             let v = unparenthesize(v);
             match v.kind_name() {
                 "conditional_expression" => {
-                    let parts = named_children(v);
+                    let parts = nodes.named_children_of(v);
                     pending.extend([parts.first(), parts.get(2)].into_iter().flatten().copied());
                 }
                 _ => {

@@ -251,24 +251,24 @@ pub fn join_import(module: &str, name: &str) -> String {
 /// ones, and those in the blocks of a top-level `if` or `try` (definitions and imports
 /// under `if TYPE_CHECKING:` or `try:` still bind), at any depth, in place of the
 /// statement that holds them.
-fn module_statements(root: Node<'_>) -> Vec<Node<'_>> {
-    fn push<'t>(statement: Node<'t>, out: &mut Vec<Node<'t>>) {
+fn module_statements<'t>(root: Node<'t>, children: &dyn Fn(Node<'t>) -> Vec<Node<'t>>) -> Vec<Node<'t>> {
+    fn push<'t>(statement: Node<'t>, children: &dyn Fn(Node<'t>) -> Vec<Node<'t>>, out: &mut Vec<Node<'t>>) {
         if !matches!(statement.kind_name(), "if_statement" | "try_statement") {
             out.push(statement);
             return;
         }
-        for child in named_children(statement) {
+        for child in children(statement) {
             if child.kind_name() == "block" {
-                named_children(child).into_iter().for_each(|s| push(s, out));
+                children(child).into_iter().for_each(|s| push(s, children, out));
             } else if matches!(child.kind_name(), "else_clause" | "except_clause" | "elif_clause" | "finally_clause") {
-                for block in named_children(child).into_iter().filter(|b| b.kind_name() == "block") {
-                    named_children(block).into_iter().for_each(|s| push(s, out));
+                for block in children(child).into_iter().filter(|b| b.kind_name() == "block") {
+                    children(block).into_iter().for_each(|s| push(s, children, out));
                 }
             }
         }
     }
     let mut out = Vec::new();
-    named_children(root).into_iter().for_each(|s| push(s, &mut out));
+    children(root).into_iter().for_each(|s| push(s, children, &mut out));
     out
 }
 
@@ -286,7 +286,7 @@ impl ModuleSummary {
         let root = nodes.root();
         // Every body asked whether it backpropagates is answered from one walk.
         let _backward_calls = super::syntax::BackwardCalls::of_module(source, root);
-        for statement in module_statements(root) {
+        for statement in module_statements(root, &|n| nodes.named_children_of(n)) {
             summary.statement(source, statement, nodes);
         }
         let mut collector = CallCollector::for_module(&summary);
@@ -300,7 +300,7 @@ impl ModuleSummary {
     /// The modules a module imports with `from M import *`, as [`Self::walked`] records
     /// them, without summarizing the rest.
     pub fn star_imports_of(root: Node<'_>, source: &str) -> Vec<String> {
-        module_statements(root)
+        module_statements(root, &named_children)
             .into_iter()
             .filter(|s| matches!(s.kind_name(), "import_statement" | "import_from_statement"))
             .filter(|s| named_children(*s).iter().any(|c| c.kind_name() == "wildcard_import"))
@@ -311,7 +311,8 @@ impl ModuleSummary {
     fn statement<'t>(&mut self, source: &str, statement: Node<'t>, nodes: &NamedNodes<'t>) {
         match statement.kind_name() {
             "decorated_definition" => {
-                let decorators: Vec<Node> = named_children(statement)
+                let decorators: Vec<Node> = nodes
+                    .named_children_of(statement)
                     .into_iter()
                     .filter(|c| c.kind_name() == "decorator")
                     .filter_map(|d| d.named_child(0))
@@ -331,7 +332,7 @@ impl ModuleSummary {
             "function_definition" => self.functions.push(function_summary(source, statement, false, nodes)),
             "class_definition" => self.classes.push(class_summary_in(source, statement, nodes)),
             "import_statement" | "import_from_statement" => {
-                if named_children(statement).iter().any(|c| c.kind_name() == "wildcard_import") {
+                if nodes.named_children_of(statement).iter().any(|c| c.kind_name() == "wildcard_import") {
                     let module = statement.field("module_name").map(|m| text(source, m)).unwrap_or("");
                     self.star_imports.push(module.to_owned());
                     return;
@@ -350,7 +351,8 @@ impl ModuleSummary {
                 if text(source, left) != "__all__" || !matches!(right.kind_name(), "list" | "tuple") {
                     return;
                 }
-                let names: Vec<String> = named_children(right)
+                let names: Vec<String> = nodes
+                    .named_children_of(right)
                     .into_iter()
                     .filter(|s| s.kind_name() == "string")
                     .map(|s| text(source, s).trim_matches(|c| c == '"' || c == '\'').to_owned())

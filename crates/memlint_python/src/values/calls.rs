@@ -185,7 +185,7 @@ impl<'t> SemanticModel<'t> {
     pub fn history_from_a_forward_here(&self, call: Node<'t>) -> bool {
         let Some(args) = call.field("arguments") else { return false };
         let function = self.enclosing_function(call).map(|f| f.node.id());
-        let mut with_history = named_children(args)
+        let mut with_history = self.named_children(args)
             .into_iter()
             .filter_map(|a| match a.kind_name() {
                 "keyword_argument" => a.field("value"),
@@ -211,7 +211,7 @@ impl<'t> SemanticModel<'t> {
 
     pub(super) fn argument_with_history(&self, call: Node<'t>, depth: usize) -> Option<Node<'t>> {
         let args = call.field("arguments")?;
-        named_children(args).into_iter().find_map(|a| {
+        self.named_children(args).into_iter().find_map(|a| {
             let value = match a.kind_name() {
                 "keyword_argument" => a.field("value"),
                 "list_splat" | "dictionary_splat" => a.named_child(0),
@@ -223,7 +223,7 @@ impl<'t> SemanticModel<'t> {
 
     pub(super) fn any_tensor_argument(&self, call: Node<'t>, depth: usize) -> bool {
         let Some(args) = call.field("arguments") else { return false };
-        named_children(args).into_iter().any(|a| {
+        self.named_children(args).into_iter().any(|a| {
             let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(a) };
             value.is_some_and(|v| self.value_at_depth(v, depth + 1).is_tensor())
         })
@@ -234,7 +234,7 @@ impl<'t> SemanticModel<'t> {
     pub(super) fn holds_history(&self, expr: Node<'t>, depth: usize) -> Option<Node<'t>> {
         let expr = unparenthesize(expr);
         match expr.kind_name() {
-            "list" | "tuple" => named_children(expr).into_iter().find_map(|e| {
+            "list" | "tuple" => self.named_children(expr).into_iter().find_map(|e| {
                 let e = if e.kind_name() == "list_splat" { e.named_child(0).unwrap_or(e) } else { e };
                 self.holds_history(e, depth + 1)
             }),
@@ -266,7 +266,7 @@ impl<'t> SemanticModel<'t> {
             Call::BuildsScaler => Value::new(ValueKind::Scaler, Basis::Built(call)),
             Call::BuildsLoader => Value::new(ValueKind::DataLoader, Basis::Built(call)),
             Call::ReturnsFirstArgument => {
-                let first = call.field("arguments").and_then(|a| named_children(a).into_iter().find(|x| x.kind_name() != "comment"));
+                let first = call.field("arguments").and_then(|a| self.named_children(a).into_iter().find(|x| x.kind_name() != "comment"));
                 let first = first.map(|f| if f.kind_name() == "keyword_argument" { f.field("value").unwrap_or(f) } else { f });
                 first.map(|f| self.value_at_depth(f, depth + 1).via(Basis::From(f))).unwrap_or(Value::unknown())
             }
@@ -551,8 +551,8 @@ impl<'t> SemanticModel<'t> {
     /// `return` of it returns one parameter.
     pub(crate) fn argument_returned(&self, def: Node<'t>, call: Node<'t>) -> Option<Node<'t>> {
         let statements = self.named.within(def.field("body")?, returns_below);
-        let name = crate::project::returned_parameter(self.source, def, &statements)?;
-        let params = named_children(def.field("parameters")?);
+        let name = crate::project::returned_parameter(self.source, def, &statements, &self.named)?;
+        let params = self.named_children(def.field("parameters")?);
         let position = params.iter().filter_map(|p| parameter_name(*p)).position(|n| self.text(n) == name)?;
         let method = self.functions.get(&def.id()).is_some_and(|f| f.class.is_some());
         let position = if method { position.checked_sub(1)? } else { position };

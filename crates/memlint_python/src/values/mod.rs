@@ -190,7 +190,7 @@ impl<'t> SemanticModel<'t> {
             }
             "conditional_expression" => {
                 // `a if condition else b`: the branches joined (`None` is no value).
-                let parts = named_children(expr);
+                let parts = self.named_children(expr);
                 let branches: Vec<Node<'t>> =
                     [parts.first(), parts.get(2)].into_iter().flatten().copied().filter(|b| b.kind_name() != "none").collect();
                 let mut values = branches.iter().map(|b| self.value_at_depth(*b, d).via(Basis::From(*b)));
@@ -216,11 +216,11 @@ impl<'t> SemanticModel<'t> {
             // range(k)]`, `return enc, dec`) holds networks: indexing and iterating it give
             // networks. Other containers stay unknown.
             "list" | "tuple" | "expression_list" | "set" => {
-                let elements = named_children(expr);
+                let elements = self.named_children(expr);
                 self.all_elements(&elements, d)
             }
             "dictionary" => {
-                let values: Vec<Node<'t>> = named_children(expr).into_iter().filter_map(|p| p.field("value")).collect();
+                let values: Vec<Node<'t>> = self.named_children(expr).into_iter().filter_map(|p| p.field("value")).collect();
                 self.all_elements(&values, d)
             }
             "list_comprehension" | "generator_expression" | "set_comprehension" => match expr.field("body") {
@@ -275,13 +275,12 @@ pub(super) fn returns_below<'t>(nodes: &NamedNodes<'t>, at: usize) -> Vec<Node<'
 
 /// The identifier `name` inside a target pattern (the pattern itself when absent).
 pub(super) fn binding_target<'t>(model: &SemanticModel<'t>, target: Node<'t>, name: &str) -> Node<'t> {
-    let mut cursor = target.walk();
     let mut stack = vec![target];
     while let Some(n) = stack.pop() {
         if n.kind_name() == "identifier" && model.text(n) == name {
             return n;
         }
-        stack.extend(n.named_children(&mut cursor));
+        stack.extend(model.named_children(n));
     }
     target
 }

@@ -112,9 +112,9 @@ impl<'t> SemanticModel<'t> {
         if let Some(index) = self.target_index(binding.statement, name) {
             let value = unparenthesize(value);
             let elements: Option<Vec<Node<'t>>> = match value.kind_name() {
-                "tuple" | "list" | "expression_list" => Some(named_children(value)),
+                "tuple" | "list" | "expression_list" => Some(self.named_children(value)),
                 "call" if self.returns_its_arguments(value) => value.field("arguments").map(|a| {
-                    named_children(a).into_iter().filter(|x| !matches!(x.kind_name(), "keyword_argument" | "comment")).collect()
+                    self.named_children(a).into_iter().filter(|x| !matches!(x.kind_name(), "keyword_argument" | "comment")).collect()
                 }),
                 _ => None,
             };
@@ -143,7 +143,7 @@ impl<'t> SemanticModel<'t> {
                 if !matches!(value.kind_name(), "expression_list" | "tuple") {
                     return None;
                 }
-                let element = *named_children(value).get(index)?;
+                let element = *self.named_children(value).get(index)?;
                 let v = Value::new(self.value_kind_at_depth(element, depth + 1), Basis::Returned(element));
                 joined = Some(match joined {
                     None => v,
@@ -196,7 +196,7 @@ impl<'t> SemanticModel<'t> {
         if !matches!(left.kind_name(), "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list") {
             return None;
         }
-        named_children(left).iter().position(|t| t.kind_name() == "identifier" && self.text(*t) == name)
+        self.named_children(left).iter().position(|t| t.kind_name() == "identifier" && self.text(*t) == name)
     }
 
     /// A parameter's value: what the callers of its function in this module pass for it.
@@ -263,7 +263,7 @@ impl<'t> SemanticModel<'t> {
         let params = self.parent(binding.statement).filter(|p| p.kind_name() == "parameters")?;
         let def = self.parent(params).filter(|d| d.kind_name() == "function_definition")?;
         let info = self.functions.get(&def.id())?;
-        let parameters = named_children(params);
+        let parameters = self.named_children(params);
         let position = parameters.iter().position(|p| p.id() == binding.statement.id())?;
         Some((info, parameters, position))
     }
@@ -377,14 +377,14 @@ impl<'t> SemanticModel<'t> {
                     },
                     "enumerate" => {
                         let (Some(inner), true) = (arguments.first(), is_pattern(target)) else { return Value::unknown() };
-                        let parts = named_children(target);
+                        let parts = self.named_children(target);
                         let [_, element] = parts[..] else { return Value::unknown() };
                         iterable = *inner;
                         target = element;
                         unwrapped = true;
                     }
                     "zip" if is_pattern(target) => {
-                        let parts = named_children(target);
+                        let parts = self.named_children(target);
                         if parts.len() != arguments.len() {
                             return Value::unknown();
                         }
@@ -406,7 +406,7 @@ impl<'t> SemanticModel<'t> {
                             over_values = true;
                         }
                         "items" | "named_children" | "named_modules" => {
-                            let parts = named_children(target);
+                            let parts = self.named_children(target);
                             let ([_, element], true) = (&parts[..], is_pattern(target)) else { return Value::unknown() };
                             iterable = object;
                             target = *element;
@@ -458,9 +458,9 @@ impl<'t> SemanticModel<'t> {
         let value = unparenthesize(value);
         let elements: Vec<Node<'t>> = match (value.kind_name(), over_values) {
             ("dictionary", true) => {
-                named_children(value).into_iter().map(|p| if p.kind_name() == "pair" { p.field("value") } else { None }).collect::<Option<Vec<_>>>()?
+                self.named_children(value).into_iter().map(|p| if p.kind_name() == "pair" { p.field("value") } else { None }).collect::<Option<Vec<_>>>()?
             }
-            ("list" | "tuple", false) => named_children(value),
+            ("list" | "tuple", false) => self.named_children(value),
             _ => return None,
         };
         (!elements.is_empty() && elements.iter().all(|e| self.value_kind_at_depth(*e, depth + 1) == ValueKind::GradTensor)).then(|| elements[0])

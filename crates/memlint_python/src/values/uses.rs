@@ -93,7 +93,7 @@ impl<'t> SemanticModel<'t> {
         };
         let positional = |call: Node<'t>| {
             call.field("arguments")
-                .map(|a| named_children(a).into_iter().filter(|x| !matches!(x.kind_name(), "keyword_argument" | "comment")).collect::<Vec<_>>())
+                .map(|a| self.named_children(a).into_iter().filter(|x| !matches!(x.kind_name(), "keyword_argument" | "comment")).collect::<Vec<_>>())
                 .unwrap_or_default()
         };
         self.backward_calls_in_scope_of(ident).iter().copied().find(|call| {
@@ -140,12 +140,12 @@ impl<'t> SemanticModel<'t> {
             if let [binding] = self.bindings_in_scope(self.text(container), container) {
                 if let (BindingKind::Assign, Some(value)) = (binding.kind, binding.value.map(unparenthesize)) {
                     let element = match (value.kind_name(), index.kind_name()) {
-                        ("dictionary", "string") => named_children(value)
+                        ("dictionary", "string") => self.named_children(value)
                             .into_iter()
                             .filter(|p| p.kind_name() == "pair")
                             .find(|p| p.field("key").is_some_and(|k| self.text(k) == self.text(index)))
                             .and_then(|p| p.field("value")),
-                        ("list" | "tuple", "integer") => self.text(index).parse::<usize>().ok().and_then(|i| named_children(value).get(i).copied()),
+                        ("list" | "tuple", "integer") => self.text(index).parse::<usize>().ok().and_then(|i| self.named_children(value).get(i).copied()),
                         _ => None,
                     };
                     if let Some(element) = element {
