@@ -224,6 +224,7 @@ mod tests {
             let expected: Vec<usize> = node.named_children(&mut cursor).map(|c| c.id()).collect();
             let got: Vec<usize> = flat.children(index).map(|i| flat.node(i).id()).collect();
             assert_eq!(got, expected, "children of {} at {}", node.kind(), node.start_byte());
+            assert_eq!(flat.named_children_of(node).iter().map(|c| c.id()).collect::<Vec<_>>(), expected);
             for child in flat.children(index) {
                 assert_eq!(flat.parent(child), Some(index));
                 assert_eq!(flat.child_with_id(index, flat.node(child)), Some(child));
@@ -241,8 +242,35 @@ mod tests {
         agrees_with_tree_sitter(
             "import torch\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()  # comment\n        self.fc = nn.Linear(2, 3)\n\n    @torch.no_grad()\n    def forward(self, x, *a, **k):\n        with torch.no_grad(), open(f) as g:\n            return [y for y in self.fc(x) if y] + f\"{x!r}\"\n",
         );
+        agrees_with_tree_sitter(
+            "from a import (b as c, d)\nimport e.f as g, h\nx += -y if not a < b <= c else {k: v for k, v in p, q}\nmatch x:\n    case {\"k\": 1, **r}: pass\nprint >> f, x\n",
+        );
         // Broken code: errors and missing nodes.
         agrees_with_tree_sitter("def f(:\n    return (1 +\nclass\n");
+        agrees_with_tree_sitter("[x for x in]\nfrom import\ny = a +\n");
+    }
+
+    /// Every Python file of the repository's tests and crates, broken ones included.
+    #[test]
+    fn the_named_children_of_every_node_of_every_python_file_here() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let mut files = Vec::new();
+        let mut dirs = vec![std::path::PathBuf::from(format!("{root}/tests")), std::path::PathBuf::from(format!("{root}/crates"))];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("a folder").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "py") {
+                    files.push(path);
+                }
+            }
+        }
+        assert!(files.len() > 50, "python files found: {}", files.len());
+        for path in files {
+            let source = String::from_utf8_lossy(&std::fs::read(&path).expect("readable")).into_owned();
+            agrees_with_tree_sitter(&source);
+        }
     }
 
     #[test]
