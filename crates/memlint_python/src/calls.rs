@@ -44,8 +44,8 @@ impl<'t> SemanticModel<'t> {
             };
             let receiver = unparenthesize(receiver);
             let base = match receiver.kind_name() {
-                "subscript" => receiver.field("value"),
-                "attribute" => receiver.field("object"),
+                "subscript" => self.field(receiver, "value"),
+                "attribute" => self.field(receiver, "object"),
                 _ => None,
             };
             base.is_some_and(|b| {
@@ -66,11 +66,11 @@ impl<'t> SemanticModel<'t> {
     /// module or imported from the project): the arguments the method stores into state
     /// outliving the call (`self.total += val`), with the argument node passed for each.
     pub fn call_stores_arguments(&self, call: Node<'t>) -> Vec<(Node<'t>, crate::StoredArgument)> {
-        let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else { return Vec::new() };
-        let (Some(object), Some(method)) = (callee.field("object"), callee.field("attribute")) else { return Vec::new() };
+        let Some(callee) = self.field(call, "function").filter(|c| c.kind_name() == "attribute") else { return Vec::new() };
+        let (Some(object), Some(method)) = (self.field(callee, "object"), self.field(callee, "attribute")) else { return Vec::new() };
         let method = self.text(method);
         let Some(class_call) = self.constructor_of(object) else { return Vec::new() };
-        let Some(class_callee) = class_call.field("function") else { return Vec::new() };
+        let Some(class_callee) = self.field(class_call, "function") else { return Vec::new() };
         let stores: std::sync::Arc<[crate::FunctionSummary]> = match self.local_class_methods(class_callee) {
             Some(methods) => methods.into(),
             None => match self.project_callee(class_call) {
@@ -93,7 +93,7 @@ impl<'t> SemanticModel<'t> {
     /// for a method; `None` for a keyword-only one), the positional argument there. `None`
     /// when not passed, or when a `*args` at or before that position hides which it is.
     pub fn argument_for(&self, call: Node<'t>, name: &str, position: Option<usize>) -> Option<Node<'t>> {
-        let arguments = self.named_children(call.field("arguments")?);
+        let arguments = self.named_children(self.field(call, "arguments")?);
         if let Some(keyword) = arguments
             .iter()
             .find(|a| a.kind_name() == "keyword_argument" && a.field("name").is_some_and(|n| self.text(n) == name))
@@ -118,11 +118,11 @@ impl<'t> SemanticModel<'t> {
                 binding.value?
             }
             "attribute" => {
-                let obj = object.field("object")?;
+                let obj = self.field(object, "object")?;
                 if self.text(obj) != "self" {
                     return None;
                 }
-                let mut values = self.self_attribute_values(object, self.text(object.field("attribute")?));
+                let mut values = self.self_attribute_values(object, self.text(self.field(object, "attribute")?));
                 values.find(|v| unparenthesize(*v).kind_name() == "call")?
             }
             _ => return None,
@@ -133,12 +133,12 @@ impl<'t> SemanticModel<'t> {
 
     /// The value of the keyword argument `name` of `call`, if given.
     pub fn keyword_value(&self, call: Node<'t>, name: &str) -> Option<Node<'t>> {
-        let arguments = call.field("arguments")?;
+        let arguments = self.field(call, "arguments")?;
         self.named_children(arguments)
             .into_iter()
             .filter(|a| a.kind_name() == "keyword_argument")
             .find(|a| a.field("name").is_some_and(|k| self.text(k) == name))
-            .and_then(|a| a.field("value"))
+            .and_then(|a| self.field(a, "value"))
     }
 
     /// Every identifier (and attribute's last part) inside an expression, as dotted names.
@@ -152,7 +152,7 @@ impl<'t> SemanticModel<'t> {
                     if let Some(d) = self.dotted_name(n) {
                         names.push(d);
                     }
-                    if let Some(o) = n.field("object") {
+                    if let Some(o) = self.field(n, "object") {
                         stack.push(o);
                     }
                 }
@@ -165,9 +165,9 @@ impl<'t> SemanticModel<'t> {
 
     /// `x.backward(...)` on a tensor, or `torch.autograd.backward(x)` / `torch.autograd.grad(...)`.
     pub fn is_backward_call(&self, call: Node<'t>) -> bool {
-        let Some(callee) = call.field("function") else { return false };
+        let Some(callee) = self.field(call, "function") else { return false };
         if callee.kind_name() == "attribute" {
-            let attr = callee.field("attribute").map(|a| self.text(a));
+            let attr = self.field(callee, "attribute").map(|a| self.text(a));
             if attr == Some("backward") {
                 return true;
             }
@@ -183,11 +183,11 @@ impl<'t> SemanticModel<'t> {
     /// backward of a framework that holds the model, which scales the loss (and divides it
     /// for its own gradient accumulation) itself. `y.backward(grad)` is a tensor's.
     pub fn is_framework_backward(&self, call: Node<'t>) -> bool {
-        let Some(receiver) = call.field("function").filter(|f| f.kind_name() == "attribute").and_then(|f| f.field("object")) else {
+        let Some(receiver) = self.field(call, "function").filter(|f| f.kind_name() == "attribute").and_then(|f| self.field(f, "object")) else {
             return false;
         };
         let receiver_is_tensor = matches!(self.value_kind(receiver), ValueKind::GradTensor | ValueKind::PlainTensor);
-        let loss = call.field("arguments").and_then(|a| self.named_children(a).into_iter().find(|n| n.kind_name() != "keyword_argument" && n.kind_name() != "comment"));
+        let loss = self.field(call, "arguments").and_then(|a| self.named_children(a).into_iter().find(|n| n.kind_name() != "keyword_argument" && n.kind_name() != "comment"));
         !receiver_is_tensor && loss.is_some_and(|l| self.has_autograd_history(l))
     }
 
@@ -195,14 +195,14 @@ impl<'t> SemanticModel<'t> {
     /// that passes a known value, or an object that is both stepped and zeroed) or
     /// `scaler.step(opt)` on a `GradScaler`.
     pub fn is_optimizer_step(&self, call: Node<'t>) -> bool {
-        let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else {
+        let Some(callee) = self.field(call, "function").filter(|c| c.kind_name() == "attribute") else {
             return false;
         };
-        let attr = callee.field("attribute").map(|a| self.text(a));
+        let attr = self.field(callee, "attribute").map(|a| self.text(a));
         if attr != Some("step") {
             return false;
         }
-        callee.field("object").is_some_and(|o| matches!(self.value_kind(o), ValueKind::Optimizer | ValueKind::Scaler))
+        self.field(callee, "object").is_some_and(|o| matches!(self.value_kind(o), ValueKind::Optimizer | ValueKind::Scaler))
     }
 
     /// Is `call` a forward pass of a model: `model(x)`, `self.encoder(x)`, `model.forward(x)`,
@@ -233,13 +233,13 @@ impl<'t> SemanticModel<'t> {
     }
 
     pub(crate) fn forward_callee_by_value(&self, call: Node<'t>) -> Option<Node<'t>> {
-        let callee = call.field("function")?;
+        let callee = self.field(call, "function")?;
         if callee.kind_name() == "attribute" {
-            let attr = callee.field("attribute").map(|a| self.text(a));
+            let attr = self.field(callee, "attribute").map(|a| self.text(a));
             if attr == Some("forward") {
                 // `self.forward(x)` only in a module class: a trainer's own `forward` method
                 // is no network's.
-                let object = callee.field("object")?;
+                let object = self.field(callee, "object")?;
                 return (self.value_kind(object) == ValueKind::Model).then_some(object);
             }
         }
@@ -248,8 +248,8 @@ impl<'t> SemanticModel<'t> {
             return self.is_module_class(&class).then_some(callee);
         }
         if callee.kind_name() == "attribute" {
-            let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
-            let object = callee.field("object")?;
+            let method = self.field(callee, "attribute").map(|a| self.text(a)).unwrap_or("");
+            let object = self.field(callee, "object")?;
             // `self.decode(z)` in a module class: a method of the class that runs the forward
             // pass (its submodules) is a forward pass of `self`.
             if self.text(object) == "self" {
@@ -260,7 +260,7 @@ impl<'t> SemanticModel<'t> {
             }
             // `nn.parallel.data_parallel(netG, inputs, gpus)`: a forward of its first argument.
             if method == "data_parallel" && self.qualified_name(callee).as_deref() == Some("torch.nn.parallel.data_parallel") {
-                let module = call.field("arguments").and_then(|a| a.named_child(0))?;
+                let module = self.field(call, "arguments").and_then(|a| a.named_child(0))?;
                 return (self.value_kind(module) == ValueKind::Model).then_some(module);
             }
             // `policy.pi(x)`, `model.sample(z)`: a method of a local module class that runs

@@ -42,20 +42,20 @@ impl<'t> SemanticModel<'t> {
         }
         for _ in 0..8 {
             value = unparenthesize(value);
-            let Some(callee) = value.field("function").filter(|_| value.kind_name() == "call") else { return false };
+            let Some(callee) = self.field(value, "function").filter(|_| value.kind_name() == "call") else { return false };
             // Built by a class whose `__init__` may freeze its parameters
             // (`Vgg16(requires_grad=False)`), of this module or of the project.
             if self.constructor_may_freeze(value) {
                 return true;
             }
-            let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
+            let method = self.field(callee, "attribute").map(|a| self.text(a)).unwrap_or("");
             if method == "from_pretrained" {
                 let class = self.qualified_name(callee).or_else(|| self.dotted_name(callee)).unwrap_or_default();
-                let trainable = value.field("arguments").is_some_and(|args| {
+                let trainable = self.field(value, "arguments").is_some_and(|args| {
                     self.named_children(args).into_iter().any(|a| {
                         a.kind_name() == "keyword_argument"
-                            && a.field("name").is_some_and(|n| self.text(n) == "is_trainable")
-                            && a.field("value").is_none_or(|v| self.text(v) != "False")
+                            && self.field(a, "name").is_some_and(|n| self.text(n) == "is_trainable")
+                            && self.field(a, "value").is_none_or(|v| self.text(v) != "False")
                     })
                 });
                 return pretrained_class_loads_frozen(&class) && !trainable;
@@ -63,7 +63,7 @@ impl<'t> SemanticModel<'t> {
             if !MODULE_METHODS_RETURNING_SELF.contains(&method) || method == "requires_grad_" {
                 return false;
             }
-            let Some(object) = callee.field("object") else { return false };
+            let Some(object) = self.field(callee, "object") else { return false };
             value = object;
         }
         false
@@ -93,12 +93,12 @@ impl<'t> SemanticModel<'t> {
         for attribute in self.attributes_named_in("requires_grad", range.clone()) {
             let Some(assignment) = self.parent(*attribute).filter(|a| a.kind_name() == "assignment" && a.field("left").is_some_and(|l| l.id() == attribute.id())) else { continue };
             let Some(variable) = attribute.field("object").filter(|o| o.kind_name() == "identifier") else { continue };
-            let Some(value) = assignment.field("right") else { continue };
+            let Some(value) = self.field(assignment, "right") else { continue };
             let mut up = self.parent(assignment);
             while let Some(node) = up {
                 if node.kind_name() == "for_statement" {
-                    let over = node.field("right").map(|r| self.text(r).split_whitespace().collect::<String>());
-                    if node.field("left").is_some_and(|l| self.text(l) == self.text(variable)) && over.as_deref() == Some(format!("{module_text}.parameters()").as_str()) {
+                    let over = self.field(node, "right").map(|r| self.text(r).split_whitespace().collect::<String>());
+                    if self.field(node, "left").is_some_and(|l| self.text(l) == self.text(variable)) && over.as_deref() == Some(format!("{module_text}.parameters()").as_str()) {
                         consider(assignment, node, self.text(value));
                     }
                     break;
@@ -115,7 +115,7 @@ impl<'t> SemanticModel<'t> {
                 continue;
             }
             let Some(call) = self.parent(*attribute).filter(|c| c.kind_name() == "call") else { continue };
-            let value = call.field("arguments").and_then(|a| a.named_child(0)).map(|a| self.text(a)).unwrap_or("True");
+            let value = self.field(call, "arguments").and_then(|a| a.named_child(0)).map(|a| self.text(a)).unwrap_or("True");
             consider(call, call, value);
         }
         last.filter(|(_, _, frozen)| *frozen).map(|(_, statement, _)| statement)
@@ -131,7 +131,7 @@ impl<'t> SemanticModel<'t> {
         let mut expr = module;
         for _ in 0..4 {
             let construction = self.constructor_through_methods(expr, 0)?;
-            let callee = construction.field("function")?;
+            let callee = self.field(construction, "function")?;
             let spelled = self.text(callee);
             if callee.kind_name() == "identifier" && self.classes.contains_key(spelled) {
                 return self.local_class_holds_no_parameters(spelled, 0).then(|| format!("`{spelled}` stores no parameter"));
@@ -183,11 +183,11 @@ impl<'t> SemanticModel<'t> {
     /// Does `call` build an instance of a class (of this module, or of the project) whose
     /// `__init__` may freeze its parameters, or call a project function that returns one?
     fn constructor_may_freeze(&self, call: Node<'t>) -> bool {
-        let Some(callee) = call.field("function") else { return false };
+        let Some(callee) = self.field(call, "function") else { return false };
         if callee.kind_name() == "identifier" && self.classes.contains_key(self.text(callee)) {
             return self
                 .method_of(self.text(callee), "__init__")
-                .and_then(|def| def.field("body"))
+                .and_then(|def| self.field(def, "body"))
                 .is_some_and(|body| crate::library::body_may_freeze_parameters(self.text(body)));
         }
         match self.project_callee(call) {
@@ -277,7 +277,7 @@ impl<'t> SemanticModel<'t> {
         self.forward_methods.borrow_mut().insert(def.id(), false);
         // A method that backpropagates or steps an optimizer (`q.train_net(...)`) is a
         // training step, not a forward pass.
-        let trains = def.field("body").map(|b| self.trains_in(b)).unwrap_or(true);
+        let trains = self.field(def, "body").map(|b| self.trains_in(b)).unwrap_or(true);
         let answer = !trains && within(&self.calls, def.byte_range()).iter().any(|c| {
             self.scope_of(*c) == Some(def.id()) && self.forward_callee(*c).map(|m| self.text(m).starts_with("self")).unwrap_or(false)
         });
@@ -327,11 +327,11 @@ impl<'t> SemanticModel<'t> {
                 }
             }
             "attribute" => {
-                let object = expr.field("object")?;
+                let object = self.field(expr, "object")?;
                 if self.text(object) != "self" {
                     return None;
                 }
-                let attr = self.text(expr.field("attribute")?);
+                let attr = self.text(self.field(expr, "attribute")?);
                 // The values `self.<attr>` can mean depend only on the class of the method.
                 let key = (self.enclosing_function(expr).and_then(|f| self.method_class(f)).map_or(0, |c| c.id()), attr);
                 if let Some(known) = self.self_attribute_classes.borrow().get(&key) {
@@ -345,7 +345,7 @@ impl<'t> SemanticModel<'t> {
                 class
             }
             "call" => {
-                let callee = expr.field("function")?;
+                let callee = self.field(expr, "function")?;
                 match callee.kind_name() {
                     "identifier" => {
                         let name = self.text(callee);
@@ -353,9 +353,9 @@ impl<'t> SemanticModel<'t> {
                         self.is_module_class(name).then_some(*key)
                     }
                     "attribute" => {
-                        let method = self.text(callee.field("attribute")?);
+                        let method = self.text(self.field(callee, "attribute")?);
                         if MODULE_METHODS_RETURNING_SELF.contains(&method) {
-                            self.instance_class_at(callee.field("object")?, depth + 1)
+                            self.instance_class_at(self.field(callee, "object")?, depth + 1)
                         } else {
                             None
                         }
@@ -437,7 +437,7 @@ impl<'t> SemanticModel<'t> {
     /// `qualified`: a local class ([`Self::class_derives_from`]), or a class of the project
     /// (`from parallel import UserScatteredDataParallel`)?
     pub fn call_builds_subclass_of(&self, call: Node<'t>, qualified: &[&str]) -> bool {
-        let Some(callee) = call.field("function") else { return false };
+        let Some(callee) = self.field(call, "function") else { return false };
         if callee.kind_name() == "identifier" && self.classes.contains_key(self.text(callee)) {
             return self.class_derives_from(self.text(callee), qualified);
         }

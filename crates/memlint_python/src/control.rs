@@ -18,8 +18,8 @@ impl<'t> SemanticModel<'t> {
             match parent.kind_name() {
                 "function_definition" | "lambda" | "class_definition" => return false,
                 "if_statement" => {
-                    if let Some(condition) = parent.field("condition") {
-                        let in_body = parent.field("consequence").map(|b| contains(b, child)).unwrap_or(false);
+                    if let Some(condition) = self.field(parent, "condition") {
+                        let in_body = self.field(parent, "consequence").map(|b| contains(b, child)).unwrap_or(false);
                         let in_else = !in_body && condition.id() != child.id() && !contains(condition, child);
                         match self.cuda_availability_test(condition) {
                             Some(true) if in_else => return true,
@@ -59,7 +59,7 @@ impl<'t> SemanticModel<'t> {
             return None;
         }
         match condition.kind_name() {
-            "not_operator" => self.cuda_availability_test_at(condition.field("argument")?, depth + 1).map(|b| !b),
+            "not_operator" => self.cuda_availability_test_at(self.field(condition, "argument")?, depth + 1).map(|b| !b),
             "call" => self.call_resolves_to(condition, &["torch.cuda.is_available"]).map(|_| true),
             "identifier" => {
                 let binding = self.binding_at(self.text(condition), condition)?;
@@ -84,7 +84,7 @@ impl<'t> SemanticModel<'t> {
         while let Some(n) = current {
             match n.kind_name() {
                 "for_statement" | "while_statement" => {
-                    if n.field("body").map(|b| contains(b, child)).unwrap_or(false) {
+                    if self.field(n, "body").map(|b| contains(b, child)).unwrap_or(false) {
                         loops.push(self.loop_info(n));
                     }
                 }
@@ -117,19 +117,19 @@ impl<'t> SemanticModel<'t> {
     /// The iterable of a `for` loop without the wrappers that keep its elements
     /// (`enumerate(x)`, `tqdm(x)`, `iter(x)`, `zip(x, ...)`: the first iterable).
     pub(crate) fn loop_iterable(&self, node: Node<'t>) -> Option<Node<'t>> {
-        let mut iterable = node.field("right")?;
+        let mut iterable = self.field(node, "right")?;
         for _ in 0..4 {
             iterable = unparenthesize(iterable);
-            let Some(callee) = iterable.field("function").filter(|_| iterable.kind_name() == "call") else { break };
+            let Some(callee) = self.field(iterable, "function").filter(|_| iterable.kind_name() == "call") else { break };
             let wrapper = match callee.kind_name() {
                 "identifier" => matches!(self.text(callee), "enumerate" | "tqdm" | "iter" | "zip" | "trange"),
-                "attribute" => callee.field("attribute").is_some_and(|a| self.text(a) == "tqdm"),
+                "attribute" => self.field(callee, "attribute").is_some_and(|a| self.text(a) == "tqdm"),
                 _ => false,
             };
             if !wrapper {
                 break;
             }
-            let Some(first) = iterable.field("arguments").and_then(|a| a.named_child(0)) else { break };
+            let Some(first) = self.field(iterable, "arguments").and_then(|a| a.named_child(0)) else { break };
             iterable = first;
         }
         Some(iterable)
@@ -143,16 +143,16 @@ impl<'t> SemanticModel<'t> {
     /// only counts micro-batches when its body fetches them).
     pub fn iteration_count(&self, loop_node: Node<'t>) -> Option<(Node<'t>, bool)> {
         match loop_node.kind_name() {
-            "for_statement" => self.iterable_count(loop_node.field("right")?, 0),
+            "for_statement" => self.iterable_count(self.field(loop_node, "right")?, 0),
             "while_statement" => {
                 let iterator = self.while_iterator(loop_node)?;
                 let binding = self.binding_at(self.text(iterator), iterator)?;
                 let value = unparenthesize(binding.value.filter(|_| binding.kind == BindingKind::Assign)?);
-                let callee = value.field("function").filter(|_| value.kind_name() == "call")?;
+                let callee = self.field(value, "function").filter(|_| value.kind_name() == "call")?;
                 if self.text(callee) != "iter" {
                     return None;
                 }
-                self.iterable_count(value.field("arguments")?.named_child(0)?, 0)
+                self.iterable_count(self.field(value, "arguments")?.named_child(0)?, 0)
             }
             _ => None,
         }
@@ -160,11 +160,11 @@ impl<'t> SemanticModel<'t> {
 
     /// The iterator a `while True:` loop steps with `next(it)` until `StopIteration`.
     fn while_iterator(&self, loop_node: Node<'t>) -> Option<Node<'t>> {
-        let condition = unparenthesize(loop_node.field("condition")?);
+        let condition = unparenthesize(self.field(loop_node, "condition")?);
         if !matches!(self.text(condition), "True" | "1") {
             return None;
         }
-        let body = loop_node.field("body")?;
+        let body = self.field(loop_node, "body")?;
         let calls = self.calls_named_in("next", body.byte_range());
         // `except StopIteration: break` (or `return`) in the loop.
         let mut stops = false;
@@ -193,9 +193,9 @@ impl<'t> SemanticModel<'t> {
         if depth > 4 || iterable.kind_name() != "call" {
             return None;
         }
-        let callee = iterable.field("function")?;
+        let callee = self.field(iterable, "function")?;
         let arguments: Vec<Node<'t>> =
-            self.named_children(iterable.field("arguments")?).into_iter().filter(|a| !matches!(a.kind_name(), "keyword_argument" | "comment")).collect();
+            self.named_children(self.field(iterable, "arguments")?).into_iter().filter(|a| !matches!(a.kind_name(), "keyword_argument" | "comment")).collect();
         match callee.kind_name() {
             "identifier" => match self.text(callee) {
                 "range" if arguments.len() == 1 => Some((arguments[0], true)),
@@ -204,7 +204,7 @@ impl<'t> SemanticModel<'t> {
                     let endless = |a: &Node<'t>| {
                         let a = unparenthesize(*a);
                         a.kind_name() == "call"
-                            && a.field("function").and_then(|f| self.qualified_name(f)).is_some_and(|q| matches!(q.as_str(), "itertools.count" | "itertools.repeat" | "itertools.cycle"))
+                            && self.field(a, "function").and_then(|f| self.qualified_name(f)).is_some_and(|q| matches!(q.as_str(), "itertools.count" | "itertools.repeat" | "itertools.cycle"))
                     };
                     let counts: Vec<(Node<'t>, bool)> =
                         arguments.iter().filter(|a| !endless(a)).map(|a| self.iterable_count(*a, depth + 1)).collect::<Option<Vec<_>>>()?;
@@ -218,7 +218,7 @@ impl<'t> SemanticModel<'t> {
                 _ => None,
             },
             "attribute" => {
-                let method = self.text(callee.field("attribute")?);
+                let method = self.text(self.field(callee, "attribute")?);
                 if method == "tqdm" {
                     return self.iterable_count(*arguments.first()?, depth + 1);
                 }
@@ -238,15 +238,15 @@ impl<'t> SemanticModel<'t> {
     pub fn iterates_data(&self, node: Node<'t>) -> bool {
         match node.kind_name() {
             "for_statement" => self.loop_iterable(node).is_some_and(|i| self.value_kind(i) == ValueKind::DataLoader),
-            "while_statement" => node.field("body").is_some_and(|body| {
+            "while_statement" => self.field(node, "body").is_some_and(|body| {
                 self.calls_named_in("next", body.byte_range()).iter().any(|call| {
                     call.field("arguments").and_then(|a| a.named_child(0)).is_some_and(|it| {
                         let it = unparenthesize(it);
                         it.kind_name() == "identifier"
                             && self.binding_at(self.text(it), it).and_then(|b| b.value).is_some_and(|v| {
                                 let v = unparenthesize(v);
-                                let inner = if v.kind_name() == "call" && v.field("function").is_some_and(|f| self.text(f) == "iter") {
-                                    v.field("arguments").and_then(|a| a.named_child(0))
+                                let inner = if v.kind_name() == "call" && self.field(v, "function").is_some_and(|f| self.text(f) == "iter") {
+                                    self.field(v, "arguments").and_then(|a| a.named_child(0))
                                 } else {
                                     Some(v)
                                 };
@@ -276,7 +276,7 @@ impl<'t> SemanticModel<'t> {
     /// Does the loop's body, in the loop's scope, run a step: a forward pass, a backward pass
     /// or an optimizer step, directly or through a local function it calls?
     fn body_runs_a_step(&self, node: Node<'t>) -> bool {
-        let Some(body) = node.field("body") else { return false };
+        let Some(body) = self.field(node, "body") else { return false };
         self.trains_in(body) || self.runs_a_step_anywhere(body)
     }
 
@@ -304,11 +304,11 @@ impl<'t> SemanticModel<'t> {
     pub fn period_of(&self, condition: Node<'t>) -> Option<Node<'t>> {
         let mut pending = vec![condition];
         while let Some(n) = pending.pop() {
-            if n.kind_name() == "binary_operator" && n.field("operator").is_some_and(|o| self.text(o) == "%") {
-                if n.field("left").is_some_and(|l| l.kind_name() == "string") {
+            if n.kind_name() == "binary_operator" && self.field(n, "operator").is_some_and(|o| self.text(o) == "%") {
+                if self.field(n, "left").is_some_and(|l| l.kind_name() == "string") {
                     return None;
                 }
-                return n.field("right").map(unparenthesize);
+                return self.field(n, "right").map(unparenthesize);
             }
             // Depth-first, left to right: the first `%` in source order.
             let children: Vec<Node<'t>> = self.named_children(n);
@@ -329,7 +329,7 @@ impl<'t> SemanticModel<'t> {
     }
 
     pub(crate) fn compute_loop_kind(&self, node: Node<'t>) -> LoopKind {
-        let body = node.field("body");
+        let body = self.field(node, "body");
         if body.is_some_and(|b| self.contains_nested_step_loop(b)) {
             LoopKind::Epoch
         } else if self.loop_info(node).over_batches {
@@ -395,15 +395,15 @@ impl<'t> SemanticModel<'t> {
     /// function, `self.f(...)` a method of the caller's class (or a local base), `x.f(...)`
     /// a method of the local class `x` is an instance of.
     pub fn local_callee(&self, call: Node<'t>) -> Option<Node<'t>> {
-        let callee = call.field("function")?;
+        let callee = self.field(call, "function")?;
         match callee.kind_name() {
             "identifier" => {
                 let binding = self.binding_at(self.text(callee), callee)?;
                 (binding.kind == BindingKind::Definition && binding.statement.kind_name() == "function_definition").then_some(binding.statement)
             }
             "attribute" => {
-                let method = self.text(callee.field("attribute")?);
-                let object = callee.field("object")?;
+                let method = self.text(self.field(callee, "attribute")?);
+                let object = self.field(callee, "object")?;
                 if self.text(object) == "self" {
                     let class = self.enclosing_function(call)?.class.clone()?;
                     return self.method_of(&class, method);
@@ -422,7 +422,7 @@ impl<'t> SemanticModel<'t> {
             return *known;
         }
         self.step_loop_functions.borrow_mut().insert(def.id(), false);
-        let answer = def.field("body").is_some_and(|b| self.contains_nested_step_loop(b));
+        let answer = self.field(def, "body").is_some_and(|b| self.contains_nested_step_loop(b));
         self.step_loop_functions.borrow_mut().insert(def.id(), answer);
         answer
     }
@@ -435,7 +435,7 @@ impl<'t> SemanticModel<'t> {
             return *known;
         }
         self.step_functions.borrow_mut().insert(def.id(), false);
-        let answer = def.field("body").is_some_and(|b| self.trains_in(b) || self.runs_a_step_anywhere(b));
+        let answer = self.field(def, "body").is_some_and(|b| self.trains_in(b) || self.runs_a_step_anywhere(b));
         self.step_functions.borrow_mut().insert(def.id(), answer);
         answer
     }

@@ -89,7 +89,7 @@ impl<'t> SemanticModel<'t> {
             return *fate;
         }
         self.parameter_fates.borrow_mut().insert(key.clone(), Fate::Handed(def));
-        let fate = match def.field("body") {
+        let fate = match self.field(def, "body") {
             Some(body) => {
                 let mut follower = Follower::new(self);
                 let parameter = self.bindings_of(Some(def.id()), name).and_then(|bs| bs.iter().find(|b| b.kind == BindingKind::Parameter)).map(|b| b.statement);
@@ -148,10 +148,10 @@ impl<'t> SemanticModel<'t> {
         let expr = unparenthesize(expr);
         match expr.kind_name() {
             "tuple" | "list" | "expression_list" | "set" => self.named_children(expr).into_iter().any(|e| self.carries_history(e)),
-            "dictionary" => self.named_children(expr).into_iter().filter_map(|p| p.field("value")).any(|e| self.carries_history(e)),
-            "keyword_argument" => expr.field("value").map(|v| self.carries_history(v)).unwrap_or(false),
+            "dictionary" => self.named_children(expr).into_iter().filter_map(|p| self.field(p, "value")).any(|e| self.carries_history(e)),
+            "keyword_argument" => self.field(expr, "value").map(|v| self.carries_history(v)).unwrap_or(false),
             "list_splat" | "dictionary_splat" => expr.named_child(0).map(|v| self.carries_history(v)).unwrap_or(false),
-            "list_comprehension" | "generator_expression" => expr.field("body").map(|b| self.carries_history(b)).unwrap_or(false),
+            "list_comprehension" | "generator_expression" => self.field(expr, "body").map(|b| self.carries_history(b)).unwrap_or(false),
             _ => self.value_kind(expr) == ValueKind::GradTensor,
         }
     }
@@ -650,7 +650,7 @@ impl<'t> SemanticModel<'t> {
         }
         match value.kind_name() {
             "list" | "dictionary" | "set" | "tuple" | "list_comprehension" | "dictionary_comprehension" | "set_comprehension" => true,
-            "binary_operator" => value.field("left").is_some_and(|l| l.kind_name() == "list"),
+            "binary_operator" => self.field(value, "left").is_some_and(|l| l.kind_name() == "list"),
             "call" => self.container_built_by(value).is_some(),
             _ => false,
         }
@@ -696,7 +696,7 @@ impl<'t> SemanticModel<'t> {
     /// The container a call builds (`list()`, `defaultdict(list)`, `deque(maxlen=4)`, also
     /// through aliased imports), by its canonical name.
     pub fn container_built_by(&self, call: Node<'t>) -> Option<&'static str> {
-        let callee = call.field("function")?;
+        let callee = self.field(call, "function")?;
         let qualified = match self.qualified_name(callee) {
             Some(q) => q,
             // A builtin, unless the module binds the name itself.
@@ -714,9 +714,9 @@ impl<'t> SemanticModel<'t> {
             match parent.kind_name() {
                 "pattern_list" | "tuple_pattern" | "list_pattern" | "list_splat_pattern" | "as_pattern_target" => current = parent,
                 "tuple" | "list" | "expression_list" | "parenthesized_expression" => current = parent,
-                "assignment" => return parent.field("left").is_some_and(|l| l.id() == current.id()),
+                "assignment" => return self.field(parent, "left").is_some_and(|l| l.id() == current.id()),
                 "augmented_assignment" => return false,
-                "for_statement" | "for_in_clause" => return parent.field("left").is_some_and(|l| l.id() == current.id()),
+                "for_statement" | "for_in_clause" => return self.field(parent, "left").is_some_and(|l| l.id() == current.id()),
                 _ => return false,
             }
         }
@@ -734,18 +734,18 @@ impl<'t> SemanticModel<'t> {
     /// The parameter of `def` that the argument at `argument` (or, when `None`, the first
     /// argument holding history) of `call` fills.
     pub(crate) fn parameter_receiving(&self, def: Node<'t>, call: Node<'t>, argument: Option<Node<'t>>) -> Option<&'t str> {
-        let params = self.named_children(def.field("parameters")?);
-        let arguments = self.named_children(call.field("arguments")?);
+        let params = self.named_children(self.field(def, "parameters")?);
+        let arguments = self.named_children(self.field(call, "arguments")?);
         let method = self.functions.get(&def.id()).is_some_and(|f| f.class.is_some())
-            && call.field("function").is_some_and(|c| c.kind_name() == "attribute");
+            && self.field(call, "function").is_some_and(|c| c.kind_name() == "attribute");
         let skip = usize::from(method);
         let held = |a: Node<'t>| argument.map(|x| x.id() == a.id() || contains(a, x)).unwrap_or_else(|| self.carries_history(a));
         let mut position = 0;
         for a in arguments {
             match a.kind_name() {
                 "keyword_argument" => {
-                    if a.field("value").is_some_and(held) {
-                        let name = a.field("name").map(|n| self.text(n))?;
+                    if self.field(a, "value").is_some_and(held) {
+                        let name = self.field(a, "name").map(|n| self.text(n))?;
                         return params.iter().filter_map(|p| parameter_name(*p)).map(|n| self.text(n)).find(|n| *n == name);
                     }
                 }
@@ -781,7 +781,7 @@ impl<'t> SemanticModel<'t> {
         while let Some(parent) = self.parent(holder) {
             let chained = parent.kind_name() == "attribute"
                 && self.parent(parent).is_some_and(|c| c.kind_name() == "call")
-                && parent.field("attribute").is_some_and(|a| crate::library::MODULE_METHODS_RETURNING_SELF.contains(&self.text(a)));
+                && self.field(parent, "attribute").is_some_and(|a| crate::library::MODULE_METHODS_RETURNING_SELF.contains(&self.text(a)));
             match parent.kind_name() {
                 "attribute" if chained => holder = self.parent(parent).unwrap_or(parent),
                 "parenthesized_expression" => holder = parent,
@@ -801,7 +801,7 @@ impl<'t> SemanticModel<'t> {
             if seen > 16 {
                 return true;
             }
-            let Some(target) = assignment.field("left") else { return true };
+            let Some(target) = self.field(assignment, "left") else { return true };
             match target.kind_name() {
                 "identifier" => {
                     let name = self.text(target);
@@ -818,15 +818,15 @@ impl<'t> SemanticModel<'t> {
                     for u in self.identifiers_named_in(name, assignment.end_byte()..scope.end) {
                         // `args.model`, `f(model=...)`: a member or a keyword, not the name.
                         let not_a_reference = self.parent(*u).is_some_and(|p| {
-                            (p.kind_name() == "attribute" && p.field("attribute").is_some_and(|a| a.id() == u.id()))
-                                || (p.kind_name() == "keyword_argument" && p.field("name").is_some_and(|n| n.id() == u.id()))
+                            (p.kind_name() == "attribute" && self.field(p, "attribute").is_some_and(|a| a.id() == u.id()))
+                                || (p.kind_name() == "keyword_argument" && self.field(p, "name").is_some_and(|n| n.id() == u.id()))
                         });
                         if not_a_reference || !self.binding_at(name, *u).is_some_and(|b| b.statement.id() == assignment.id() || contains(b.statement, assignment)) {
                             continue;
                         }
                         // `net = net.cuda()`: the module again, under a new binding.
                         let rebound = self.parent(*u).filter(|a| a.kind_name() == "attribute").and_then(|a| {
-                            let method = a.field("attribute").map(|m| self.text(m))?;
+                            let method = self.field(a, "attribute").map(|m| self.text(m))?;
                             let call = self.parent(a).filter(|c| c.kind_name() == "call")?;
                             let next = self.parent(call).filter(|n| n.kind_name() == "assignment" && n.field("right").is_some_and(|r| r.id() == call.id()))?;
                             crate::library::MODULE_METHODS_RETURNING_SELF.contains(&method).then_some(next)
@@ -837,8 +837,8 @@ impl<'t> SemanticModel<'t> {
                         }
                     }
                 }
-                "attribute" if target.field("object").is_some_and(|o| self.text(o) == "self") => {
-                    let Some(attr) = target.field("attribute").map(|a| self.text(a)) else { return true };
+                "attribute" if self.field(target, "object").is_some_and(|o| self.text(o) == "self") => {
+                    let Some(attr) = self.field(target, "attribute").map(|a| self.text(a)) else { return true };
                     let Some(class) = self.enclosing_function(assignment).and_then(|f| f.class.clone()) else { return true };
                     let Some(class_node) = self.functions().find(|f| f.class.as_deref() == Some(class.as_str())).and_then(|f| self.parent(f.node)) else { return true };
                     uses.extend(
@@ -856,10 +856,10 @@ impl<'t> SemanticModel<'t> {
                 return false;
             }
             let Some(parent) = self.parent(u) else { return true };
-            if parent.kind_name() != "attribute" || parent.field("object").is_none_or(|o| o.id() != u.id()) {
+            if parent.kind_name() != "attribute" || self.field(parent, "object").is_none_or(|o| o.id() != u.id()) {
                 return true;
             }
-            let attr = parent.field("attribute").map(|a| self.text(a)).unwrap_or("");
+            let attr = self.field(parent, "attribute").map(|a| self.text(a)).unwrap_or("");
             if attr == "module" {
                 return false;
             }

@@ -105,7 +105,7 @@ impl<'t> SemanticModel<'t> {
         while let Some(n) = current {
             match n.kind_name() {
                 "with_statement" => {
-                    let in_body = n.field("body").map(|b| contains(b, child)).unwrap_or(false);
+                    let in_body = self.field(n, "body").map(|b| contains(b, child)).unwrap_or(false);
                     if in_body {
                         if let Some(ctx) = self.with_grad_effect(n) {
                             return AroundNode::Decided(ctx);
@@ -133,7 +133,7 @@ impl<'t> SemanticModel<'t> {
         // The last item wins when several are given (`with a(), b():` enters a then b).
         let mut effect = None;
         for item in self.named_children(clause) {
-            let Some(mut value) = item.field("value") else { continue };
+            let Some(mut value) = self.field(item, "value") else { continue };
             if value.kind_name() == "as_pattern" {
                 match value.named_child(0) {
                     Some(v) => value = v,
@@ -165,10 +165,10 @@ impl<'t> SemanticModel<'t> {
             // reference is common in decorators; handled there.
             _ => return None,
         }
-        let callee = expr.field("function")?;
+        let callee = self.field(expr, "function")?;
         let qualified = self.qualified_name(callee).unwrap_or_else(|| self.dotted_name(callee).unwrap_or_default());
         let last = qualified.rsplit('.').next().unwrap_or("");
-        let args = expr.field("arguments");
+        let args = self.field(expr, "arguments");
         let first_arg = args.and_then(|a| a.named_child(0));
         let torchy = qualified.starts_with("torch.") || !qualified.contains('.');
         match last {
@@ -176,7 +176,7 @@ impl<'t> SemanticModel<'t> {
             "inference_mode" if torchy => {
                 // `inference_mode(False)` / `inference_mode(mode=False)` keeps gradients on.
                 let off = first_arg.map(|a| {
-                    let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(a) };
+                    let value = if a.kind_name() == "keyword_argument" { self.field(a, "value") } else { Some(a) };
                     value.map(|v| self.text(v) == "False").unwrap_or(false)
                 });
                 if off == Some(true) {
@@ -187,7 +187,7 @@ impl<'t> SemanticModel<'t> {
             }
             "set_grad_enabled" if torchy => {
                 let arg = first_arg.map(|a| {
-                    if a.kind_name() == "keyword_argument" { a.field("value").unwrap_or(a) } else { a }
+                    if a.kind_name() == "keyword_argument" { self.field(a, "value").unwrap_or(a) } else { a }
                 });
                 match arg.map(|a| self.text(a)) {
                     Some("True") => Some(GradContext::ExplicitlyEnabled),
@@ -264,7 +264,7 @@ impl<'t> SemanticModel<'t> {
         // The contexts it returns on its paths are a choice made at run time, as in
         // `grad_effect_of_either`: one that disables gradients makes the call count as
         // disabling them; `enable_grad()` on every path, as enabling them.
-        let name = call.field("function").map(|f| self.text(f)).unwrap_or("");
+        let name = self.field(call, "function").map(|f| self.text(f)).unwrap_or("");
         match disabled {
             Some(why) if enabled => Some(GradContext::Disabled(format!("`{name}()`, which returns {why} on one of its paths"))),
             Some(why) => Some(GradContext::Disabled(format!("`{name}()`, which returns {why}"))),
@@ -275,10 +275,10 @@ impl<'t> SemanticModel<'t> {
 
     /// A context manager that does nothing: `contextlib.suppress()`, `nullcontext()`.
     fn is_null_context(&self, value: Node<'t>) -> bool {
-        let Some(callee) = value.field("function").filter(|_| value.kind_name() == "call") else { return false };
+        let Some(callee) = self.field(value, "function").filter(|_| value.kind_name() == "call") else { return false };
         let qualified = self.qualified_name(callee).unwrap_or_else(|| self.dotted_name(callee).unwrap_or_default());
         matches!(qualified.as_str(), "contextlib.suppress" | "contextlib.nullcontext" | "contextlib.ExitStack")
-            || (value.field("arguments").is_some_and(|a| a.named_child_count() == 0) && matches!(qualified.rsplit('.').next(), Some("nullcontext" | "suppress")))
+            || (self.field(value, "arguments").is_some_and(|a| a.named_child_count() == 0) && matches!(qualified.rsplit('.').next(), Some("nullcontext" | "suppress")))
     }
 
     /// A statement before `child` in `block` that toggles autograd for the rest of the
@@ -293,13 +293,13 @@ impl<'t> SemanticModel<'t> {
                 break;
             }
             let Some(call) = statement.named_child(0).filter(|c| c.kind_name() == "call") else { continue };
-            let Some(callee) = call.field("function") else { continue };
+            let Some(callee) = self.field(call, "function") else { continue };
             let last = callee
                 .field("attribute")
                 .map(|a| self.text(a))
                 .unwrap_or_else(|| self.text(callee));
             if last == "enter_context" {
-                if let Some(arg) = call.field("arguments").and_then(|a| a.named_child(0)) {
+                if let Some(arg) = self.field(call, "arguments").and_then(|a| a.named_child(0)) {
                     if let Some(effect) = self.grad_effect_of_call(arg) {
                         result = Some(effect);
                     }
@@ -317,7 +317,7 @@ impl<'t> SemanticModel<'t> {
     /// or a decorator whose name says so)?
     pub(crate) fn decorator_disables_grad(&self, decorator: Node<'t>) -> bool {
         let target = if decorator.kind_name() == "call" {
-            match decorator.field("function") {
+            match self.field(decorator, "function") {
                 Some(f) => f,
                 None => return false,
             }
@@ -415,9 +415,9 @@ impl<'t> SemanticModel<'t> {
 
     /// The network whose `forward` the call `call` runs: its callee, or `m` of `m.forward(x)`.
     fn forward_instance(&self, call: Node<'t>) -> Option<Node<'t>> {
-        let callee = call.field("function")?;
+        let callee = self.field(call, "function")?;
         match callee.kind_name() {
-            "attribute" if callee.field("attribute").is_some_and(|a| self.text(a) == "forward") => callee.field("object"),
+            "attribute" if self.field(callee, "attribute").is_some_and(|a| self.text(a) == "forward") => self.field(callee, "object"),
             _ => Some(callee),
         }
     }
@@ -440,11 +440,11 @@ impl<'t> SemanticModel<'t> {
         let construction = self.constructor_through_methods(instance, 0)?;
         match self.project_class_built_by(construction)? {
             crate::Symbol::Class { methods, .. } if methods.iter().any(|m| m.name == "forward" && m.no_grad) => {
-                let class = construction.field("function").map(|f| self.text(f)).unwrap_or("");
+                let class = self.field(construction, "function").map(|f| self.text(f)).unwrap_or("");
                 Some(format!("`{class}.forward` (in another module of the project) runs under `torch.no_grad()`"))
             }
             crate::Symbol::Class { methods, submodules, .. } if crate::project::forward_runs_submodules_without_grad(&methods, &submodules) => {
-                let class = construction.field("function").map(|f| self.text(f)).unwrap_or("");
+                let class = self.field(construction, "function").map(|f| self.text(f)).unwrap_or("");
                 Some(format!("`{class}.forward` (in another module of the project) runs its submodules only under `with torch.no_grad()`"))
             }
             _ => None,
@@ -482,12 +482,12 @@ impl<'t> SemanticModel<'t> {
         let instance = self.forward_instance(call)?;
         if let Some(class) = self.instance_class(instance) {
             let forward = self.method_of(class, "forward")?;
-            return self.trains_in(forward.field("body")?).then(|| format!("`{class}.forward` backpropagates"));
+            return self.trains_in(self.field(forward, "body")?).then(|| format!("`{class}.forward` backpropagates"));
         }
         let construction = self.constructor_through_methods(instance, 0)?;
         match self.project_class_built_by(construction)? {
             crate::Symbol::Class { methods, .. } if methods.iter().any(|m| m.name == "forward" && m.backprops) => {
-                let class = construction.field("function").map(|f| self.text(f)).unwrap_or("");
+                let class = self.field(construction, "function").map(|f| self.text(f)).unwrap_or("");
                 Some(format!("`{class}.forward` (in another module of the project) backpropagates"))
             }
             _ => None,
@@ -531,7 +531,7 @@ impl<'t> SemanticModel<'t> {
     /// method's module reports the forward passes inside it.
     pub fn project_method_results_only_read(&self, object: Node<'t>, method: &str) -> bool {
         let Some(construction) = self.constructor_through_methods(object, 0) else { return false };
-        let Some(class) = construction.field("function").and_then(|f| self.qualified_name(f)) else { return false };
+        let Some(class) = self.field(construction, "function").and_then(|f| self.qualified_name(f)) else { return false };
         let sites = self.project.method_call_sites(&class, method);
         !sites.is_empty() && sites.iter().all(|(_, kept)| !kept)
     }
@@ -549,11 +549,11 @@ impl<'t> SemanticModel<'t> {
                 self.constructor_through_methods(value, depth + 1)
             }
             "call" => {
-                let callee = expr.field("function")?;
+                let callee = self.field(expr, "function")?;
                 if callee.kind_name() == "attribute" {
-                    let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
+                    let method = self.field(callee, "attribute").map(|a| self.text(a)).unwrap_or("");
                     if MODULE_METHODS_RETURNING_SELF.contains(&method) {
-                        return self.constructor_through_methods(callee.field("object")?, depth + 1);
+                        return self.constructor_through_methods(self.field(callee, "object")?, depth + 1);
                     }
                 }
                 // A function that gives its argument back (`cuda(net(...), flag)`).
@@ -592,7 +592,7 @@ impl<'t> SemanticModel<'t> {
         for statement in self.returns.get(&def.id())? {
             let value = statement.named_child(0)?;
             let call = self.constructor_through_methods(value, depth + 1)?;
-            let callee = |c: Node<'t>| c.field("function").map(|f| self.text(f));
+            let callee = |c: Node<'t>| self.field(c, "function").map(|f| self.text(f));
             match built {
                 Some(previous) if callee(previous) != callee(call) => return None,
                 _ => built = Some(call),
@@ -604,8 +604,8 @@ impl<'t> SemanticModel<'t> {
     /// The element `container[key]` names when the container is a name bound once to a
     /// list, tuple or dict literal and the key is a literal (`nets[0]`, `nets["g"]`).
     pub(crate) fn literal_element(&self, subscript: Node<'t>) -> Option<Node<'t>> {
-        let container = unparenthesize(subscript.field("value")?);
-        let key = unparenthesize(subscript.field("subscript")?);
+        let container = unparenthesize(self.field(subscript, "value")?);
+        let key = unparenthesize(self.field(subscript, "subscript")?);
         if container.kind_name() != "identifier" {
             return None;
         }
@@ -627,7 +627,7 @@ impl<'t> SemanticModel<'t> {
                 .into_iter()
                 .filter(|p| p.kind_name() == "pair")
                 .find(|p| p.field("key").is_some_and(|k| self.text(k) == self.text(key)))
-                .and_then(|p| p.field("value")),
+                .and_then(|p| self.field(p, "value")),
             _ => None,
         }
     }
@@ -639,7 +639,7 @@ impl<'t> SemanticModel<'t> {
         if let Some(symbol @ crate::Symbol::Class { .. }) = self.project_callee(call) {
             return Some(symbol);
         }
-        let mut callee = call.field("function")?;
+        let mut callee = self.field(call, "function")?;
         for _ in 0..4 {
             if callee.kind_name() != "identifier" {
                 return None;

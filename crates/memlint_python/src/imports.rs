@@ -180,7 +180,7 @@ impl<'t> SemanticModel<'t> {
 
     /// Does the callee of `call` resolve to one of `names` (fully qualified)?
     pub fn call_resolves_to(&self, call: Node<'t>, names: &[&str]) -> Option<String> {
-        let callee = call.field("function")?;
+        let callee = self.field(call, "function")?;
         let qualified = self.qualified_name(callee)?;
         names.iter().any(|n| *n == qualified).then_some(qualified)
     }

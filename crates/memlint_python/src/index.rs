@@ -104,21 +104,21 @@ impl<'t> SemanticModel<'t> {
                     ),
                     _ => (Vec::new(), node),
                 };
-                let function_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
+                let function_name = self.field(node, "name").map(|n| self.text(n)).unwrap_or_default();
                 self.add_binding(scope, function_name, node, None, BindingKind::Definition);
                 self.functions.insert(
                     node.id(),
                     FunctionInfo { node, name, class: class.map(str::to_owned), decorators, outer },
                 );
                 let inner = Some(node.id());
-                if let Some(params) = node.field("parameters") {
+                if let Some(params) = self.field(node, "parameters") {
                     for param in self.named_children(params) {
                         if let Some(ident) = parameter_name(param) {
                             self.add_binding(inner, self.text(ident), param, None, BindingKind::Parameter);
                         }
                     }
                 }
-                let body = node.field("body");
+                let body = self.field(node, "body");
                 self.index_children_except(nodes, at, body);
                 if let Some(body) = body.and_then(|b| nodes.child_with_id(at, b)) {
                     // Methods see their class only for `self` attribute bookkeeping.
@@ -139,7 +139,7 @@ impl<'t> SemanticModel<'t> {
                     .field("superclasses")
                     .map(|s| self.named_children(s).into_iter().filter_map(|b| self.dotted_name(b)).collect())
                     .unwrap_or_default();
-                let class_name = node.field("name").map(|n| self.text(n)).unwrap_or_default();
+                let class_name = self.field(node, "name").map(|n| self.text(n)).unwrap_or_default();
                 let local_bases = bases
                     .split(|c: char| !c.is_alphanumeric() && c != '_')
                     .filter(|b| self.classes.contains_key(b))
@@ -149,7 +149,7 @@ impl<'t> SemanticModel<'t> {
                 let (is_module, is_lightning) = (false, false);
                 self.classes.insert(class_name, ClassInfo { is_module, is_lightning, bases: local_bases, spelled_bases: base_names, node });
                 self.add_binding(scope, class_name, node, None, BindingKind::Definition);
-                let body = node.field("body");
+                let body = self.field(node, "body");
                 self.index_children_except(nodes, at, body);
                 if let Some(body) = body.and_then(|b| nodes.child_with_id(at, b)) {
                     // The class body binds in the class's own scope: its names (class
@@ -164,7 +164,7 @@ impl<'t> SemanticModel<'t> {
                 if node.kind_name() == "import_from_statement" && self.named_children(node).iter().any(|c| c.kind_name() == "wildcard_import") {
                     self.has_star_import = true;
                     if scope.is_none() {
-                        let module = node.field("module_name").map(|m| self.text(m).to_owned()).unwrap_or_default();
+                        let module = self.field(node, "module_name").map(|m| self.text(m).to_owned()).unwrap_or_default();
                         self.star_imports.push(module);
                     }
                 }
@@ -175,28 +175,28 @@ impl<'t> SemanticModel<'t> {
                 return false;
             }
             "assignment" => {
-                if let Some(left) = node.field("left") {
-                    let value = node.field("right");
+                if let Some(left) = self.field(node, "left") {
+                    let value = self.field(node, "right");
                     let statement = self.parent(node).filter(|p| p.kind_name() == "expression_statement").unwrap_or(node);
                     self.bind_target(scope, left, statement, value, BindingKind::Assign);
                 }
             }
             "augmented_assignment" => {
-                if let Some(left) = node.field("left") {
-                    let value = node.field("right");
+                if let Some(left) = self.field(node, "left") {
+                    let value = self.field(node, "right");
                     let statement = self.parent(node).filter(|p| p.kind_name() == "expression_statement").unwrap_or(node);
                     self.bind_target(scope, left, statement, value, BindingKind::AugAssign);
                 }
             }
             "for_statement" => {
                 self.loops.push(node);
-                if let Some(left) = node.field("left") {
+                if let Some(left) = self.field(node, "left") {
                     self.bind_target(scope, left, node, None, BindingKind::LoopTarget);
                 }
             }
             // A comprehension's targets bind in the comprehension's own scope.
             "for_in_clause" => {
-                if let (Some(left), Some(comprehension)) = (node.field("left"), self.parent(node)) {
+                if let (Some(left), Some(comprehension)) = (self.field(node, "left"), self.parent(node)) {
                     self.bind_target(Some(comprehension.id()), left, node, None, BindingKind::LoopTarget);
                 }
             }
@@ -208,8 +208,8 @@ impl<'t> SemanticModel<'t> {
                 self.local_scopes.push((node.start_byte(), node.end_byte(), node.id()));
                 // Defaults are evaluated outside the lambda: its parameters take effect
                 // where its body starts.
-                let body_start = node.field("body").map(|b| b.start_byte()).unwrap_or(node.end_byte());
-                if let Some(params) = node.field("parameters") {
+                let body_start = self.field(node, "body").map(|b| b.start_byte()).unwrap_or(node.end_byte());
+                if let Some(params) = self.field(node, "parameters") {
                     for param in self.named_children(params) {
                         let ident = match param.kind_name() {
                             "list_splat_pattern" | "dictionary_splat_pattern" => param.named_child(0),
@@ -230,14 +230,14 @@ impl<'t> SemanticModel<'t> {
             }
             "identifier" => self.identifiers_by_name.entry(self.text(node)).or_default().push(node),
             "attribute" => {
-                if let Some(attr) = node.field("attribute") {
+                if let Some(attr) = self.field(node, "attribute") {
                     self.attributes_by_name.entry(self.text(attr)).or_default().push(node);
                 }
             }
             "with_item" => {
-                if let Some(value) = node.field("value") {
+                if let Some(value) = self.field(node, "value") {
                     if value.kind_name() == "as_pattern" {
-                        if let Some(target) = value.field("alias") {
+                        if let Some(target) = self.field(value, "alias") {
                             let expr = value.named_child(0);
                             self.bind_target(scope, target, node, expr, BindingKind::WithTarget);
                         }
@@ -246,10 +246,10 @@ impl<'t> SemanticModel<'t> {
             }
             "call" => {
                 self.calls.push(node);
-                if let Some(callee) = node.field("function") {
+                if let Some(callee) = self.field(node, "function") {
                     let last = match callee.kind_name() {
                         "identifier" => Some(self.text(callee)),
-                        "attribute" => callee.field("attribute").map(|a| self.text(a)),
+                        "attribute" => self.field(callee, "attribute").map(|a| self.text(a)),
                         _ => None,
                     };
                     if let Some(last) = last {
@@ -273,7 +273,7 @@ impl<'t> SemanticModel<'t> {
             match leaf.kind_name() {
                 "identifier" => self.add_binding(scope, self.text(leaf), statement, value, kind),
                 "attribute" => {
-                    if let (Some(obj), Some(attr), Some(value)) = (leaf.field("object"), leaf.field("attribute"), value) {
+                    if let (Some(obj), Some(attr), Some(value)) = (self.field(leaf, "object"), self.field(leaf, "attribute"), value) {
                         if self.text(obj) == "self" && kind == BindingKind::Assign {
                             self.self_attributes.entry(self.text(attr)).or_default().push(value);
                         }
@@ -293,7 +293,7 @@ impl<'t> SemanticModel<'t> {
             }
             BindingKind::LoopTarget | BindingKind::WithTarget => statement
                 .field("body")
-                .or_else(|| self.parent(statement).and_then(|p| self.parent(p)).and_then(|w| w.field("body")))
+                .or_else(|| self.parent(statement).and_then(|p| self.parent(p)).and_then(|w| self.field(w, "body")))
                 .map(|b| b.start_byte())
                 .unwrap_or_else(|| statement.start_byte()),
             _ => statement.start_byte(),

@@ -115,12 +115,12 @@ pub(crate) fn kind_name_of(id: u16) -> Option<&'static str> {
 }
 
 /// The fields memlint reads, in the order of [`field_id`]'s `match`.
-const FIELDS: [&str; 18] = [
+pub(crate) const FIELDS: [&str; 18] = [
     "function", "attribute", "object", "body", "arguments", "value", "name", "left", "right", "operator",
     "condition", "alias", "module_name", "superclasses", "return_type", "parameters", "argument", "type",
 ];
 
-fn field_id(name: &str) -> Option<u16> {
+pub(crate) fn field_id(name: &str) -> Option<u16> {
     static IDS: std::sync::OnceLock<Vec<Option<u16>>> = std::sync::OnceLock::new();
     let index = match name {
         "function" => 0,

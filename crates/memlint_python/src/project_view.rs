@@ -42,7 +42,7 @@ impl<'t> SemanticModel<'t> {
         if self.project.is_empty() {
             return None;
         }
-        let callee = call.field("function")?;
+        let callee = self.field(call, "function")?;
         match self.qualified_name(callee) {
             Some(q) => self.project_symbol(&q),
             None if callee.kind_name() == "identifier" && !self.star_imports.is_empty() => {
@@ -70,18 +70,18 @@ impl<'t> SemanticModel<'t> {
         let mut at = call;
         let bound = loop {
             match self.parent(at).map(|p| (p, p.kind_name())) {
-                Some((p, "attribute" | "call" | "parenthesized_expression")) if p.kind_name() != "call" || p.field("function").map(|f| f.id()) == Some(at.id()) => at = p,
+                Some((p, "attribute" | "call" | "parenthesized_expression")) if p.kind_name() != "call" || self.field(p, "function").map(|f| f.id()) == Some(at.id()) => at = p,
                 // A branch of `a if c else b` (not its condition) is bound as the whole is.
                 Some((p, "conditional_expression")) if p.named_child(1).map(|c| c.id()) != Some(at.id()) => at = p,
                 Some((p, "assignment")) => {
-                    let target = p.field("left").and_then(|l| match l.kind_name() {
+                    let target = self.field(p, "left").and_then(|l| match l.kind_name() {
                         "identifier" => Some(l),
-                        "attribute" => l.field("attribute"),
+                        "attribute" => self.field(l, "attribute"),
                         _ => None,
                     });
                     // Called later (`g(z)`), or used otherwise (`g.forward(z)`,
                     // `g.eval()`): what the project builds decides.
-                    break target.is_some() || p.field("left").is_some_and(|l| matches!(l.kind_name(), "pattern_list" | "tuple_pattern"));
+                    break target.is_some() || self.field(p, "left").is_some_and(|l| matches!(l.kind_name(), "pattern_list" | "tuple_pattern"));
                 }
                 Some((_, "return_statement" | "expression_list" | "list" | "tuple" | "pattern_list")) => break true,
                 _ => break false,
@@ -207,9 +207,9 @@ impl<'t> SemanticModel<'t> {
         if let Some(crate::Symbol::Function { summary, .. }) = self.project_callee(call) {
             return Some((*summary).clone());
         }
-        let callee = call.field("function").filter(|c| c.kind_name() == "attribute")?;
-        let method = self.text(callee.field("attribute")?);
-        let construction = self.constructor_through_methods(callee.field("object")?, 0)?;
+        let callee = self.field(call, "function").filter(|c| c.kind_name() == "attribute")?;
+        let method = self.text(self.field(callee, "attribute")?);
+        let construction = self.constructor_through_methods(self.field(callee, "object")?, 0)?;
         match self.project_callee(construction)? {
             crate::Symbol::Class { methods, .. } => methods.iter().find(|m| m.name == method).cloned(),
             _ => None,

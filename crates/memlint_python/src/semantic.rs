@@ -248,6 +248,9 @@ pub struct SemanticModel<'t> {
     /// model's walk: a walk up asks for the parent of the parent it was just given, and
     /// finding a node's index is a binary search.
     pub(crate) last_parent: Cell<(usize, usize)>,
+    /// Nodes recently found in `named`, by id: a rule asks the same nodes again and again
+    /// (a call's callee, then the callee's object), and a search costs more than a look.
+    recent_indices: [Cell<(usize, u32)>; 64],
     pub(crate) value_cache: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
@@ -426,6 +429,7 @@ impl<'t> SemanticModel<'t> {
             no_grad_functions: OnceCell::new(),
             finding_no_grad_functions: Cell::new(false),
             last_parent: Cell::new((usize::MAX, 0)),
+            recent_indices: std::array::from_fn(|_| Cell::new((usize::MAX, 0))),
             value_cache: RefCell::new(HashMap::default()),
             named: std::rc::Rc::new(nodes),
             scope_segments: Vec::new(),
@@ -502,7 +506,7 @@ impl<'t> SemanticModel<'t> {
     /// (an anonymous node; tree-sitter walks down from the root to find it).
     pub fn parent(&self, node: Node<'t>) -> Option<Node<'t>> {
         let (last_id, last_at) = self.last_parent.get();
-        let at = if last_id == node.id() { Some(last_at) } else { self.named.index_of(node) };
+        let at = if last_id == node.id() { Some(last_at) } else { self.index_of(node) };
         match at {
             Some(at) => {
                 let p = self.named.parent(at)?;
@@ -514,14 +518,47 @@ impl<'t> SemanticModel<'t> {
         }
     }
 
+    /// The index of `node` in the model's walk, when it is one of its nodes.
+    fn index_of(&self, node: Node<'t>) -> Option<usize> {
+        let id = node.id();
+        // Node ids are addresses, 8-byte aligned at least.
+        let slot = &self.recent_indices[(id >> 3) & 63];
+        let (seen, at) = slot.get();
+        if seen == id {
+            return Some(at as usize);
+        }
+        let at = self.named.index_of(node)?;
+        slot.set((id, at as u32));
+        Some(at)
+    }
+
     pub fn source(&self) -> &'t str {
         self.source
+    }
+
+    /// The child of `node` in field `name` (as [`crate::NodeExt::field`] gives it), read
+    /// from the model's walk of its tree where it can be.
+    pub fn field(&self, node: Node<'t>, name: &'static str) -> Option<Node<'t>> {
+        use crate::NodeExt;
+        let Some(at) = self.index_of(node) else { return node.field(name) };
+        match self.named.field_at(at, name) {
+            Some(Some(child)) => {
+                let found = self.named.node(child);
+                self.recent_indices[(found.id() >> 3) & 63].set((found.id(), child as u32));
+                Some(found)
+            }
+            Some(None) => None,
+            None => node.field(name),
+        }
     }
 
     /// The named children of `node` (as [`named_children`] gives them), read from the
     /// model's walk of its tree.
     pub fn named_children(&self, node: Node<'t>) -> Vec<Node<'t>> {
-        self.named.named_children_of(node)
+        match self.index_of(node) {
+            Some(at) => self.named.children(at).map(|c| self.named.node(c)).collect(),
+            None => named_children(node),
+        }
     }
 
     pub fn root(&self) -> Node<'t> {

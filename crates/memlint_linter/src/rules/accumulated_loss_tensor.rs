@@ -120,12 +120,12 @@ fn check_calls(checker: &mut Checker<'_, '_>) {
     let model = checker.model;
     for range in model.outermost_loop_ranges() {
         for call in model.calls_in(range).iter().copied() {
-            if call.field("function").map(|f| f.kind_name() != "attribute").unwrap_or(true) {
+            if model.field(call, "function").map(|f| f.kind_name() != "attribute").unwrap_or(true) {
                 continue;
             }
             // Cheap first: some argument carries history (what the method stores may be
             // in another module).
-            let args = call.field("arguments").map(|a| model.named_children(a)).unwrap_or_default();
+            let args = model.field(call, "arguments").map(|a| model.named_children(a)).unwrap_or_default();
             let has_history = args.iter().any(|a| {
                 let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(*a) };
                 value.map(|v| model.has_autograd_history(v)).unwrap_or(false)
@@ -140,7 +140,7 @@ fn check_calls(checker: &mut Checker<'_, '_>) {
                 if stored.kind == memlint_python::StoreKind::Appends && !is_loss_like(model, term, 0) {
                     continue;
                 }
-                let Some(object) = call.field("function").and_then(|f| f.field("object")) else { continue };
+                let Some(object) = model.field(call, "function").and_then(|f| model.field(f, "object")) else { continue };
                 let Some(base) = accumulator_base(model, object) else { continue };
                 report(checker, call, &base, term, Some(&stored));
             }
@@ -158,7 +158,7 @@ fn report<'t>(checker: &mut Checker<'_, 't>, statement: Node<'t>, base: &str, te
         // A name rebound by `+=` must come back from the helper; a container mutated in
         // place (`stats["loss"] += loss`, `losses.append(loss)`) need not.
         let rebinds = statement.kind_name() != "call"
-            && statement.field("left").is_some_and(|l| l.kind_name() == "identifier");
+            && model.field(statement, "left").is_some_and(|l| l.kind_name() == "identifier");
         let (anchor, base) = match crate::rules::accumulator_through_helper(model, statement, base, rebinds) {
             Some((site, caller_base)) => (site, caller_base),
             None => (statement, base.to_owned()),
@@ -292,9 +292,9 @@ fn conditional_within<'t>(model: &SemanticModel<'t>, node: Node<'t>, body: Node<
         if matches!(n.kind_name(), "if_statement" | "elif_clause") {
             // The branch that steps the optimizer runs once per update: a total reset there
             // holds one accumulation window at most.
-            let periodic = n.field("condition").map(|c| model.text(c).contains('%')).unwrap_or(false)
+            let periodic = model.field(n, "condition").map(|c| model.text(c).contains('%')).unwrap_or(false)
                 && !(n.kind_name() == "if_statement" && crate::rules::branch_steps_an_optimizer(model, n));
-            let in_consequence = n.field("consequence").map(|c| contains(c, node)).unwrap_or(false);
+            let in_consequence = model.field(n, "consequence").map(|c| contains(c, node)).unwrap_or(false);
             if periodic && in_consequence {
                 return true;
             }
@@ -352,12 +352,12 @@ fn used_as_tensor_at<'t>(model: &SemanticModel<'t>, base: &str, anchor: Node<'t>
         }
         match parent.kind_name() {
             "attribute" => {
-                parent.field("object").is_some_and(|o| o.id() == id.id())
-                    && parent.field("attribute").is_some_and(|a| !NUMBER_ATTRIBUTES.contains(&model.text(a)))
+                model.field(parent, "object").is_some_and(|o| o.id() == id.id())
+                    && model.field(parent, "attribute").is_some_and(|a| !NUMBER_ATTRIBUTES.contains(&model.text(a)))
             }
             "argument_list" => model
                 .parent(parent)
-                .and_then(|call| call.field("function"))
+                .and_then(|call| model.field(call, "function"))
                 .and_then(|f| model.qualified_name(f))
                 .is_some_and(|q| q.starts_with("torch.")),
             _ => false,
@@ -370,8 +370,8 @@ fn used_as_tensor_at<'t>(model: &SemanticModel<'t>, base: &str, anchor: Node<'t>
     model.calls_of_function(function).into_iter().any(|call| {
         let statement = crate::rules::statement_around(model, call);
         let Some(assignment) = statement.named_child(0).filter(|a| a.kind_name() == "assignment") else { return false };
-        let Some(target) = assignment.field("left").filter(|t| t.kind_name() == "identifier") else { return false };
-        assignment.field("right").is_some_and(|r| r.id() == call.id())
+        let Some(target) = model.field(assignment, "left").filter(|t| t.kind_name() == "identifier") else { return false };
+        model.field(assignment, "right").is_some_and(|r| r.id() == call.id())
             && used_as_tensor_at(model, model.text(target), statement, depth + 1)
     })
 }

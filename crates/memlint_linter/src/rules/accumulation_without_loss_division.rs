@@ -182,14 +182,14 @@ fn gradients_rescaled_before_step<'t>(model: &SemanticModel<'t>, period: Node<'t
         .clone()
         .take_while(|c| c.start_byte() < step)
         .filter_map(|c| model.local_callee(*c))
-        .filter_map(|def| def.field("body"))
+        .filter_map(|def| model.field(def, "body"))
         .any(|body| grads_divided_in(model, body.byte_range()));
     grads_divided_in(model, range.start..step) || helpers_divide
         || in_period.take_while(|c| c.start_byte() < step).any(|call| {
             let arguments = positional_arguments(*call);
             let quotient = arguments.iter().any(|a| {
                 let a = unparenthesize(*a);
-                a.kind_name() == "binary_operator" && a.field("operator").map(|o| model.text(o)) == Some("/")
+                a.kind_name() == "binary_operator" && model.field(a, "operator").map(|o| model.text(o)) == Some("/")
             });
             quotient && arguments.iter().any(|a| holds_network_or_parameters(model, *a))
         })
@@ -200,17 +200,17 @@ fn grads_divided_in(model: &SemanticModel<'_>, range: std::ops::Range<usize>) ->
     model.attributes_named_in("grad", range).iter().any(|grad| {
         let mut target = *grad;
         if let Some(data) = model.parent(target).filter(|p| p.kind_name() == "attribute" && p.field("object") == Some(target)) {
-            if data.field("attribute").map(|a| model.text(a)) == Some("data") {
+            if model.field(data, "attribute").map(|a| model.text(a)) == Some("data") {
                 target = data;
             }
         }
         let Some(parent) = model.parent(target) else { return false };
         match parent.kind_name() {
             "augmented_assignment" => {
-                parent.field("left") == Some(target) && matches!(parent.field("operator").map(|o| model.text(o)), Some("/=" | "*="))
+                model.field(parent, "left") == Some(target) && matches!(model.field(parent, "operator").map(|o| model.text(o)), Some("/=" | "*="))
             }
             "attribute" => {
-                let method = parent.field("attribute").map(|a| model.text(a));
+                let method = model.field(parent, "attribute").map(|a| model.text(a));
                 matches!(method, Some("div_" | "mul_")) && model.parent(parent).is_some_and(|c| c.kind_name() == "call")
             }
             _ => false,
@@ -229,11 +229,11 @@ fn holds_network_or_parameters<'t>(model: &SemanticModel<'t>, argument: Node<'t>
         if node.kind_name() != "call" {
             return false;
         }
-        let Some(callee) = node.field("function") else { return false };
+        let Some(callee) = model.field(node, "function") else { return false };
         match callee.kind_name() {
             "attribute" => {
-                let method = callee.field("attribute").map(|a| model.text(a));
-                return matches!(method, Some("parameters" | "named_parameters")) && callee.field("object").is_some_and(|o| model.value_kind(o).is_module());
+                let method = model.field(callee, "attribute").map(|a| model.text(a));
+                return matches!(method, Some("parameters" | "named_parameters")) && model.field(callee, "object").is_some_and(|o| model.value_kind(o).is_module());
             }
             "identifier" if matches!(model.text(callee), "list" | "tuple") => match positional_arguments(node).first() {
                 Some(inner) => node = unparenthesize(*inner),
@@ -274,7 +274,7 @@ impl<'t> Region<'t> {
         let (_, site) = model.step_loop_around(node)?;
         let site = site?;
         let function = model.enclosing_function(node)?.node;
-        Some(Region { node: function, body: function.field("body")?, site: Some(site) })
+        Some(Region { node: function, body: model.field(function, "body")?, site: Some(site) })
     }
 
     /// Is `node` in this region's own iteration (not in a loop nested in it)?
@@ -340,7 +340,7 @@ fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>, region
     }
     let loops = model.enclosing_loops(anchor);
     let (inner, outer) = (loops.first()?.node, loops.get(1)?.node);
-    let inner_body = inner.field("body")?;
+    let inner_body = model.field(inner, "body")?;
     // How many micro-batches: the loop's count, whatever form its header takes (`range(k)`
     // fetching with `next(...)`, chunks, `enumerate`/`zip` of them, `while True` over
     // `iter(...)`).
@@ -354,7 +354,7 @@ fn micro_step_schedule<'t>(model: &SemanticModel<'t>, backward: Node<'t>, region
     if !descendants_where(model, inner_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n)).is_empty() {
         return None;
     }
-    let outer_body = outer.field("body")?;
+    let outer_body = model.field(outer, "body")?;
     let steps_after = descendants_where(model, outer_body, |n| n.kind_name() == "call" && model.is_optimizer_step(n))
         .into_iter()
         .any(|s| s.start_byte() >= inner.end_byte() && model.enclosing_loops(s).first().map(|l| l.node.id()) == Some(outer.id()));
@@ -378,7 +378,7 @@ fn periodic_guard<'t>(model: &SemanticModel<'t>, node: Node<'t>, loop_node: Node
             break;
         }
         if matches!(n.kind_name(), "if_statement" | "elif_clause") {
-            if let Some(condition) = n.field("condition") {
+            if let Some(condition) = model.field(n, "condition") {
                 // `do_step = (i + 1) % k == 0` then `if do_step:`.
                 let condition = model.flag_value(condition);
                 if let Some(k) = model.period_of(condition) {
@@ -409,16 +409,16 @@ fn counter_threshold<'t>(model: &SemanticModel<'t>, condition: Node<'t>, branch:
         return None;
     }
     let counter = model.text(left);
-    let consequence = branch.field("consequence")?;
+    let consequence = model.field(branch, "consequence")?;
     let reset = descendants_where(model, consequence, |n| {
         n.kind_name() == "assignment"
-            && n.field("left").is_some_and(|l| model.text(l) == counter)
-            && n.field("right").is_some_and(|r| model.text(r) == "0")
+            && model.field(n, "left").is_some_and(|l| model.text(l) == counter)
+            && model.field(n, "right").is_some_and(|r| model.text(r) == "0")
     });
-    let incremented = descendants_where(model, loop_node.field("body")?, |n| {
+    let incremented = descendants_where(model, model.field(loop_node, "body")?, |n| {
         n.kind_name() == "augmented_assignment"
-            && n.field("left").is_some_and(|l| model.text(l) == counter)
-            && n.field("operator").is_some_and(|o| model.text(o) == "+=")
+            && model.field(n, "left").is_some_and(|l| model.text(l) == counter)
+            && model.field(n, "operator").is_some_and(|o| model.text(o) == "+=")
     });
     (!reset.is_empty() && !incremented.is_empty()).then(|| unparenthesize(right))
 }
@@ -431,8 +431,8 @@ fn under_accelerate<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> bool {
             let accumulates = descendants_where(model, n, |c| c.kind_name() == "with_item").iter().any(|item| {
                 !descendants_where(model, *item, |c| {
                     c.kind_name() == "call"
-                        && c.field("function")
-                            .and_then(|f| f.field("attribute"))
+                        && model.field(c, "function")
+                            .and_then(|f| model.field(f, "attribute"))
                             .map(|a| model.text(a) == "accumulate")
                             .unwrap_or(false)
                 })
@@ -456,8 +456,8 @@ fn scaled_argument<'t>(model: &SemanticModel<'t>, receiver: Node<'t>) -> Option<
     if receiver.kind_name() != "call" {
         return None;
     }
-    let callee = receiver.field("function")?;
-    let method = callee.field("attribute").map(|a| model.text(a))?;
+    let callee = model.field(receiver, "function")?;
+    let method = model.field(callee, "attribute").map(|a| model.text(a))?;
     if method != "scale" {
         return None;
     }
@@ -480,8 +480,8 @@ fn collect_divisors<'t>(
     let expr = unparenthesize(expr);
     match expr.kind_name() {
         "binary_operator" => {
-            let op = expr.field("operator").map(|o| model.text(o)).unwrap_or("");
-            let (Some(left), Some(right)) = (expr.field("left"), expr.field("right")) else { return };
+            let op = model.field(expr, "operator").map(|o| model.text(o)).unwrap_or("");
+            let (Some(left), Some(right)) = (model.field(expr, "left"), model.field(expr, "right")) else { return };
             if matches!(op, "/" | "//") {
                 divisors.push(unparenthesize(right));
                 collect_divisors(model, left, body, divisors, visited, depth + 1);
@@ -497,8 +497,8 @@ fn collect_divisors<'t>(
             }
         }
         "call" => {
-            let Some(callee) = expr.field("function").filter(|f| f.kind_name() == "attribute") else { return };
-            let method = callee.field("attribute").map(|a| model.text(a)).unwrap_or("");
+            let Some(callee) = model.field(expr, "function").filter(|f| f.kind_name() == "attribute") else { return };
+            let method = model.field(callee, "attribute").map(|a| model.text(a)).unwrap_or("");
             let args = positional_arguments(expr);
             match method {
                 "div" | "div_" | "divide" | "true_divide" => {
@@ -520,7 +520,7 @@ fn collect_divisors<'t>(
                 }
                 _ => {}
             }
-            if let Some(object) = callee.field("object") {
+            if let Some(object) = model.field(callee, "object") {
                 collect_divisors(model, object, body, divisors, visited, depth + 1);
             }
         }
@@ -543,7 +543,7 @@ fn collect_divisors<'t>(
                             .statement
                             .named_child(0)
                             .filter(|a| a.kind_name() == "augmented_assignment")
-                            .and_then(|a| a.field("operator"))
+                            .and_then(|a| model.field(a, "operator"))
                             .map(|o| model.text(o))
                             .unwrap_or("");
                         match op {
@@ -563,11 +563,11 @@ fn collect_divisors<'t>(
 /// Names that change every iteration: the loop's targets and names incremented in its body.
 fn running_counters<'t>(model: &SemanticModel<'t>, loop_node: Node<'t>, body: Node<'t>) -> HashSet<String> {
     let mut names: HashSet<String> = HashSet::new();
-    if let Some(left) = loop_node.field("left") {
+    if let Some(left) = model.field(loop_node, "left") {
         names.extend(model.identifiers_in(left));
     }
     for aug in descendants_where(model, body, |n| n.kind_name() == "augmented_assignment") {
-        if let Some(left) = aug.field("left").filter(|l| l.kind_name() == "identifier") {
+        if let Some(left) = model.field(aug, "left").filter(|l| l.kind_name() == "identifier") {
             names.insert(model.text(left).to_owned());
         }
     }

@@ -133,7 +133,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 memlint_python::Fact::at(
                     format!(
                         "`{}` resolves to {}",
-                        model.short_text(call.field("function").unwrap_or(call)),
+                        model.short_text(model.field(call, "function").unwrap_or(call)),
                         if functional { "`torch.nn.parallel.data_parallel`".to_owned() } else if is_subclass() { "a subclass of `torch.nn.DataParallel`".to_owned() } else { "`torch.nn.DataParallel`".to_owned() }
                     ),
                     call,

@@ -89,7 +89,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             continue;
         };
         let fix = if is_autocast { autocast_fix(model, call) } else { grad_scaler_fix(model, call) };
-        let callee = call.field("function").unwrap_or(call);
+        let callee = model.field(call, "function").unwrap_or(call);
         let evidence = vec![memlint_python::Fact::at(
             format!("`{}` resolves to `torch.cuda.amp.{class}` (through the imports and aliases in scope)", model.short_text(callee)),
             callee,
@@ -137,7 +137,7 @@ fn fallback_of_the_replacement<'t>(model: &SemanticModel<'t>, call: Node<'t>) ->
                 return uses_replacement(other);
             }
             "if_statement" => {
-                let consequence = parent.field("consequence");
+                let consequence = model.field(parent, "consequence");
                 let alternatives = model.named_children(parent).into_iter().filter(|c| matches!(c.kind_name(), "else_clause" | "elif_clause"));
                 let branches: Vec<Node<'t>> = consequence.into_iter().chain(alternatives).collect();
                 if branches.len() < 2 {

@@ -90,7 +90,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if guarded || measures_memory(model, call) {
             continue;
         }
-        let shown = model.text(call.field("function").expect("a call has a callee"));
+        let shown = model.text(model.field(call, "function").expect("a call has a callee"));
         let place = match through {
             Some(site) => format!(
                 " (`{}()`, which the per-step loop on line {} calls on line {})",
@@ -142,7 +142,7 @@ fn guarded_or_handled<'t>(model: &SemanticModel<'t>, call: Node<'t>, loop_node: 
         match n.kind_name() {
             "except_clause" | "except_group_clause" => return true,
             "if_statement" | "elif_clause" => {
-                if let Some(condition) = n.field("condition") {
+                if let Some(condition) = model.field(n, "condition") {
                     if long_period(model, condition, n) {
                         return true;
                     }

@@ -135,7 +135,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
     // of network definitions, most of its calls).
     let mut in_forward: HashMap<usize, bool> = HashMap::default();
     for call in calls {
-        if call.field("function").is_some_and(|f| f.is_named()) {
+        if model.field(call, "function").is_some_and(|f| f.is_named()) {
             let function = model.enclosing_function(call).map_or(0, |f| f.node.id());
             if !*in_forward.entry(function).or_insert_with(|| part_of_a_forward(model, call)) {
                 check_forward_pass(checker, call);
@@ -299,20 +299,20 @@ fn callers_only_read<'t>(model: &SemanticModel<'t>, node: Node<'t>, depth: usize
 /// Is `call` a call of a method of a local module class (`enc.predict(x)`,
 /// `self.decode(z)`) whose own forward passes record no graph, or are reported inside it?
 fn method_reports_its_own_forwards<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
-    let Some(callee) = call.field("function").filter(|c| c.kind_name() == "attribute") else { return false };
-    if callee.field("attribute").is_some_and(|a| model.text(a) == "forward") {
+    let Some(callee) = model.field(call, "function").filter(|c| c.kind_name() == "attribute") else { return false };
+    if model.field(callee, "attribute").is_some_and(|a| model.text(a) == "forward") {
         return false;
     }
     let Some(def) = model.local_callee(call) else {
         // A method of a class of another module: its module reports the forward passes in
         // it when every call of it in the project only reads what it returns.
-        let (Some(object), Some(method)) = (callee.field("object"), callee.field("attribute")) else { return false };
+        let (Some(object), Some(method)) = (model.field(callee, "object"), model.field(callee, "attribute")) else { return false };
         return model.project_method_runs_forward(object, model.text(method)) && model.project_method_results_only_read(object, model.text(method));
     };
     if model.function(def).and_then(|f| f.class.clone()).is_none_or(|c| !model.is_module_class(&c)) {
         return false;
     }
-    let Some(body) = def.field("body") else { return false };
+    let Some(body) = model.field(def, "body") else { return false };
     let recording: Vec<(Node<'t>, Node<'t>)> = model
         .calls_in(body.byte_range())
         .iter()
@@ -457,7 +457,7 @@ fn runs_elsewhere_in_a_lambda<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> 
     }
     match holder.kind_name() {
         "argument_list" => {
-            let callee = model.parent(holder).and_then(|c| c.field("function")).map(|f| model.text(f)).unwrap_or("");
+            let callee = model.parent(holder).and_then(|c| model.field(c, "function")).map(|f| model.text(f)).unwrap_or("");
             !matches!(callee, "map" | "filter" | "sorted" | "min" | "max")
         }
         "assignment" => true,
@@ -473,7 +473,7 @@ fn no_grad_fix<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Fix> {
     let function = model.enclosing_function(call);
     let returns_values = function.map(|f| returns_values(model, f.node)).unwrap_or(false);
     let mut edits: Vec<Edit> = import.into_iter().collect();
-    let trains = |node: Node<'t>| node.field("body").is_some_and(|b| model.trains_in(b));
+    let trains = |node: Node<'t>| model.field(node, "body").is_some_and(|b| model.trains_in(b));
     let message = match function {
         Some(f) if !trains(f.node) && !matches!(f.name.as_str(), "forward" | "__call__") => {
             let at = line_start(source, f.outer.start_byte());
@@ -547,7 +547,7 @@ fn statement_of<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Node<'t> {
 
 /// Does a function return or yield a value (not counting nested functions)?
 fn returns_values<'t>(model: &SemanticModel<'t>, function: Node<'t>) -> bool {
-    let Some(body) = function.field("body") else { return false };
+    let Some(body) = model.field(function, "body") else { return false };
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
         match n.kind_name() {

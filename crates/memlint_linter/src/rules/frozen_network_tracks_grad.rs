@@ -106,7 +106,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if network.kind_name() == "attribute" {
             // `self.<attr>` only, and not as a submodule of an `nn.Module` (the parent's
             // parameters may be optimized).
-            let object = network.field("object").map(|o| model.text(o));
+            let object = model.field(network, "object").map(|o| model.text(o));
             if object != Some("self") || name.matches('.').count() != 1 {
                 continue;
             }
@@ -153,11 +153,11 @@ fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<S
     for _ in 0..16 {
         match node.kind_name() {
             "parenthesized_expression" => node = node.named_child(0)?,
-            "subscript" => node = node.field("value")?,
-            "attribute" => node = node.field("object")?,
+            "subscript" => node = model.field(node, "value")?,
+            "attribute" => node = model.field(node, "object")?,
             "call" => {
-                let callee = node.field("function")?;
-                let method = callee.field("attribute").map(|a| model.text(a));
+                let callee = model.field(node, "function")?;
+                let method = model.field(callee, "attribute").map(|a| model.text(a));
                 if method == Some("requires_grad_") {
                     // Already frozen (or explicitly trainable) in the chain.
                     return None;
@@ -179,7 +179,7 @@ fn pretrained_source<'t>(model: &SemanticModel<'t>, value: Node<'t>) -> Option<S
                     let shown = format!("`{}`", model.text(callee));
                     return memlint_python::loads_pretrained_network(&q, &keyword).then_some(shown);
                 }
-                node = callee.field("object")?;
+                node = model.field(callee, "object")?;
             }
             _ => return None,
         }
@@ -249,11 +249,11 @@ fn uses_of<'t>(model: &SemanticModel<'t>, holder: &Holder<'t>) -> Vec<Node<'t>> 
                 let parent = model.parent(*n);
                 let is_attribute_part = parent
                     .filter(|p| p.kind_name() == "attribute")
-                    .and_then(|p| p.field("attribute"))
+                    .and_then(|p| model.field(p, "attribute"))
                     .map(|a| a.id() == n.id())
                     .unwrap_or(false);
                 let is_keyword = parent
-                    .map(|p| p.kind_name() == "keyword_argument" && p.field("name").map(|k| k.id()) == Some(n.id()))
+                    .map(|p| p.kind_name() == "keyword_argument" && model.field(p, "name").map(|k| k.id()) == Some(n.id()))
                     .unwrap_or(false);
                 !is_attribute_part
                     && !is_keyword
@@ -289,9 +289,9 @@ const RETURNS_SELF: &[&str] = &["eval", "to", "cuda", "cpu", "half", "float", "b
 fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
     let Some(parent) = node.parent() else { return Use::Escapes };
     match parent.kind_name() {
-        "call" if parent.field("function").map(|f| f.id()) == Some(node.id()) => Use::Forward(parent),
-        "attribute" if parent.field("object").map(|o| o.id()) == Some(node.id()) => {
-            let attr = parent.field("attribute").map(|a| model.text(a)).unwrap_or("");
+        "call" if model.field(parent, "function").map(|f| f.id()) == Some(node.id()) => Use::Forward(parent),
+        "attribute" if model.field(parent, "object").map(|o| o.id()) == Some(node.id()) => {
+            let attr = model.field(parent, "attribute").map(|a| model.text(a)).unwrap_or("");
             let called = parent.parent().filter(|c| c.kind_name() == "call" && c.field("function").map(|f| f.id()) == Some(parent.id()));
             match (attr, called) {
                 (a, Some(call)) if FORWARD_METHODS.contains(&a) => Use::Forward(call),
@@ -304,9 +304,9 @@ fn classify_use<'t>(model: &SemanticModel<'t>, node: Node<'t>) -> Use<'t> {
         // `vgg.eval()` as a statement of its own, `if vgg is None`.
         "comparison_operator" | "not_operator" | "boolean_operator" => Use::Other,
         // The name bound again (`vgg = vgg.to(device)`): not a use of the value it held.
-        "assignment" if parent.field("left").map(|l| l.id()) == Some(node.id()) => Use::Other,
+        "assignment" if model.field(parent, "left").map(|l| l.id()) == Some(node.id()) => Use::Other,
         "argument_list" => handed_to(model, parent, node).map_or(Use::Escapes, Use::HandedTo),
-        "keyword_argument" if parent.field("value").map(|v| v.id()) == Some(node.id()) => {
+        "keyword_argument" if model.field(parent, "value").map(|v| v.id()) == Some(node.id()) => {
             match parent.parent().filter(|a| a.kind_name() == "argument_list") {
                 Some(arguments) => handed_to(model, arguments, node).map_or(Use::Escapes, Use::HandedTo),
                 None => Use::Escapes,
@@ -322,7 +322,7 @@ fn rebound<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Holder<'t>> 
     let mut end = call;
     // `vgg.eval().to(device)`: the chain's outermost call.
     while let Some(attribute) = end.parent().filter(|p| p.kind_name() == "attribute" && p.field("object").map(|o| o.id()) == Some(end.id())) {
-        let attr = attribute.field("attribute").map(|a| model.text(a)).unwrap_or("");
+        let attr = model.field(attribute, "attribute").map(|a| model.text(a)).unwrap_or("");
         let outer = attribute.parent().filter(|c| c.kind_name() == "call" && c.field("function").map(|f| f.id()) == Some(attribute.id()))?;
         if !RETURNS_SELF.contains(&attr) {
             return None;
@@ -330,7 +330,7 @@ fn rebound<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Holder<'t>> 
         end = outer;
     }
     let assignment = end.parent().filter(|p| p.kind_name() == "assignment" && p.field("right").map(|r| r.id()) == Some(end.id()))?;
-    let target = assignment.field("left").filter(|l| l.kind_name() == "identifier")?;
+    let target = model.field(assignment, "left").filter(|l| l.kind_name() == "identifier")?;
     let statement = assignment.parent().filter(|p| p.kind_name() == "expression_statement")?;
     let scope = model.enclosing_function(statement).map(|f| f.node).unwrap_or(model.root());
     Some(Holder { name: model.text(target).to_owned(), target, statement, scope })
@@ -341,7 +341,7 @@ fn rebound<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Holder<'t>> 
 /// argument's value) in `arguments`.
 fn handed_to<'t>(model: &SemanticModel<'t>, arguments: Node<'t>, value: Node<'t>) -> Option<Holder<'t>> {
     let call = arguments.parent().filter(|c| c.kind_name() == "call")?;
-    let callee = call.field("function").filter(|f| f.kind_name() == "identifier")?;
+    let callee = model.field(call, "function").filter(|f| f.kind_name() == "identifier")?;
     let binding = model.binding_at(model.text(callee), callee)?;
     let function = model.function(binding.statement)?;
     if function.class.is_some() || !function.decorators.is_empty() {

@@ -271,7 +271,7 @@ fn container_kind<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>, is_ap
     match value.kind_name() {
         "list" | "dictionary" | "list_comprehension" | "dictionary_comprehension" => Some(Container::Collection),
         // `[None] * n`
-        "binary_operator" if value.field("left").map(|l| l.kind_name() == "list").unwrap_or(false) => Some(Container::Collection),
+        "binary_operator" if model.field(value, "left").map(|l| l.kind_name() == "list").unwrap_or(false) => Some(Container::Collection),
         "call" => {
             if is_tensor_factory(model, value) {
                 return Some(Container::Buffer);
@@ -290,13 +290,13 @@ fn container_kind<'t>(model: &SemanticModel<'t>, base: &str, at: Node<'t>, is_ap
 fn is_tensor_factory<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     let mut node = call;
     for _ in 0..8 {
-        let Some(callee) = node.field("function") else { return false };
+        let Some(callee) = model.field(node, "function") else { return false };
         if let Some(q) = model.qualified_name(callee) {
             let last = q.rsplit('.').next().unwrap_or("");
             return q.starts_with("torch.") && TENSOR_FACTORIES.contains(&last);
         }
         // `.cuda()`, `.to(device)`, `.float()` on a factory call.
-        match callee.field("object").map(unparenthesize) {
+        match model.field(callee, "object").map(unparenthesize) {
             Some(object) if callee.kind_name() == "attribute" && object.kind_name() == "call" => node = object,
             _ => return false,
         }
@@ -311,8 +311,8 @@ fn cleared_in<'t>(model: &SemanticModel<'t>, base: &str, loop_node: Node<'t>) ->
             .field("function")
             .filter(|f| f.kind_name() == "attribute")
             .map(|f| {
-                let method = f.field("attribute").map(|a| model.text(a)).unwrap_or("");
-                let object = f.field("object").and_then(|o| base_name(model, o));
+                let method = model.field(f, "attribute").map(|a| model.text(a)).unwrap_or("");
+                let object = model.field(f, "object").and_then(|o| base_name(model, o));
                 matches!(method, "clear" | "pop" | "popleft") && object.as_deref() == Some(base)
             })
             .unwrap_or(false),
@@ -356,7 +356,7 @@ fn on_gpu<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
             .iter()
             .any(|f| expr.field(f).map(|e| on_gpu(model, e, depth + 1)).unwrap_or(false)),
         "call" => {
-            let Some(callee) = expr.field("function") else { return false };
+            let Some(callee) = model.field(expr, "function") else { return false };
             if model.is_forward_call(expr) {
                 // A model's output is where the model is: on the GPU in a script that uses CUDA.
                 return model.source().contains("cuda");
@@ -375,8 +375,8 @@ fn on_gpu<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) -> bool {
             if callee.kind_name() != "attribute" {
                 return false;
             }
-            let method = callee.field("attribute").map(|a| model.text(a)).unwrap_or("");
-            let Some(object) = callee.field("object") else { return false };
+            let method = model.field(callee, "attribute").map(|a| model.text(a)).unwrap_or("");
+            let Some(object) = model.field(callee, "object") else { return false };
             match method {
                 "cpu" | "numpy" | "tolist" | "item" => false,
                 "cuda" => true,

@@ -134,7 +134,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         if let (Some(conversion), Some(receiver)) = (m.get("conversion"), m.get("receiver")) {
             let method = conversion
                 .field("function")
-                .and_then(|f| f.field("attribute"))
+                .and_then(|f| model.field(f, "attribute"))
                 .map(|a| model.text(a))
                 .unwrap_or("");
             let to_fp16 = match method {
@@ -232,7 +232,7 @@ fn may_be_trained<'t>(model: &SemanticModel<'t>, conversion: Node<'t>, receiver:
         match n.kind_name() {
             "return_statement" => return true,
             "assignment" => {
-                if let Some(target) = n.field("left").and_then(|l| model.dotted_name(l)) {
+                if let Some(target) = model.field(n, "left").and_then(|l| model.dotted_name(l)) {
                     names.push(target);
                 }
                 break;
@@ -288,8 +288,8 @@ fn is_float16_at<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) ->
             .map(|v| is_float16_at(model, v, depth + 1))
             .unwrap_or(false),
         "call" => {
-            let is_getattr = expr.field("function").map(|f| model.text(f) == "getattr").unwrap_or(false);
-            let args: Vec<Node> = expr.field("arguments").map(named_children).unwrap_or_default();
+            let is_getattr = model.field(expr, "function").map(|f| model.text(f) == "getattr").unwrap_or(false);
+            let args: Vec<Node> = model.field(expr, "arguments").map(named_children).unwrap_or_default();
             is_getattr
                 && args.len() >= 2
                 && model.qualified_name(args[0]).as_deref() == Some("torch")
@@ -301,7 +301,7 @@ fn is_float16_at<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: usize) ->
 
 /// Does this autocast compute in float16 (explicitly, or by CUDA's default)?
 fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
-    let Some(args) = call.field("arguments") else { return false };
+    let Some(args) = model.field(call, "arguments") else { return false };
     let args = model.named_children(args);
     let keyword = |name: &str| {
         args.iter().find(|a| {
@@ -315,7 +315,7 @@ fn autocasts_to_float16<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
     if let Some(dtype) = keyword("dtype") {
         return is_float16(model, dtype);
     }
-    let qualified = model.qualified_name(call.field("function").expect("a call has a callee")).unwrap_or_default();
+    let qualified = model.qualified_name(model.field(call, "function").expect("a call has a callee")).unwrap_or_default();
     if qualified.starts_with("torch.cuda.amp") {
         return true;
     }
@@ -340,7 +340,7 @@ fn scaling_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
     let mut scopes: Vec<Option<usize>> = model.calls_named("scale_loss").iter().map(scope).collect();
     scopes.extend(model.calls_named("scale").iter().filter(|c| {
         c.field("function")
-            .and_then(|f| f.field("object"))
+            .and_then(|f| model.field(f, "object"))
             .map(|o| model.value_kind(o) == ValueKind::Scaler)
             .unwrap_or(false)
     }).map(scope));
@@ -348,7 +348,7 @@ fn scaling_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
     // `loss.backward()` is the float32 path).
     scopes.extend(model.calls_named("backward").iter().filter(|c| {
         c.field("function")
-            .and_then(|f| f.field("object"))
+            .and_then(|f| model.field(f, "object"))
             .map(|o| model.value_kind(o) == ValueKind::Optimizer)
             .unwrap_or(false)
     }).map(scope));
@@ -369,6 +369,6 @@ fn grad_scaler_scopes<'t>(model: &SemanticModel<'t>) -> Vec<Option<usize>> {
 /// A framework's backward (see `SemanticModel::is_framework_backward`), or apex's
 /// `FP16_Optimizer`, whose `optimizer.backward(loss)` scales the loss.
 fn backward_scales_itself<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> bool {
-    let optimizer = call.field("function").and_then(|f| f.field("object")).is_some_and(|o| model.value_kind(o) == ValueKind::Optimizer);
+    let optimizer = model.field(call, "function").and_then(|f| model.field(f, "object")).is_some_and(|o| model.value_kind(o) == ValueKind::Optimizer);
     model.is_framework_backward(call) || optimizer
 }

@@ -320,11 +320,11 @@ pub(crate) fn branch_steps_an_optimizer<'t>(model: &SemanticModel<'t>, branch: N
 pub(crate) fn is_lazy_initialization<'t>(model: &SemanticModel<'t>, definition: Node<'t>, name: &str) -> bool {
     let Some(parent) = model.parent(definition) else { return false };
     let Some(if_statement) = model.parent(parent).filter(|p| p.kind_name() == "if_statement") else { return false };
-    if if_statement.field("consequence").map(|c| c.id()) != Some(parent.id()) {
+    if model.field(if_statement, "consequence").map(|c| c.id()) != Some(parent.id()) {
         return false;
     }
     // `_gate = buf is None`, then `if _gate:`: the flag's test.
-    let Some(condition) = if_statement.field("condition").map(|c| unparenthesize(model.flag_value(c))) else { return false };
+    let Some(condition) = model.field(if_statement, "condition").map(|c| unparenthesize(model.flag_value(c))) else { return false };
     let text: String = model.text(condition).split_whitespace().collect::<Vec<_>>().join(" ");
     text == format!("{name} is None") || text == format!("not {name}")
 }
@@ -332,9 +332,9 @@ pub(crate) fn is_lazy_initialization<'t>(model: &SemanticModel<'t>, definition: 
 /// The functions of this module that `call` may run: those named as its callee's last
 /// name part (`f(...)`, `self.f(...)`, `x.f(...)`).
 pub(crate) fn local_functions_called<'a, 't>(model: &'a SemanticModel<'t>, call: Node<'t>) -> impl Iterator<Item = &'a memlint_python::FunctionInfo<'t>> + 'a {
-    let name = call.field("function").and_then(|callee| match callee.kind_name() {
+    let name = model.field(call, "function").and_then(|callee| match callee.kind_name() {
         "identifier" => Some(model.text(callee)),
-        "attribute" => callee.field("attribute").map(|a| model.text(a)),
+        "attribute" => model.field(callee, "attribute").map(|a| model.text(a)),
         _ => None,
     });
     model.functions().filter(move |f| name == Some(f.name.as_str()))
@@ -422,17 +422,17 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
         // `loss.data`: the loss's value (a number in PyTorch < 0.4 as `loss.data[0]`);
         // `outputs.loss`: the loss a transformers network computes.
         "attribute" => {
-            let attr = expr.field("attribute").map(|a| model.text(a)).unwrap_or("");
-            let object = expr.field("object");
+            let attr = model.field(expr, "attribute").map(|a| model.text(a)).unwrap_or("");
+            let object = model.field(expr, "object");
             (attr == "loss" && object.is_some_and(|o| model.value_kind(o) == ValueKind::GradTensor))
                 || (attr == "data" && object.map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false))
         }
-        "subscript" => expr.field("value").map(|v| is_loss_like(model, v, depth + 1)).unwrap_or(false),
+        "subscript" => model.field(expr, "value").map(|v| is_loss_like(model, v, depth + 1)).unwrap_or(false),
         "binary_operator" => ["left", "right"]
             .iter()
             .any(|f| expr.field(f).map(|e| is_loss_like(model, e, depth + 1)).unwrap_or(false)),
         "call" => {
-            let Some(callee) = expr.field("function") else { return false };
+            let Some(callee) = model.field(expr, "function") else { return false };
             if model.value_kind(callee) == ValueKind::Loss {
                 return true;
             }
@@ -443,7 +443,7 @@ pub(crate) fn is_loss_like<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth:
             }
             // `loss.mean()`, `loss.sum()`: a method on a loss.
             callee.kind_name() == "attribute"
-                && callee.field("object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false)
+                && model.field(callee, "object").map(|o| is_loss_like(model, o, depth + 1)).unwrap_or(false)
         }
         _ => false,
     }
@@ -464,20 +464,20 @@ fn backpropagated_name<'t>(model: &SemanticModel<'t>, name: &str, at: Node<'t>) 
                 "call" => {
                     // A method of the value (`loss.mean()`), or a call that passes it on
                     // unchanged in kind (`scaler.scale(loss)`, `sum(losses)`): followed.
-                    let Some(callee) = n.field("function") else { continue };
+                    let Some(callee) = model.field(n, "function") else { continue };
                     if callee.kind_name() == "attribute" {
-                        if let Some(object) = callee.field("object") {
+                        if let Some(object) = model.field(callee, "object") {
                             stack.push(object);
                         }
                     }
                     let computes_a_loss = model.value_kind(callee) == ValueKind::Loss || model.is_forward_call(n) || is_loss_function(model, callee);
                     if !computes_a_loss {
-                        if let Some(args) = n.field("arguments") {
+                        if let Some(args) = model.field(n, "arguments") {
                             stack.extend(model.named_children(args));
                         }
                     }
                 }
-                "keyword_argument" => stack.extend(n.field("value")),
+                "keyword_argument" => stack.extend(model.field(n, "value")),
                 _ => stack.extend(model.named_children(n)),
             }
         }
@@ -531,7 +531,7 @@ pub(crate) fn accumulator_through_helper<'t>(model: &SemanticModel<'t>, statemen
         if returned {
             // `total = step(x, total)` (or a tuple target holding it).
             let assignment = call_statement.named_child(0).filter(|a| a.kind_name() == "assignment");
-            let rebinds = assignment.and_then(|a| a.field("left")).is_some_and(|left| model.identifiers_in(left).iter().any(|i| i == caller_base));
+            let rebinds = assignment.and_then(|a| model.field(a, "left")).is_some_and(|left| model.identifiers_in(left).iter().any(|i| i == caller_base));
             if !rebinds {
                 continue;
             }

@@ -161,10 +161,10 @@ fn in_helper_called_per_step<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> O
         return None;
     }
     let calls_helper = |site: Node<'t>| {
-        let Some(callee) = site.field("function") else { return false };
+        let Some(callee) = model.field(site, "function") else { return false };
         match (&function.class, callee.kind_name()) {
             (None, "identifier") => true,
-            (Some(_), "attribute") => callee.field("object").map(|o| model.text(o) == "self").unwrap_or(false),
+            (Some(_), "attribute") => model.field(callee, "object").map(|o| model.text(o) == "self").unwrap_or(false),
             _ => false,
         }
     };
@@ -195,9 +195,9 @@ fn in_helper_called_per_step<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> O
 /// The tensor a backward call starts from: `loss` in `loss.backward()`, the first argument
 /// (or `outputs=` / `tensors=`) of `torch.autograd.grad` / `torch.autograd.backward`.
 fn backpropagated_tensor<'t>(model: &SemanticModel<'t>, call: Node<'t>) -> Option<Node<'t>> {
-    let callee = call.field("function")?;
-    if callee.kind_name() == "attribute" && callee.field("attribute").map(|a| model.text(a)) == Some("backward") {
-        let object = callee.field("object")?;
+    let callee = model.field(call, "function")?;
+    if callee.kind_name() == "attribute" && model.field(callee, "attribute").map(|a| model.text(a)) == Some("backward") {
+        let object = model.field(callee, "object")?;
         // `torch.autograd.backward(t)` is an attribute call too.
         if model.qualified_name(callee).as_deref() != Some("torch.autograd.backward") {
             return Some(object);
@@ -262,12 +262,12 @@ fn shares_outer_graph<'t>(model: &SemanticModel<'t>, names: &[(String, Node<'t>)
             .binding_at(name, *at)
             .map(|b| !contains(body, b.statement) && b.statement.field("body").is_none_or(|own| own.id() != body.id()))
             .unwrap_or(false);
-        let called = model.parent(*at).is_some_and(|p| p.kind_name() == "call" && p.field("function").is_some_and(|f| f.id() == at.id()));
+        let called = model.parent(*at).is_some_and(|p| p.kind_name() == "call" && model.field(p, "function").is_some_and(|f| f.id() == at.id()));
         // `next(batches)`: an iterator the step draws a fresh batch from.
         let iterated = model
             .parent(*at)
             .and_then(|args| model.parent(args))
-            .is_some_and(|c| c.kind_name() == "call" && c.field("function").is_some_and(|f| f.kind_name() == "identifier" && model.text(f) == "next"));
+            .is_some_and(|c| c.kind_name() == "call" && model.field(c, "function").is_some_and(|f| f.kind_name() == "identifier" && model.text(f) == "next"));
         let called = called || iterated;
         outside && match model.value_kind(*at) {
             ValueKind::GradTensor => true,
@@ -293,17 +293,17 @@ fn kept_across_iterations<'t>(model: &SemanticModel<'t>, names: &[(String, Node<
     for n in descendants_where(model, body, |n| matches!(n.kind_name(), "call" | "augmented_assignment")) {
         let (container, term) = match n.kind_name() {
             "call" => {
-                let Some(callee) = n.field("function").filter(|f| f.kind_name() == "attribute") else { continue };
-                if callee.field("attribute").map(|a| model.text(a)) != Some("append") {
+                let Some(callee) = model.field(n, "function").filter(|f| f.kind_name() == "attribute") else { continue };
+                if model.field(callee, "attribute").map(|a| model.text(a)) != Some("append") {
                     continue;
                 }
-                let (Some(object), Some(arg)) = (callee.field("object"), positional_arguments(n).first().copied()) else {
+                let (Some(object), Some(arg)) = (model.field(callee, "object"), positional_arguments(n).first().copied()) else {
                     continue;
                 };
                 (object, arg)
             }
             _ => {
-                let (Some(left), Some(right)) = (n.field("left"), n.field("right")) else { continue };
+                let (Some(left), Some(right)) = (model.field(n, "left"), model.field(n, "right")) else { continue };
                 (left, right)
             }
         };

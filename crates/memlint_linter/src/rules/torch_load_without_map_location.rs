@@ -96,7 +96,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
                 Fix::unsafe_(message, vec![edit])
             }
         });
-        let callee = call.field("function").unwrap_or(call);
+        let callee = model.field(call, "function").unwrap_or(call);
         let evidence = vec![
             memlint_python::Fact::at(format!("`{}` resolves to `torch.load`", model.short_text(callee)), callee),
             memlint_python::Fact::at("no `map_location` is given (no keyword, no second argument, no `**kwargs`)", call),
@@ -156,7 +156,7 @@ fn has_main_guard(model: &SemanticModel<'_>) -> bool {
     let mut cursor = root.walk();
     let found = root.named_children(&mut cursor).any(|statement| {
         statement.kind_name() == "if_statement"
-            && statement.field("condition").map(|c| model.text(c)).is_some_and(|c| c.contains("__name__") && c.contains("__main__"))
+            && model.field(statement, "condition").map(|c| model.text(c)).is_some_and(|c| c.contains("__name__") && c.contains("__main__"))
     });
     found
 }
@@ -183,7 +183,7 @@ fn never_uses_cuda(model: &SemanticModel<'_>) -> bool {
         let mut declared = false;
         while let Some(n) = current {
             if n.kind_name() == "call" {
-                let callee = n.field("function").and_then(|f| f.field("attribute")).map(|a| model.text(a));
+                let callee = model.field(n, "function").and_then(|f| model.field(f, "attribute")).map(|a| model.text(a));
                 declared = callee == Some("add_argument");
                 break;
             }
@@ -252,9 +252,9 @@ fn holds_only_cpu_values<'t>(model: &SemanticModel<'t>, expr: Node<'t>, depth: u
         }
         "parenthesized_expression" => expr.named_child(0).is_some_and(|e| holds_only_cpu_values(model, e, depth + 1)),
         "call" => {
-            let Some(callee) = expr.field("function") else { return false };
+            let Some(callee) = model.field(expr, "function") else { return false };
             let method = match callee.kind_name() {
-                "attribute" => callee.field("attribute").map(|a| model.text(a)),
+                "attribute" => model.field(callee, "attribute").map(|a| model.text(a)),
                 _ => None,
             };
             // `len(xs)`, `float(x)`: a builtin (not rebound here) giving a number or a string.
@@ -290,7 +290,7 @@ fn builds_a_cpu_tensor<'t>(model: &SemanticModel<'t>, expr: Node<'t>) -> bool {
     if expr.kind_name() != "call" {
         return false;
     }
-    let Some(qualified) = expr.field("function").and_then(|f| model.qualified_name(f)) else { return false };
+    let Some(qualified) = model.field(expr, "function").and_then(|f| model.qualified_name(f)) else { return false };
     memlint_python::builds_on_the_cpu_without_device(&qualified) && (qualified == "torch.from_numpy" || keyword_argument(model, expr, "device").is_none())
 }
 

@@ -73,7 +73,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
         }
         let receiver = call
             .field("function")
-            .and_then(|f| f.field("object"))
+            .and_then(|f| model.field(f, "object"))
             .map(|o| snippet(model, o))
             .unwrap_or_default();
         // A command-line option is the user's to change: no fix rewrites it.
@@ -82,7 +82,7 @@ pub fn check(checker: &mut Checker<'_, '_>) {
             if literal { format!("`set_to_none` is `{}`: always false", model.short_text(value)) } else { format!("`set_to_none` is `{}`, false by default", model.short_text(value)) },
             value,
         )];
-        if let Some(object) = call.field("function").and_then(|f| f.field("object")) {
+        if let Some(object) = model.field(call, "function").and_then(|f| model.field(f, "object")) {
             evidence.extend(model.explain_value(object).into_iter().take(2));
         }
         checker.report(
@@ -112,8 +112,8 @@ fn grads_are_kept_on_purpose(model: &SemanticModel<'_>) -> bool {
         match parent.kind_name() {
             // `p.grad.add_(g)` (the `.grad` is the object of an in-place method call).
             "attribute" => {
-                let method = parent.field("attribute").map(|a| model.text(a)).unwrap_or("");
-                parent.field("object").map(|o| o.id()) == Some(grad.id())
+                let method = model.field(parent, "attribute").map(|a| model.text(a)).unwrap_or("");
+                model.field(parent, "object").map(|o| o.id()) == Some(grad.id())
                     && method.ends_with('_')
                     && !method.starts_with('_')
                     && method != "zero_"
@@ -121,8 +121,8 @@ fn grads_are_kept_on_purpose(model: &SemanticModel<'_>) -> bool {
             }
             // `p.grad = buffer` (not `p.grad = None`).
             "assignment" => {
-                parent.field("left").map(|l| l.id()) == Some(grad.id())
-                    && parent.field("right").is_some_and(|r| r.kind_name() != "none")
+                model.field(parent, "left").map(|l| l.id()) == Some(grad.id())
+                    && model.field(parent, "right").is_some_and(|r| r.kind_name() != "none")
             }
             _ => false,
         }

@@ -209,8 +209,8 @@ impl ModuleSummary {
             "decorated_definition" => {
                 let decorators = named_children(child).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0));
                 let inner = decorators.into_iter().any(|d| decorator_disables_grad(source, d));
-                if let Some((def_at, def)) = child.field("definition").and_then(|d| Some((nodes.child_with_id(at, d)?, d))) {
-                    if let Some(body) = def.field("body").and_then(|b| nodes.child_with_id(def_at, b)) {
+                if let Some((def_at, def)) = nodes.field_of(child, "definition").and_then(|d| Some((nodes.child_with_id(at, d)?, d))) {
+                    if let Some(body) = nodes.field_of(def, "body").and_then(|b| nodes.child_with_id(def_at, b)) {
                         // A decorated class's body runs in the enclosing scope.
                         let function = def.kind_name() == "function_definition";
                         if function {
@@ -230,7 +230,7 @@ impl ModuleSummary {
             }
             "function_definition" => {
                 // A function runs where it is called: not under the `with` around its def.
-                if let Some(body) = child.field("body").and_then(|b| nodes.child_with_id(at, b)) {
+                if let Some(body) = nodes.field_of(child, "body").and_then(|b| nodes.child_with_id(at, b)) {
                     out.enter_scope(source, child);
                     self.collect_calls(source, nodes, body, false, out);
                     out.exit_scope();
@@ -246,7 +246,7 @@ impl ModuleSummary {
                         self.collect_calls(source, nodes, item, disabled, out);
                     }
                 }
-                if let Some(body) = child.field("body").and_then(|b| nodes.child_with_id(at, b)) {
+                if let Some(body) = nodes.field_of(child, "body").and_then(|b| nodes.child_with_id(at, b)) {
                     self.collect_calls(source, nodes, body, disabled || off, out);
                 }
                 true
@@ -258,7 +258,7 @@ impl ModuleSummary {
     /// A call of an imported name (not torch's), with its gradient context.
     fn record_call<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, root: usize, disabled: bool, out: &mut CallCollector) {
         let call = nodes.node(at);
-        let Some(callee) = call.field("function").and_then(|f| dotted(source, f)) else { return };
+        let Some(callee) = nodes.field_of(call, "function").and_then(|f| dotted(source, f)) else { return };
         let (first, rest) = match callee.split_once('.') {
             Some((f, r)) => (f, Some(r)),
             None => (callee.as_str(), None),
@@ -346,7 +346,7 @@ fn result_kept(source: &str, nodes: &NamedNodes<'_>, at: usize, root: usize, sco
         match nodes.kind(up) {
             "return_statement" | "yield" => return Kept::Known(true),
             "assignment" | "augmented_assignment" => {
-                let Some(left) = parent.field("left") else { return Kept::Known(true) };
+                let Some(left) = nodes.field_of(parent, "left") else { return Kept::Known(true) };
                 let mut targets = vec![left];
                 while let Some(t) = targets.pop() {
                     match t.kind_name() {

@@ -22,7 +22,7 @@ use crate::NodeExt;
 /// The summary of a class definition, its walks stepping through `nodes` (the named nodes
 /// of the module's walk, or of the class's own).
 pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedNodes<'t>) -> ClassSummary {
-    let name = class.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
+    let name = nodes.field_of(class, "name").map(|n| text(source, n).to_owned()).unwrap_or_default();
     let bases = class
         .field("superclasses")
         .map(|s| nodes.named_children_of(s).into_iter().filter_map(|b| dotted(source, b)).collect())
@@ -31,12 +31,12 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
     let mut pretrained_calls = Vec::new();
     let mut attributes = Vec::new();
     let mut freezes = false;
-    if let Some(body) = class.field("body") {
+    if let Some(body) = nodes.field_of(class, "body") {
         let may_freeze = crate::library::class_may_freeze(text(source, body));
         for item in nodes.named_children_of(body) {
             let (def, decorators) = match item.kind_name() {
                 "function_definition" => (item, Vec::new()),
-                "decorated_definition" => match item.field("definition").filter(|d| d.kind_name() == "function_definition") {
+                "decorated_definition" => match nodes.field_of(item, "definition").filter(|d| d.kind_name() == "function_definition") {
                     Some(def) => (
                         def,
                         nodes.named_children_of(item).into_iter().filter(|c| c.kind_name() == "decorator").filter_map(|d| d.named_child(0)).collect(),
@@ -50,7 +50,7 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
             // `cls(...)` in a classmethod builds an instance of this class (or a subclass),
             // and `cls.build(...)` calls another of its methods.
             if decorators.iter().any(|d| text(source, *d) == "classmethod") {
-                if let Some(first) = def.field("parameters").and_then(|p| p.named_child(0)).and_then(crate::parameter_name).map(|n| text(source, n)) {
+                if let Some(first) = nodes.field_of(def, "parameters").and_then(|p| p.named_child(0)).and_then(crate::parameter_name).map(|n| text(source, n)) {
                     for callee in f.returns_calls.iter_mut() {
                         if callee == first {
                             *callee = name.clone();
@@ -66,20 +66,20 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
             f.unread_decorator = !f.no_grad
                 && decorators.iter().any(|d| !matches!(text(source, *d), "staticmethod" | "classmethod" | "property" | "abstractmethod" | "abc.abstractmethod" | "override" | "typing.override"));
             if f.name == "__init__" {
-                freezes = def.field("body").is_some_and(|b| crate::library::body_may_freeze_parameters(text(source, b)));
+                freezes = nodes.field_of(def, "body").is_some_and(|b| crate::library::body_may_freeze_parameters(text(source, b)));
             }
             if f.name == "__init__" && !may_freeze {
-                if let Some(init_body) = def.field("body") {
+                if let Some(init_body) = nodes.field_of(def, "body") {
                     nodes.within(init_body, |nodes, at| pretrained_calls_in(source, nodes, at, &mut pretrained_calls));
                 }
             }
-            if let Some(method_body) = def.field("body") {
+            if let Some(method_body) = nodes.field_of(def, "body") {
                 nodes.within(method_body, |nodes, at| attribute_calls(source, nodes, at, &mut attributes));
             }
             methods.push(f);
         }
     }
-    let parameter_free = class.field("body").and_then(|body| nodes.within(body, |nodes, at| parameter_free_stores(source, nodes, at)));
+    let parameter_free = nodes.field_of(class, "body").and_then(|body| nodes.within(body, |nodes, at| parameter_free_stores(source, nodes, at)));
     ClassSummary { name, bases, methods, pretrained_calls, attributes, may_freeze: freezes, parameter_free }
 }
 
@@ -91,9 +91,9 @@ fn attribute_calls(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Ve
         match nodes.kind(i) {
             "function_definition" | "class_definition" | "lambda" => continue,
             "assignment" => {
-                if let (Some(left), Some(right)) = (n.field("left"), n.field("right")) {
-                    if left.kind_name() == "attribute" && left.field("object").is_some_and(|o| text(source, o) == "self") {
-                        if let (Some(attr), Some(callee)) = (left.field("attribute"), returned_callee_of(source)(right)) {
+                if let (Some(left), Some(right)) = (nodes.field_of(n, "left"), nodes.field_of(n, "right")) {
+                    if left.kind_name() == "attribute" && nodes.field_of(left, "object").is_some_and(|o| text(source, o) == "self") {
+                        if let (Some(attr), Some(callee)) = (nodes.field_of(left, "attribute"), returned_callee_of(source)(right)) {
                             if unparenthesize(right).kind_name() == "call" {
                                 out.push((text(source, attr).to_owned(), callee));
                             }
@@ -117,14 +117,14 @@ fn pretrained_calls_in(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mu
             continue;
         }
         if n.kind_name() == "call" {
-            if let Some(callee) = n.field("function").and_then(|f| dotted(source, f)) {
+            if let Some(callee) = nodes.field_of(n, "function").and_then(|f| dotted(source, f)) {
                 let keywords: Vec<(String, String)> = n
                     .field("arguments")
                     .map(named_children)
                     .unwrap_or_default()
                     .into_iter()
                     .filter(|a| a.kind_name() == "keyword_argument")
-                    .filter_map(|a| Some((text(source, a.field("name")?).to_owned(), text(source, a.field("value")?).to_owned())))
+                    .filter_map(|a| Some((text(source, nodes.field_of(a, "name")?).to_owned(), text(source, nodes.field_of(a, "value")?).to_owned())))
                     .filter(|(k, _)| PRETRAINED_KEYWORDS.contains(&k.as_str()))
                     .collect();
                 let last = callee.rsplit('.').next().unwrap_or(&callee);
@@ -140,7 +140,7 @@ fn pretrained_calls_in(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mu
 
 /// The parameters of a function: (name, position a caller passes it at).
 fn parameters<'t>(source: &str, def: Node<'t>, method: bool, nodes: &NamedNodes<'t>) -> Vec<String> {
-    let Some(params) = def.field("parameters") else { return Vec::new() };
+    let Some(params) = nodes.field_of(def, "parameters") else { return Vec::new() };
     let mut names = Vec::new();
     for p in nodes.named_children_of(params) {
         // `*args`, `**kwargs` and the bare `*` end the positional parameters we track.
@@ -232,7 +232,7 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
         let n = unparenthesize(n);
         match n.kind_name() {
             "identifier" if text(source, n) == "self" => Some(String::new()),
-            "attribute" if n.field("object").is_some_and(|o| text(source, o) == "self") => n.field("attribute").map(|a| text(source, a).to_owned()),
+            "attribute" if nodes.field_of(n, "object").is_some_and(|o| text(source, o) == "self") => nodes.field_of(n, "attribute").map(|a| text(source, a).to_owned()),
             _ => None,
         }
     };
@@ -247,7 +247,7 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
                 let (_, disables) = with_items_disabling_grad(source, n);
                 let clause = nodes.children(i).find(|c| nodes.kind(*c) == "with_clause");
                 stack.extend(clause.into_iter().flat_map(|c| nodes.children(c)).map(|item| (item, off)));
-                let body = n.field("body").map(|b| b.id());
+                let body = nodes.field_of(n, "body").map(|b| b.id());
                 if let Some(inner) = nodes.children(i).find(|c| Some(nodes.node(*c).id()) == body) {
                     stack.push((inner, off || disables));
                 }
@@ -255,7 +255,7 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
             }
             "call" => {
                 let mut used: Vec<String> = Vec::new();
-                if let Some(callee) = n.field("function") {
+                if let Some(callee) = nodes.field_of(n, "function") {
                     if let Some(called) = self_attribute(callee) {
                         if !off && !called_with_grad.contains(&called) {
                             called_with_grad.push(called.clone());
@@ -263,10 +263,10 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
                         used.push(called);
                     }
                 }
-                if let Some(arguments) = n.field("arguments").and_then(|a| nodes.child_with_id(i, a)) {
+                if let Some(arguments) = nodes.field_of(n, "arguments").and_then(|a| nodes.child_with_id(i, a)) {
                     for a in nodes.children(arguments) {
                         let node = nodes.node(a);
-                        let a = if nodes.kind(a) == "keyword_argument" { node.field("value").unwrap_or(node) } else { node };
+                        let a = if nodes.kind(a) == "keyword_argument" { nodes.field_of(node, "value").unwrap_or(node) } else { node };
                         used.extend(self_attribute(a));
                     }
                 }
@@ -311,10 +311,10 @@ fn outliving_target(source: &str, target: Node<'_>, locals: &HashSet<String>) ->
 /// The summary of a function (a method when `method`), its walks stepping through `nodes`
 /// (the named nodes of the module's walk, or of its class's, or its own).
 pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes: &NamedNodes<'_>) -> FunctionSummary {
-    let name = def.field("name").map(|n| text(source, n).to_owned()).unwrap_or_default();
+    let name = nodes.field_of(def, "name").map(|n| text(source, n).to_owned()).unwrap_or_default();
     let params = parameters(source, def, method, nodes);
     let mut statements = Vec::new();
-    let body = def.field("body");
+    let body = nodes.field_of(def, "body");
     if let Some(body) = body {
         nodes.within(body, |nodes, at| statements_of(nodes, at, &mut statements));
     }
@@ -328,13 +328,13 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
     for s in &statements {
         let Some(e) = s.named_child(0) else { continue };
         if e.kind_name() == "assignment" {
-            if let Some(left) = e.field("left") {
+            if let Some(left) = nodes.field_of(e, "left") {
                 if left.kind_name() == "identifier" {
                     let n = text(source, left).to_owned();
                     if params.contains(&n) {
                         rebound.insert(n.clone());
                     }
-                    if let Some(callee) = e.field("right").and_then(returned_callee_of(source)) {
+                    if let Some(callee) = nodes.field_of(e, "right").and_then(returned_callee_of(source)) {
                         local_calls.push((n.clone(), callee));
                     }
                     locals.insert(n);
@@ -363,18 +363,18 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
         let Some(e) = s.named_child(0) else { continue };
         let stored = match e.kind_name() {
             // `self.total += val`
-            "augmented_assignment" if e.field("operator").map(|o| text(source, o) == "+=").unwrap_or(true) => {
-                e.field("left").zip(e.field("right")).map(|(l, r)| (l, r, StoreKind::Accumulates))
+            "augmented_assignment" if nodes.field_of(e, "operator").map(|o| text(source, o) == "+=").unwrap_or(true) => {
+                nodes.field_of(e, "left").zip(nodes.field_of(e, "right")).map(|(l, r)| (l, r, StoreKind::Accumulates))
             }
             // `self.total = self.total + val`
-            "assignment" => e.field("left").zip(e.field("right")).filter(|(l, r)| {
+            "assignment" => nodes.field_of(e, "left").zip(nodes.field_of(e, "right")).filter(|(l, r)| {
                 r.kind_name() == "binary_operator" && r.field("left").map(|rl| text(source, rl) == text(source, *l)).unwrap_or(false)
             }).map(|(l, r)| (l, r, StoreKind::Accumulates)),
             // `self.values.append(val)`
             "call" => {
-                let callee = e.field("function").filter(|c| c.kind_name() == "attribute");
-                let method_name = callee.and_then(|c| c.field("attribute")).map(|a| text(source, a));
-                match (callee.and_then(|c| c.field("object")), method_name, e.field("arguments").and_then(|a| a.named_child(0))) {
+                let callee = nodes.field_of(e, "function").filter(|c| c.kind_name() == "attribute");
+                let method_name = callee.and_then(|c| nodes.field_of(c, "attribute")).map(|a| text(source, a));
+                match (callee.and_then(|c| nodes.field_of(c, "object")), method_name, nodes.field_of(e, "arguments").and_then(|a| a.named_child(0))) {
                     (Some(obj), Some("append" | "extend" | "add" | "put" | "appendleft"), Some(arg)) => Some((obj, arg, StoreKind::Appends)),
                     _ => None,
                 }
@@ -403,8 +403,8 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
         .filter(|s| s.kind_name() == "return_statement")
         .map(|s| {
             let value = unparenthesize(s.named_child(0)?);
-            let callee = value.field("function").filter(|c| value.kind_name() == "call" && c.kind_name() == "attribute")?;
-            callee.field("attribute").map(|a| text(source, a).to_owned())
+            let callee = nodes.field_of(value, "function").filter(|c| value.kind_name() == "call" && c.kind_name() == "attribute")?;
+            nodes.field_of(callee, "attribute").map(|a| text(source, a).to_owned())
         })
         .collect();
     let returns_method = match returned_methods.first() {
@@ -418,7 +418,7 @@ pub(super) fn function_summary(source: &str, def: Node<'_>, method: bool, nodes:
         if matches!(value.kind_name(), "integer" | "float" | "string" | "true" | "false" | "none" | "concatenated_string") {
             return true;
         }
-        if let Some(method) = value.field("function").filter(|c| value.kind_name() == "call" && c.kind_name() == "attribute").and_then(|c| c.field("attribute")) {
+        if let Some(method) = nodes.field_of(value, "function").filter(|c| value.kind_name() == "call" && c.kind_name() == "attribute").and_then(|c| nodes.field_of(c, "attribute")) {
             if matches!(crate::library::tensor_method(text(source, method)), crate::library::Call::Number | crate::library::Call::Foreign) {
                 return true;
             }
@@ -507,7 +507,7 @@ pub(crate) fn returned_parameter<'t>(source: &str, def: Node<'t>, statements: &[
     if !statements.iter().any(|s| s.kind_name() == "return_statement") {
         return None;
     }
-    let params = def.field("parameters").map(|p| nodes.named_children_of(p)).unwrap_or_default();
+    let params = nodes.field_of(def, "parameters").map(|p| nodes.named_children_of(p)).unwrap_or_default();
     let names: Vec<&str> = params.iter().filter_map(|p| crate::semantic::parameter_name(*p)).map(|n| text(source, n)).collect();
     let mut found: Option<String> = None;
     let mut returns = 0;
@@ -532,11 +532,11 @@ pub(crate) fn returned_parameter<'t>(source: &str, def: Node<'t>, statements: &[
                     if unparenthesize(v).kind_name() == "call" && returned_callee_of(source)(unparenthesize(v)).as_deref() == Some(returned.as_str()) {
                         let mut inner = unparenthesize(v);
                         while inner.kind_name() == "call" {
-                            let callee = inner.field("function")?;
+                            let callee = nodes.field_of(inner, "function")?;
                             if callee.kind_name() != "attribute" {
                                 return None;
                             }
-                            inner = unparenthesize(callee.field("object")?);
+                            inner = unparenthesize(nodes.field_of(callee, "object")?);
                         }
                     }
                     found = Some(returned);

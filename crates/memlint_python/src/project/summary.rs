@@ -317,7 +317,7 @@ impl ModuleSummary {
                     .filter(|c| c.kind_name() == "decorator")
                     .filter_map(|d| d.named_child(0))
                     .collect();
-                if let Some(def) = statement.field("definition") {
+                if let Some(def) = nodes.field_of(statement, "definition") {
                     match def.kind_name() {
                         "function_definition" => {
                             let mut f = function_summary(source, def, false, nodes);
@@ -333,7 +333,7 @@ impl ModuleSummary {
             "class_definition" => self.classes.push(class_summary_in(source, statement, nodes)),
             "import_statement" | "import_from_statement" => {
                 if nodes.named_children_of(statement).iter().any(|c| c.kind_name() == "wildcard_import") {
-                    let module = statement.field("module_name").map(|m| text(source, m)).unwrap_or("");
+                    let module = nodes.field_of(statement, "module_name").map(|m| text(source, m)).unwrap_or("");
                     self.star_imports.push(module.to_owned());
                     return;
                 }
@@ -347,7 +347,7 @@ impl ModuleSummary {
                 if !matches!(assign.kind_name(), "assignment" | "augmented_assignment") {
                     return;
                 }
-                let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else { return };
+                let (Some(left), Some(right)) = (nodes.field_of(assign, "left"), nodes.field_of(assign, "right")) else { return };
                 if text(source, left) != "__all__" || !matches!(right.kind_name(), "list" | "tuple") {
                     return;
                 }

@@ -89,9 +89,9 @@ pub(crate) fn parameter_free_stores(source: &str, nodes: &NamedNodes<'_>, at: us
                 }
             }
             "assignment" | "augmented_assignment" => {
-                let stores_on_self = n.field("left").is_some_and(|left| names_self_attribute(source, left));
+                let stores_on_self = nodes.field_of(n, "left").is_some_and(|left| names_self_attribute(source, left));
                 if stores_on_self {
-                    let value = n.field("right")?;
+                    let value = nodes.field_of(n, "right")?;
                     stored_value_callees(source, value, &mut callees)?;
                 }
             }

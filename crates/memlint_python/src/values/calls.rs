@@ -11,7 +11,7 @@ use crate::NodeExt;
 impl<'t> SemanticModel<'t> {
     pub(super) fn attribute_value(&self, expr: Node<'t>, depth: usize) -> Value<'t> {
         let d = depth + 1;
-        let (Some(object), Some(attr)) = (expr.field("object"), expr.field("attribute")) else {
+        let (Some(object), Some(attr)) = (self.field(expr, "object"), self.field(expr, "attribute")) else {
             return Value::unknown();
         };
         let attr = self.text(attr);
@@ -50,7 +50,7 @@ impl<'t> SemanticModel<'t> {
         }
         // `super().configure_model()`: `super()` reaches the parent class's methods, never
         // a submodule (those are attributes of `self`).
-        if object.kind_name() == "call" && object.field("function").is_some_and(|f| self.text(f) == "super") {
+        if object.kind_name() == "call" && self.field(object, "function").is_some_and(|f| self.text(f) == "super") {
             return Value::new(ValueKind::Callable, Basis::None);
         }
         match attr {
@@ -148,7 +148,7 @@ impl<'t> SemanticModel<'t> {
         if a.id() == b.id() {
             return true;
         }
-        let name = |c: Node<'t>| c.field("name").map(|n| self.text(n)).unwrap_or_default();
+        let name = |c: Node<'t>| self.field(c, "name").map(|n| self.text(n)).unwrap_or_default();
         let (a, b) = (name(a), name(b));
         a != b && (self.class_derives_locally(a, b) || self.class_derives_locally(b, a))
     }
@@ -183,12 +183,12 @@ impl<'t> SemanticModel<'t> {
     /// the same function (`head = self.head(x); lsm(head)`), through names, operands and
     /// containers? Then the graph `call` records extends that forward pass's.
     pub fn history_from_a_forward_here(&self, call: Node<'t>) -> bool {
-        let Some(args) = call.field("arguments") else { return false };
+        let Some(args) = self.field(call, "arguments") else { return false };
         let function = self.enclosing_function(call).map(|f| f.node.id());
         let mut with_history = self.named_children(args)
             .into_iter()
             .filter_map(|a| match a.kind_name() {
-                "keyword_argument" => a.field("value"),
+                "keyword_argument" => self.field(a, "value"),
                 "list_splat" | "dictionary_splat" => a.named_child(0),
                 _ => Some(a),
             })
@@ -210,10 +210,10 @@ impl<'t> SemanticModel<'t> {
     }
 
     pub(super) fn argument_with_history(&self, call: Node<'t>, depth: usize) -> Option<Node<'t>> {
-        let args = call.field("arguments")?;
+        let args = self.field(call, "arguments")?;
         self.named_children(args).into_iter().find_map(|a| {
             let value = match a.kind_name() {
-                "keyword_argument" => a.field("value"),
+                "keyword_argument" => self.field(a, "value"),
                 "list_splat" | "dictionary_splat" => a.named_child(0),
                 _ => Some(a),
             };
@@ -222,9 +222,9 @@ impl<'t> SemanticModel<'t> {
     }
 
     pub(super) fn any_tensor_argument(&self, call: Node<'t>, depth: usize) -> bool {
-        let Some(args) = call.field("arguments") else { return false };
+        let Some(args) = self.field(call, "arguments") else { return false };
         self.named_children(args).into_iter().any(|a| {
-            let value = if a.kind_name() == "keyword_argument" { a.field("value") } else { Some(a) };
+            let value = if a.kind_name() == "keyword_argument" { self.field(a, "value") } else { Some(a) };
             value.is_some_and(|v| self.value_at_depth(v, depth + 1).is_tensor())
         })
     }
@@ -266,8 +266,8 @@ impl<'t> SemanticModel<'t> {
             Call::BuildsScaler => Value::new(ValueKind::Scaler, Basis::Built(call)),
             Call::BuildsLoader => Value::new(ValueKind::DataLoader, Basis::Built(call)),
             Call::ReturnsFirstArgument => {
-                let first = call.field("arguments").and_then(|a| self.named_children(a).into_iter().find(|x| x.kind_name() != "comment"));
-                let first = first.map(|f| if f.kind_name() == "keyword_argument" { f.field("value").unwrap_or(f) } else { f });
+                let first = self.field(call, "arguments").and_then(|a| self.named_children(a).into_iter().find(|x| x.kind_name() != "comment"));
+                let first = first.map(|f| if f.kind_name() == "keyword_argument" { self.field(f, "value").unwrap_or(f) } else { f });
                 first.map(|f| self.value_at_depth(f, depth + 1).via(Basis::From(f))).unwrap_or(Value::unknown())
             }
             // `torch.rand(n, requires_grad=True)`: a leaf that records a graph of every
@@ -348,7 +348,7 @@ impl<'t> SemanticModel<'t> {
 
     pub(super) fn call_value(&self, call: Node<'t>, depth: usize) -> Value<'t> {
         let d = depth + 1;
-        let Some(callee) = call.field("function") else { return Value::unknown() };
+        let Some(callee) = self.field(call, "function") else { return Value::unknown() };
         // A forward pass (of a network, or a method of a module class that runs one): its
         // output.
         if let Some(module) = self.forward_callee(call) {
@@ -379,7 +379,7 @@ impl<'t> SemanticModel<'t> {
                     // An iterator over (or a copy of) a container of networks, optimizers or
                     // batches holds the same elements; `next()` of one gives an element.
                     "iter" | "reversed" | "list" | "tuple" | "sorted" | "next" => {
-                        let Some(argument) = call.field("arguments").and_then(|a| a.named_child(0)) else { return Value::unknown() };
+                        let Some(argument) = self.field(call, "arguments").and_then(|a| a.named_child(0)) else { return Value::unknown() };
                         let of = self.value_at_depth(argument, d);
                         return match (name, of.kind) {
                             ("next", ValueKind::DataLoader) => Value::new(ValueKind::PlainTensor, Basis::Element(argument)),
@@ -433,7 +433,7 @@ impl<'t> SemanticModel<'t> {
     pub(super) fn result_of_calling(&self, call: Node<'t>, callee: Value<'t>, depth: usize) -> Value<'t> {
         match callee.kind {
             ValueKind::ModuleClass => {
-                let name = call.field("function").map(|c| self.text(c)).unwrap_or("");
+                let name = self.field(call, "function").map(|c| self.text(c)).unwrap_or("");
                 self.instance_of_module_class(name, call)
             }
             ValueKind::Model => {
@@ -447,15 +447,15 @@ impl<'t> SemanticModel<'t> {
                 Some(arg) => Value::new(self.grad_or_plain(call), Basis::Operand(arg)),
                 None => Value::unknown(),
             },
-            ValueKind::Foreign => Value::new(ValueKind::Foreign, Basis::From(call.field("function").unwrap_or(call))),
+            ValueKind::Foreign => Value::new(ValueKind::Foreign, Basis::From(self.field(call, "function").unwrap_or(call))),
             _ => Value::unknown(),
         }
     }
 
     pub(super) fn method_call_value(&self, call: Node<'t>, callee: Node<'t>, depth: usize) -> Value<'t> {
         let d = depth + 1;
-        let Some(object) = callee.field("object") else { return Value::unknown() };
-        let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
+        let Some(object) = self.field(callee, "object") else { return Value::unknown() };
+        let method = self.field(callee, "attribute").map(|a| self.text(a)).unwrap_or("");
         if let Some(qualified) = self.qualified_name(callee) {
             if let Some(value) = self.project_call_value(call, method) {
                 return value;
@@ -550,9 +550,9 @@ impl<'t> SemanticModel<'t> {
     /// The argument of `call` that the function `def` (local) gives back, when every
     /// `return` of it returns one parameter.
     pub(crate) fn argument_returned(&self, def: Node<'t>, call: Node<'t>) -> Option<Node<'t>> {
-        let statements = self.named.within(def.field("body")?, returns_below);
+        let statements = self.named.within(self.field(def, "body")?, returns_below);
         let name = crate::project::returned_parameter(self.source, def, &statements, &self.named)?;
-        let params = self.named_children(def.field("parameters")?);
+        let params = self.named_children(self.field(def, "parameters")?);
         let position = params.iter().filter_map(|p| parameter_name(*p)).position(|n| self.text(n) == name)?;
         let method = self.functions.get(&def.id()).is_some_and(|f| f.class.is_some());
         let position = if method { position.checked_sub(1)? } else { position };

@@ -179,9 +179,9 @@ impl<'t> SemanticModel<'t> {
                 expr.named_child(0).map(|e| self.value_at_depth(e, d).via(Basis::From(e))).unwrap_or(Value::unknown())
             }
             "integer" | "float" | "true" | "false" => Value::new(ValueKind::Number, Basis::Literal),
-            "unary_operator" | "not_operator" => expr.field("argument").map(|e| self.value_at_depth(e, d)).unwrap_or(Value::unknown()),
+            "unary_operator" | "not_operator" => self.field(expr, "argument").map(|e| self.value_at_depth(e, d)).unwrap_or(Value::unknown()),
             "binary_operator" => {
-                let (Some(left), Some(right)) = (expr.field("left"), expr.field("right")) else { return Value::unknown() };
+                let (Some(left), Some(right)) = (self.field(expr, "left"), self.field(expr, "right")) else { return Value::unknown() };
                 // `"%d" % x` formats a string: a Python scalar, whatever it formats.
                 if matches!(left.kind_name(), "string" | "concatenated_string") {
                     return Value::new(ValueKind::Number, Basis::Operand(left));
@@ -198,11 +198,11 @@ impl<'t> SemanticModel<'t> {
                 values.fold(first, |acc, v| join(acc, v, false))
             }
             "boolean_operator" => {
-                let (Some(left), Some(right)) = (expr.field("left"), expr.field("right")) else { return Value::unknown() };
+                let (Some(left), Some(right)) = (self.field(expr, "left"), self.field(expr, "right")) else { return Value::unknown() };
                 join(self.value_at_depth(left, d).via(Basis::From(left)), self.value_at_depth(right, d).via(Basis::From(right)), false)
             }
             "subscript" => {
-                let Some(container) = expr.field("value") else { return Value::unknown() };
+                let Some(container) = self.field(expr, "value") else { return Value::unknown() };
                 let of = self.value_at_depth(container, d);
                 match of.kind {
                     ValueKind::GradTensor | ValueKind::PlainTensor | ValueKind::Foreign => of.via(Basis::From(container)),
@@ -220,14 +220,14 @@ impl<'t> SemanticModel<'t> {
                 self.all_elements(&elements, d)
             }
             "dictionary" => {
-                let values: Vec<Node<'t>> = self.named_children(expr).into_iter().filter_map(|p| p.field("value")).collect();
+                let values: Vec<Node<'t>> = self.named_children(expr).into_iter().filter_map(|p| self.field(p, "value")).collect();
                 self.all_elements(&values, d)
             }
-            "list_comprehension" | "generator_expression" | "set_comprehension" => match expr.field("body") {
+            "list_comprehension" | "generator_expression" | "set_comprehension" => match self.field(expr, "body") {
                 Some(body) => self.all_elements(&[body], d),
                 None => Value::unknown(),
             },
-            "dictionary_comprehension" => match expr.field("body").and_then(|p| p.field("value")) {
+            "dictionary_comprehension" => match self.field(expr, "body").and_then(|p| self.field(p, "value")) {
                 Some(body) => self.all_elements(&[body], d),
                 None => Value::unknown(),
             },

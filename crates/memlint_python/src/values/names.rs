@@ -113,7 +113,7 @@ impl<'t> SemanticModel<'t> {
             let value = unparenthesize(value);
             let elements: Option<Vec<Node<'t>>> = match value.kind_name() {
                 "tuple" | "list" | "expression_list" => Some(self.named_children(value)),
-                "call" if self.returns_its_arguments(value) => value.field("arguments").map(|a| {
+                "call" if self.returns_its_arguments(value) => self.field(value, "arguments").map(|a| {
                     self.named_children(a).into_iter().filter(|x| !matches!(x.kind_name(), "keyword_argument" | "comment")).collect()
                 }),
                 _ => None,
@@ -170,18 +170,18 @@ impl<'t> SemanticModel<'t> {
     /// `accelerator.prepare(...)`, `deepspeed.initialize(...)`: the arguments come back in
     /// order.
     pub(super) fn returns_its_arguments(&self, call: Node<'t>) -> bool {
-        let Some(callee) = call.field("function") else { return false };
+        let Some(callee) = self.field(call, "function") else { return false };
         if let Some(q) = self.qualified_name(callee) {
             return library::call_model(&q) == Some(Call::ReturnsArguments);
         }
         callee.kind_name() == "attribute"
-            && callee.field("attribute").is_some_and(|a| self.text(a) == "prepare")
-            && callee.field("object").is_some_and(|o| {
+            && self.field(callee, "attribute").is_some_and(|a| self.text(a) == "prepare")
+            && self.field(callee, "object").is_some_and(|o| {
                 let o = unparenthesize(o);
                 o.kind_name() == "identifier"
                     && self.binding_at(self.text(o), o).and_then(|b| b.value).is_some_and(|v| {
                         let v = unparenthesize(v);
-                        v.kind_name() == "call" && v.field("function").and_then(|f| self.qualified_name(f)).is_some_and(|q| q.ends_with(".Accelerator"))
+                        v.kind_name() == "call" && self.field(v, "function").and_then(|f| self.qualified_name(f)).is_some_and(|q| q.ends_with(".Accelerator"))
                     })
             })
     }
@@ -192,7 +192,7 @@ impl<'t> SemanticModel<'t> {
         if assignment.kind_name() != "assignment" {
             return None;
         }
-        let left = assignment.field("left")?;
+        let left = self.field(assignment, "left")?;
         if !matches!(left.kind_name(), "pattern_list" | "tuple_pattern" | "list_pattern" | "expression_list" | "tuple" | "list") {
             return None;
         }
@@ -211,7 +211,7 @@ impl<'t> SemanticModel<'t> {
         }
         let is_method = info.class.is_some() && !self.is_static_method(info);
         if is_method && position == 0 {
-            return self.self_value(def.field("body").unwrap_or(def));
+            return self.self_value(self.field(def, "body").unwrap_or(def));
         }
         let position = position - usize::from(is_method);
         let mut joined: Option<Value<'t>> = None;
@@ -330,11 +330,11 @@ impl<'t> SemanticModel<'t> {
     }
 
     fn find_call_target(&self, call: Node<'t>) -> CallTarget<'t> {
-        let Some(callee) = call.field("function") else { return CallTarget::Other };
+        let Some(callee) = self.field(call, "function") else { return CallTarget::Other };
         match callee.kind_name() {
             "identifier" => CallTarget::Name(self.binding_at(self.text(callee), callee).map(|b| b.statement)),
             "attribute" => {
-                let (Some(receiver), Some(attribute)) = (callee.field("object"), callee.field("attribute")) else { return CallTarget::Other };
+                let (Some(receiver), Some(attribute)) = (self.field(callee, "object"), self.field(callee, "attribute")) else { return CallTarget::Other };
                 let name = self.text(attribute);
                 if self.text(receiver) == "self" {
                     let caller_class = self.enclosing_function(call).and_then(|g| g.class.clone());
@@ -352,7 +352,7 @@ impl<'t> SemanticModel<'t> {
     /// history; the elements of a display of tensors with history carry it.
     pub(super) fn loop_target_value(&self, name: &str, binding: &Binding<'t>, depth: usize) -> Value<'t> {
         let statement = binding.statement;
-        let (Some(mut target), Some(mut iterable)) = (statement.field("left"), statement.field("right")) else {
+        let (Some(mut target), Some(mut iterable)) = (self.field(statement, "left"), self.field(statement, "right")) else {
             return Value::unknown();
         };
         let is_pattern = |t: Node<'t>| matches!(t.kind_name(), "pattern_list" | "tuple_pattern" | "list_pattern");
@@ -367,8 +367,8 @@ impl<'t> SemanticModel<'t> {
             if iterable.kind_name() != "call" {
                 break;
             }
-            let Some(callee) = iterable.field("function") else { break };
-            let arguments: Vec<Node<'t>> = iterable.field("arguments").map(named_children).unwrap_or_default();
+            let Some(callee) = self.field(iterable, "function") else { break };
+            let arguments: Vec<Node<'t>> = self.field(iterable, "arguments").map(named_children).unwrap_or_default();
             match callee.kind_name() {
                 "identifier" => match self.text(callee) {
                     "tqdm" | "iter" | "list" | "reversed" | "sorted" | "tuple" => match arguments.first() {
@@ -398,8 +398,8 @@ impl<'t> SemanticModel<'t> {
                     _ => break,
                 },
                 "attribute" => {
-                    let method = callee.field("attribute").map(|a| self.text(a)).unwrap_or("");
-                    let Some(object) = callee.field("object") else { return Value::unknown() };
+                    let method = self.field(callee, "attribute").map(|a| self.text(a)).unwrap_or("");
+                    let Some(object) = self.field(callee, "object") else { return Value::unknown() };
                     match method {
                         "values" | "children" | "modules" => {
                             iterable = object;
@@ -458,7 +458,7 @@ impl<'t> SemanticModel<'t> {
         let value = unparenthesize(value);
         let elements: Vec<Node<'t>> = match (value.kind_name(), over_values) {
             ("dictionary", true) => {
-                self.named_children(value).into_iter().map(|p| if p.kind_name() == "pair" { p.field("value") } else { None }).collect::<Option<Vec<_>>>()?
+                self.named_children(value).into_iter().map(|p| if p.kind_name() == "pair" { self.field(p, "value") } else { None }).collect::<Option<Vec<_>>>()?
             }
             ("list" | "tuple", false) => self.named_children(value),
             _ => return None,

@@ -19,7 +19,7 @@ impl<'t> SemanticModel<'t> {
                 let object = unparenthesize(call.field("function")?.field("object")?);
                 match object.kind_name() {
                     "identifier" => Some((self.scope_of(*call), self.text(object))),
-                    "attribute" if object.field("object").is_some_and(|o| self.text(o) == "self") => Some((None, self.text(object))),
+                    "attribute" if self.field(object, "object").is_some_and(|o| self.text(o) == "self") => Some((None, self.text(object))),
                     _ => None,
                 }
             };
@@ -36,7 +36,7 @@ impl<'t> SemanticModel<'t> {
                 if let Some(object) = attribute.field("object").map(unparenthesize) {
                     let key = match object.kind_name() {
                         "identifier" => (self.scope_of(*attribute), self.text(object)),
-                        "attribute" if object.field("object").is_some_and(|o| self.text(o) == "self") => (None, self.text(object)),
+                        "attribute" if self.field(object, "object").is_some_and(|o| self.text(o) == "self") => (None, self.text(object)),
                         _ => continue,
                     };
                     uses.entry(key).or_insert(*attribute);
@@ -60,7 +60,7 @@ impl<'t> SemanticModel<'t> {
                         "identifier" => {
                             uses.entry((self.scope_of(*call), self.text(object))).or_insert(*call);
                         }
-                        "attribute" if object.field("object").map(|o| self.text(o) == "self").unwrap_or(false) => {
+                        "attribute" if self.field(object, "object").map(|o| self.text(o) == "self").unwrap_or(false) => {
                             uses.entry((None, self.text(object))).or_insert(*call);
                         }
                         // `nets["G"].eval()`: one element of a container, in the scope the
@@ -92,7 +92,7 @@ impl<'t> SemanticModel<'t> {
             n.kind_name() == "identifier" && self.text(n) == name && self.binding_at(name, n).map(|b| b.statement.id()) == Some(binding)
         };
         let positional = |call: Node<'t>| {
-            call.field("arguments")
+            self.field(call, "arguments")
                 .map(|a| self.named_children(a).into_iter().filter(|x| !matches!(x.kind_name(), "keyword_argument" | "comment")).collect::<Vec<_>>())
                 .unwrap_or_default()
         };
@@ -101,18 +101,18 @@ impl<'t> SemanticModel<'t> {
             if self.qualified_name(callee).as_deref() == Some("torch.autograd.backward") {
                 return positional(*call).first().is_some_and(|a| same(*a));
             }
-            if callee.kind_name() != "attribute" || callee.field("attribute").is_none_or(|a| self.text(a) != "backward") {
+            if callee.kind_name() != "attribute" || self.field(callee, "attribute").is_none_or(|a| self.text(a) != "backward") {
                 return false;
             }
             if !positional(*call).is_empty() {
                 return false;
             }
-            let Some(receiver) = callee.field("object").map(unparenthesize) else { return false };
+            let Some(receiver) = self.field(callee, "object").map(unparenthesize) else { return false };
             match receiver.kind_name() {
                 "identifier" => same(receiver),
-                "binary_operator" => receiver.field("left").is_some_and(same),
+                "binary_operator" => self.field(receiver, "left").is_some_and(same),
                 // scaler.scale(loss).backward()
-                "call" => receiver.field("function").is_some_and(|f| f.kind_name() == "attribute")
+                "call" => self.field(receiver, "function").is_some_and(|f| f.kind_name() == "attribute")
                     && matches!(positional(receiver).as_slice(), [only] if same(*only)),
                 _ => false,
             }
@@ -122,8 +122,8 @@ impl<'t> SemanticModel<'t> {
     /// For `c["k"]` / `c[0]` (a name indexed by a literal): the scope `c` is bound in and the
     /// element's text, the key under which uses of that one element are found.
     pub(crate) fn constant_element_key(&self, subscript: Node<'t>) -> Option<(ScopeId, &'t str)> {
-        let container = unparenthesize(subscript.field("value")?);
-        let index = subscript.field("subscript")?;
+        let container = unparenthesize(self.field(subscript, "value")?);
+        let index = self.field(subscript, "subscript")?;
         if container.kind_name() != "identifier" || !matches!(index.kind_name(), "string" | "integer") {
             return None;
         }
@@ -134,8 +134,8 @@ impl<'t> SemanticModel<'t> {
     /// The element `c["k"]` / `c[0]` of a name bound once to a dict or list display, or,
     /// used like a module (`c["k"].eval()`), a network by use.
     pub(super) fn constant_element_value(&self, subscript: Node<'t>, depth: usize) -> Value<'t> {
-        let Some(container) = subscript.field("value").map(unparenthesize) else { return Value::unknown() };
-        let Some(index) = subscript.field("subscript") else { return Value::unknown() };
+        let Some(container) = self.field(subscript, "value").map(unparenthesize) else { return Value::unknown() };
+        let Some(index) = self.field(subscript, "subscript") else { return Value::unknown() };
         if container.kind_name() == "identifier" {
             if let [binding] = self.bindings_in_scope(self.text(container), container) {
                 if let (BindingKind::Assign, Some(value)) = (binding.kind, binding.value.map(unparenthesize)) {
@@ -144,7 +144,7 @@ impl<'t> SemanticModel<'t> {
                             .into_iter()
                             .filter(|p| p.kind_name() == "pair")
                             .find(|p| p.field("key").is_some_and(|k| self.text(k) == self.text(index)))
-                            .and_then(|p| p.field("value")),
+                            .and_then(|p| self.field(p, "value")),
                         ("list" | "tuple", "integer") => self.text(index).parse::<usize>().ok().and_then(|i| self.named_children(value).get(i).copied()),
                         _ => None,
                     };
