@@ -52,9 +52,7 @@ fn pattern_starts(source: &str) -> Vec<usize> {
     while i < bytes.len() {
         match bytes[i] {
             b';' => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
+                i = comment_end(bytes, i);
                 continue;
             }
             b'"' => {
@@ -75,6 +73,11 @@ fn pattern_starts(source: &str) -> Vec<usize> {
         i += 1;
     }
     starts
+}
+
+/// Where the query comment starting at `at` (a `;`) ends: at its line's end.
+fn comment_end(bytes: &[u8], at: usize) -> usize {
+    bytes[at..].iter().position(|b| *b == b'\n').map_or(bytes.len(), |n| at + n)
 }
 
 /// The node kinds (by kind id) at which the patterns of a rule's query start, when every
@@ -178,11 +181,7 @@ fn pattern_literals(text: &str) -> Vec<Vec<String>> {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b';' => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
+            b';' => i = comment_end(bytes, i),
             b'(' => {
                 i += 1;
                 while i < bytes.len() && bytes[i].is_ascii_whitespace() {
