@@ -175,16 +175,20 @@ impl<'t> NamedNodes<'t> {
     /// cursor steps through every anonymous and hidden child), else from tree-sitter.
     pub(crate) fn named_children_of(&self, node: Node<'t>) -> Vec<Node<'t>> {
         match self.index_of(node) {
-            Some(at) => self.children(at).map(|c| self.nodes[c]).collect(),
+            Some(at) => self.named_children_at(at),
             None => crate::semantic::named_children(node),
         }
     }
 
+    /// The named children of the node at `at`, as nodes.
+    pub(crate) fn named_children_at(&self, at: usize) -> Vec<Node<'t>> {
+        self.children(at).map(|c| self.nodes[c]).collect()
+    }
+
     /// The child of `node` in field `name`, as [`crate::NodeExt::field`] gives it: read
     /// from the walk when `node` is one of these nodes, of a kind whose fields it read,
-    /// and the field holds only named nodes (every field but an operator's, and a
-    /// comprehension's `right`, which holds the commas between its iterables too), else
-    /// from tree-sitter.
+    /// and the field holds only named nodes (every field of [`FIELDED_KINDS`] but an
+    /// operator's), else from tree-sitter.
     pub fn field_of(&self, node: Node<'t>, name: &'static str) -> Option<Node<'t>> {
         use crate::NodeExt;
         match self.index_of(node).and_then(|at| self.field_at(at, name)) {

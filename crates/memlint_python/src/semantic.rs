@@ -244,12 +244,10 @@ pub struct SemanticModel<'t> {
     /// A fixed point of no-grad functions is being computed: a gradient context asked
     /// meanwhile sees no function as no-grad yet.
     pub(crate) finding_no_grad_functions: Cell<bool>,
-    /// The last parent [`SemanticModel::parent`] gave, by node id, with its index in the
-    /// model's walk: a walk up asks for the parent of the parent it was just given, and
-    /// finding a node's index is a binary search.
-    pub(crate) last_parent: Cell<(usize, usize)>,
-    /// Nodes recently found in `named`, by id: a rule asks the same nodes again and again
-    /// (a call's callee, then the callee's object), and a search costs more than a look.
+    /// Nodes recently found in `named` or given out from it (a parent, a field), by id: a
+    /// rule asks the same nodes again and again (a call's callee, then the callee's
+    /// object; a walk up, the parent of the parent it was just given), and finding a
+    /// node's index is a binary search.
     recent_indices: [Cell<(usize, u32)>; 64],
     pub(crate) value_cache: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
@@ -428,7 +426,6 @@ impl<'t> SemanticModel<'t> {
             optimizers_by_use: OnceCell::new(),
             no_grad_functions: OnceCell::new(),
             finding_no_grad_functions: Cell::new(false),
-            last_parent: Cell::new((usize::MAX, 0)),
             recent_indices: std::array::from_fn(|_| Cell::new((usize::MAX, 0))),
             value_cache: RefCell::new(HashMap::default()),
             named: std::rc::Rc::new(nodes),
@@ -505,17 +502,17 @@ impl<'t> SemanticModel<'t> {
     /// The parent of a node: from the model's walk (every named node), else tree-sitter's
     /// (an anonymous node; tree-sitter walks down from the root to find it).
     pub fn parent(&self, node: Node<'t>) -> Option<Node<'t>> {
-        let (last_id, last_at) = self.last_parent.get();
-        let at = if last_id == node.id() { Some(last_at) } else { self.index_of(node) };
-        match at {
-            Some(at) => {
-                let p = self.named.parent(at)?;
-                let parent = self.named.node(p);
-                self.last_parent.set((parent.id(), p));
-                Some(parent)
-            }
+        match self.index_of(node) {
+            Some(at) => self.named.parent(at).map(|p| self.given(p)),
             None => node.parent(),
         }
+    }
+
+    /// The node at index `at` of the model's walk, remembered as a node it gave out.
+    fn given(&self, at: usize) -> Node<'t> {
+        let node = self.named.node(at);
+        self.recent_indices[(node.id() >> 3) & 63].set((node.id(), at as u32));
+        node
     }
 
     /// The index of `node` in the model's walk, when it is one of its nodes.
@@ -542,12 +539,7 @@ impl<'t> SemanticModel<'t> {
         use crate::NodeExt;
         let Some(at) = self.index_of(node) else { return node.field(name) };
         match self.named.field_at(at, name) {
-            Some(Some(child)) => {
-                let found = self.named.node(child);
-                self.recent_indices[(found.id() >> 3) & 63].set((found.id(), child as u32));
-                Some(found)
-            }
-            Some(None) => None,
+            Some(child) => child.map(|c| self.given(c)),
             None => node.field(name),
         }
     }
@@ -556,7 +548,7 @@ impl<'t> SemanticModel<'t> {
     /// model's walk of its tree.
     pub fn named_children(&self, node: Node<'t>) -> Vec<Node<'t>> {
         match self.index_of(node) {
-            Some(at) => self.named.children(at).map(|c| self.named.node(c)).collect(),
+            Some(at) => self.named.named_children_at(at),
             None => named_children(node),
         }
     }
