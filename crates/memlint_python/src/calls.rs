@@ -171,6 +171,12 @@ impl<'t> SemanticModel<'t> {
             if attr == Some("backward") {
                 return true;
             }
+            // A qualified name ends as the callee does: of the rest, only `….grad` can be
+            // `torch.autograd.grad` (and most calls are methods; resolving each cost more
+            // than the rest of this question).
+            if attr != Some("grad") {
+                return false;
+            }
         }
         matches!(
             self.qualified_name(callee).as_deref(),

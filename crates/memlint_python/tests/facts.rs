@@ -216,3 +216,24 @@ net
 ";
     assert_ne!(kind_of(deep, "net"), ValueKind::Model);
 }
+
+/// A module's backward passes, however the call is spelled: the method, the autograd
+/// functions by their full name, through an aliased module, an aliased import or a
+/// module-level alias; and calls that only look alike.
+#[test]
+fn a_backward_pass_in_every_spelling() {
+    let backward_calls = |call: &str| {
+        let source = format!(
+            "import torch\nimport torch.autograd as ag\nfrom torch.autograd import grad as g\ngrad_fn = torch.autograd.grad\ndef f(loss, x, optimizer):\n    {call}\n"
+        );
+        let parsed = parse(&source);
+        let model = SemanticModel::new(&parsed.tree, &source);
+        model.backward_calls().iter().map(|c| model.text(*c).to_owned()).collect::<Vec<_>>()
+    };
+    for call in ["loss.backward()", "torch.autograd.grad(loss, x)", "torch.autograd.backward(loss)", "ag.grad(loss, x)", "g(loss, x)", "grad_fn(loss, x)"] {
+        assert_eq!(backward_calls(call), vec![call.to_owned()], "{call}");
+    }
+    for call in ["torch.autograd.gradcheck(f, x)", "ag.functional.jacobian(f, x)", "optimizer.step()", "grad(loss, x)", "x.grad.zero_()", "torch.grad(x)"] {
+        assert!(backward_calls(call).is_empty(), "{call}");
+    }
+}
