@@ -20,15 +20,7 @@ impl<'t> SemanticModel<'t> {
 
     /// The dotted text of a name expression (`a.b.c`), or `None` for anything else.
     pub fn dotted_name(&self, node: Node<'_>) -> Option<String> {
-        match node.kind_name() {
-            "identifier" => Some(self.text(node).to_owned()),
-            "attribute" => {
-                let object = node.field("object")?;
-                let attr = node.field("attribute")?;
-                Some(format!("{}.{}", self.dotted_name(object)?, self.text(attr)))
-            }
-            _ => None,
-        }
+        crate::semantic::dotted(self.source(), node)
     }
 
     /// The fully qualified name a name expression refers to through the imports in

@@ -336,6 +336,32 @@ pub(crate) fn within<'a, 't>(sorted: &'a [Node<'t>], range: std::ops::Range<usiz
     &sorted[from..to.max(from)]
 }
 
+/// The dotted name an identifier or a chain of attributes over one spells (`torch.nn.Linear`),
+/// else `None` (a call, a subscript or a literal in the chain).
+pub(crate) fn dotted(source: &str, node: Node<'_>) -> Option<String> {
+    use crate::NodeExt;
+    let kind = node.kind_name();
+    if kind != "identifier" && kind != "attribute" {
+        return None;
+    }
+    let text = &source[node.byte_range()];
+    // Most chains are written as their name, without spaces, comments or line breaks: then
+    // the text is the name, read without a field lookup and a string made at each link.
+    if kind == "identifier" || (is_plain_dotted_name(text) && !node.has_error()) {
+        return Some(text.to_owned());
+    }
+    Some(format!("{}.{}", dotted(source, node.field("object")?)?, &source[node.field("attribute")?.byte_range()]))
+}
+
+/// Is `text` identifiers joined by dots, none of them a keyword (`None.x` is no name)?
+fn is_plain_dotted_name(text: &str) -> bool {
+    text.split('.').all(|part| {
+        part.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+            && part.bytes().all(|b| crate::IDENTIFIER_BYTE[b as usize])
+            && !crate::KEYWORDS.contains(&part)
+    })
+}
+
 /// Named children of a node, collected.
 pub fn named_children<'t>(node: Node<'t>) -> Vec<Node<'t>> {
     let mut cursor = node.walk();

@@ -9,19 +9,12 @@
 use tree_sitter::Node;
 
 use crate::named_nodes::NamedNodes;
+pub(super) use crate::semantic::dotted;
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
 pub(super) fn text<'s>(source: &'s str, node: Node<'_>) -> &'s str {
     &source[node.byte_range()]
-}
-
-pub(super) fn dotted(source: &str, node: Node<'_>) -> Option<String> {
-    match node.kind_name() {
-        "identifier" => Some(text(source, node).to_owned()),
-        "attribute" => Some(format!("{}.{}", dotted(source, node.field("object")?)?, text(source, node.field("attribute")?))),
-        _ => None,
-    }
 }
 
 /// The items of a `with` statement (`with a, b as c:`), and whether one of them disables
@@ -346,6 +339,24 @@ mod tests {
         assert_eq!(expression("net\n", dotted).as_deref(), Some("net"));
         assert_eq!(expression("build().cuda\n", dotted), None, "a call in the chain is not a name");
         assert_eq!(expression("a  +  b\n", |s, n| text(s, n).to_owned()), "a  +  b");
+    }
+
+    /// A name read from its text (written plainly) or link by link (spaced, continued,
+    /// commented) is the same name; a keyword, a number or a call in the chain is none.
+    #[test]
+    fn a_dotted_name_is_the_same_however_it_is_written() {
+        for source in ["torch.nn.Linear\n", "torch . nn .Linear\n", "torch.nn.\\\n    Linear\n", "(torch  # the library\n .nn\n .Linear)(3, 4)\n"] {
+            let name = expression(source, |s, n| {
+                let n = if n.kind_name() == "call" { n.field("function").and_then(|f| f.named_child(0)).expect("a callee") } else { n };
+                dotted(s, n)
+            });
+            assert_eq!(name.as_deref(), Some("torch.nn.Linear"), "{source:?}");
+        }
+        assert_eq!(expression("self.enc_1.é\n", dotted).as_deref(), Some("self.enc_1.é"));
+        assert_eq!(expression("None.x\n", dotted), None, "`None` names no value");
+        assert_eq!(expression("x.y().z\n", dotted), None);
+        assert_eq!(expression("1.5\n", dotted), None);
+        assert_eq!(expression("a.b[0].c\n", dotted), None);
     }
 
     #[test]
