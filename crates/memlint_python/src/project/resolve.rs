@@ -585,7 +585,7 @@ impl ProjectIndex for ProjectResolver<'_> {
             // lint (a tree the project kept for it serves here first).
             *own = Some(if source.contains("sys.path") {
                 let tree = self.loader_tree(source).unwrap_or_else(|| crate::WalkedTree::walk(crate::parse_with(source, None)));
-                let dirs = super::syntax::sys_path_dirs(source, tree.tree().root_node());
+                let dirs = super::syntax::sys_path_dirs(source, tree.nodes());
                 *self.noted_tree.lock().unwrap_or_else(|e| e.into_inner()) = Some((source.to_owned(), tree));
                 dirs
             } else {
@@ -596,7 +596,7 @@ impl ProjectIndex for ProjectResolver<'_> {
 
     fn seed(&self, walked: &crate::WalkedTree, source: &str) {
         let nodes = walked.nodes();
-        *self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::syntax::sys_path_dirs(source, nodes.root()));
+        *self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::syntax::sys_path_dirs(source, nodes));
         if self.seeds && self.from.ends_with(".py") {
             // A summary made from this very tree (the loader's) exists already.
             let from_loader = self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed);

@@ -293,7 +293,7 @@ impl ModuleSummary {
         collector.enter_scope(source, root);
         summary.collect_calls(source, nodes, 0, false, &mut collector);
         summary.calls = collector.finish();
-        summary.import_dirs = super::syntax::sys_path_dirs(source, root);
+        summary.import_dirs = super::syntax::sys_path_dirs(source, nodes);
         summary
     }
 

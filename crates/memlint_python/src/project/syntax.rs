@@ -406,22 +406,22 @@ mod tests {
 /// A relative literal is read from the module's folder (scripts are run from there); an
 /// absolute one, or a path built from anything but literals and `__file__`, is unknown and
 /// left out.
-pub(crate) fn sys_path_dirs(source: &str, root: Node<'_>) -> Vec<String> {
+pub(crate) fn sys_path_dirs(source: &str, nodes: &NamedNodes<'_>) -> Vec<String> {
     let mut dirs: Vec<String> = Vec::new();
     if !source.contains("sys.path") {
         return dirs;
     }
-    let mut stack = vec![root];
-    while let Some(node) = stack.pop() {
-        if node.kind_name() == "call" {
-            if let Some(dir) = sys_path_call_dir(source, node) {
+    // The walk's nodes, each node's last child first: the order the folders are listed in.
+    let mut stack = vec![0];
+    while let Some(at) = stack.pop() {
+        if nodes.kind(at) == "call" {
+            if let Some(dir) = sys_path_call_dir(source, nodes.node(at)) {
                 if !dirs.contains(&dir) {
                     dirs.push(dir);
                 }
             }
         }
-        let mut cursor = node.walk();
-        stack.extend(node.named_children(&mut cursor));
+        stack.extend(nodes.children(at));
     }
     dirs
 }
@@ -551,11 +551,11 @@ fn join_components(mut parts: Vec<String>, path: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod sys_path_tests {
-    use super::sys_path_dirs;
+    use super::{sys_path_dirs, NamedNodes};
 
     fn dirs(source: &str) -> Vec<String> {
         let tree = crate::parse(source).tree;
-        sys_path_dirs(source, tree.root_node())
+        sys_path_dirs(source, &NamedNodes::of(tree.root_node()))
     }
 
     #[test]
