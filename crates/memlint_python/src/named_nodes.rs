@@ -8,6 +8,8 @@
 //! children of a node, as tree-sitter's `named_children` gives them), so a pass moved
 //! onto it gives the same answers.
 
+use std::cell::Cell;
+
 use tree_sitter::{Node, Tree};
 
 #[derive(Clone)]
@@ -28,6 +30,11 @@ pub struct NamedNodes<'t> {
     /// asks tree-sitter nothing (whose own lookup steps through the hidden nodes that
     /// hold a field, about 600 instructions a lookup on torchtune).
     fields: Vec<u16>,
+    /// Nodes recently found here or given out from here (a parent, a field, a child), by
+    /// id: the walks of the model and of the summaries ask about the same nodes again and
+    /// again (a call's callee, then the callee's object; the parent of the parent just
+    /// given), and finding a node's index otherwise is a binary search.
+    recent: [Cell<(usize, u32)>; 64],
 }
 
 /// The node kinds whose fields memlint reads most (a call's `function`, an attribute's
@@ -110,7 +117,7 @@ impl<'t> NamedNodes<'t> {
             ends[left] = nodes.len() as u32;
         }
         let starts = nodes.iter().map(|n| n.start_byte()).collect();
-        NamedNodes { nodes, kinds, ends, parents, starts, fields }
+        NamedNodes { nodes, kinds, ends, parents, starts, fields, recent: std::array::from_fn(|_| Cell::new((usize::MAX, 0))) }
     }
 
     pub(crate) fn node(&self, index: usize) -> Node<'t> {
@@ -182,7 +189,7 @@ impl<'t> NamedNodes<'t> {
 
     /// The named children of the node at `at`, as nodes.
     pub(crate) fn named_children_at(&self, at: usize) -> Vec<Node<'t>> {
-        self.children(at).map(|c| self.nodes[c]).collect()
+        self.children(at).map(|c| self.given(c)).collect()
     }
 
     /// The child of `node` in field `name`, as [`crate::NodeExt::field`] gives it: read
@@ -192,7 +199,7 @@ impl<'t> NamedNodes<'t> {
     pub fn field_of(&self, node: Node<'t>, name: &'static str) -> Option<Node<'t>> {
         use crate::NodeExt;
         match self.index_of(node).and_then(|at| self.field_at(at, name)) {
-            Some(child) => child.map(|c| self.nodes[c]),
+            Some(child) => child.map(|c| self.given(c)),
             None => node.field(name),
         }
     }
@@ -209,10 +216,26 @@ impl<'t> NamedNodes<'t> {
 
     /// The index of `node`, when it is one of these.
     pub(crate) fn index_of(&self, node: Node<'t>) -> Option<usize> {
+        let id = node.id();
+        // Node ids are addresses, 8-byte aligned at least.
+        let slot = &self.recent[(id >> 3) & 63];
+        let (seen, at) = slot.get();
+        if seen == id {
+            return Some(at as usize);
+        }
         let start = node.start_byte();
         let first = self.starts.partition_point(|s| *s < start);
         let same_start = self.starts[first..].iter().take_while(|s| **s == start).count();
-        self.nodes[first..first + same_start].iter().position(|n| n.id() == node.id()).map(|i| first + i)
+        let at = self.nodes[first..first + same_start].iter().position(|n| n.id() == id).map(|i| first + i)?;
+        slot.set((id, at as u32));
+        Some(at)
+    }
+
+    /// The node at `at`, remembered as one given out.
+    pub(crate) fn given(&self, at: usize) -> Node<'t> {
+        let node = self.nodes[at];
+        self.recent[(node.id() >> 3) & 63].set((node.id(), at as u32));
+        node
     }
 }
 

@@ -244,11 +244,6 @@ pub struct SemanticModel<'t> {
     /// A fixed point of no-grad functions is being computed: a gradient context asked
     /// meanwhile sees no function as no-grad yet.
     pub(crate) finding_no_grad_functions: Cell<bool>,
-    /// Nodes recently found in `named` or given out from it (a parent, a field), by id: a
-    /// rule asks the same nodes again and again (a call's callee, then the callee's
-    /// object; a walk up, the parent of the parent it was just given), and finding a
-    /// node's index is a binary search.
-    recent_indices: [Cell<(usize, u32)>; 64],
     pub(crate) value_cache: RefCell<HashMap<usize, crate::values::Value<'t>>>,
     /// Every node's parent. tree-sitter's `Node::parent` walks down from the root each
     /// time (O(depth × siblings)); the rules ask for parents constantly.
@@ -452,7 +447,6 @@ impl<'t> SemanticModel<'t> {
             optimizers_by_use: OnceCell::new(),
             no_grad_functions: OnceCell::new(),
             finding_no_grad_functions: Cell::new(false),
-            recent_indices: std::array::from_fn(|_| Cell::new((usize::MAX, 0))),
             value_cache: RefCell::new(HashMap::default()),
             named: std::rc::Rc::new(nodes),
             scope_segments: Vec::new(),
@@ -536,23 +530,12 @@ impl<'t> SemanticModel<'t> {
 
     /// The node at index `at` of the model's walk, remembered as a node it gave out.
     fn given(&self, at: usize) -> Node<'t> {
-        let node = self.named.node(at);
-        self.recent_indices[(node.id() >> 3) & 63].set((node.id(), at as u32));
-        node
+        self.named.given(at)
     }
 
     /// The index of `node` in the model's walk, when it is one of its nodes.
     fn index_of(&self, node: Node<'t>) -> Option<usize> {
-        let id = node.id();
-        // Node ids are addresses, 8-byte aligned at least.
-        let slot = &self.recent_indices[(id >> 3) & 63];
-        let (seen, at) = slot.get();
-        if seen == id {
-            return Some(at as usize);
-        }
-        let at = self.named.index_of(node)?;
-        slot.set((id, at as u32));
-        Some(at)
+        self.named.index_of(node)
     }
 
     pub fn source(&self) -> &'t str {
