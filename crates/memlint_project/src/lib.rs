@@ -814,6 +814,10 @@ impl WordScan {
         self.imported.clear();
         // Where the import statement the scan is in ends (0: in none).
         let mut import_end = 0;
+        // The word last seen in each of 256 slots (by hash): a word seen again soon (`self`,
+        // `x`, `torch`) is not listed again, so the lists sorted below are mostly distinct
+        // words. A 0 slot only lets a word of hash 0 be listed more than once.
+        let mut recent = [0u64; 256];
         let mut i = 0;
         while i < bytes.len() {
             if !is_word(bytes[i]) {
@@ -829,7 +833,11 @@ impl WordScan {
                 continue;
             }
             let hash = word_hash(word);
-            self.words.push(hash);
+            let slot = &mut recent[(hash >> 56) as usize];
+            if *slot != hash {
+                *slot = hash;
+                self.words.push(hash);
+            }
             if start < import_end {
                 self.imported.push(hash);
             } else if (word == b"import" || word == b"from") && starts_a_line(bytes, start) {
