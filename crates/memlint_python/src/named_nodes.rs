@@ -182,14 +182,9 @@ impl<'t> NamedNodes<'t> {
     /// cursor steps through every anonymous and hidden child), else from tree-sitter.
     pub(crate) fn named_children_of(&self, node: Node<'t>) -> Vec<Node<'t>> {
         match self.index_of(node) {
-            Some(at) => self.named_children_at(at),
+            Some(at) => self.children(at).map(|c| self.given(c)).collect(),
             None => crate::semantic::named_children(node),
         }
-    }
-
-    /// The named children of the node at `at`, as nodes.
-    pub(crate) fn named_children_at(&self, at: usize) -> Vec<Node<'t>> {
-        self.children(at).map(|c| self.given(c)).collect()
     }
 
     /// The child of `node` in field `name`, as [`crate::NodeExt::field`] gives it: read

@@ -522,20 +522,10 @@ impl<'t> SemanticModel<'t> {
     /// The parent of a node: from the model's walk (every named node), else tree-sitter's
     /// (an anonymous node; tree-sitter walks down from the root to find it).
     pub fn parent(&self, node: Node<'t>) -> Option<Node<'t>> {
-        match self.index_of(node) {
-            Some(at) => self.named.parent(at).map(|p| self.given(p)),
+        match self.named.index_of(node) {
+            Some(at) => self.named.parent(at).map(|p| self.named.given(p)),
             None => node.parent(),
         }
-    }
-
-    /// The node at index `at` of the model's walk, remembered as a node it gave out.
-    fn given(&self, at: usize) -> Node<'t> {
-        self.named.given(at)
-    }
-
-    /// The index of `node` in the model's walk, when it is one of its nodes.
-    fn index_of(&self, node: Node<'t>) -> Option<usize> {
-        self.named.index_of(node)
     }
 
     pub fn source(&self) -> &'t str {
@@ -543,23 +533,15 @@ impl<'t> SemanticModel<'t> {
     }
 
     /// The child of `node` in field `name` (as [`crate::NodeExt::field`] gives it), read
-    /// from the model's walk of its tree where it can be.
+    /// from the model's walk of its tree where it can be ([`NamedNodes::field_of`]).
     pub fn field(&self, node: Node<'t>, name: &'static str) -> Option<Node<'t>> {
-        use crate::NodeExt;
-        let Some(at) = self.index_of(node) else { return node.field(name) };
-        match self.named.field_at(at, name) {
-            Some(child) => child.map(|c| self.given(c)),
-            None => node.field(name),
-        }
+        self.named.field_of(node, name)
     }
 
     /// The named children of `node` (as [`named_children`] gives them), read from the
-    /// model's walk of its tree.
+    /// model's walk of its tree ([`NamedNodes::named_children_of`]).
     pub fn named_children(&self, node: Node<'t>) -> Vec<Node<'t>> {
-        match self.index_of(node) {
-            Some(at) => self.named.named_children_at(at),
-            None => named_children(node),
-        }
+        self.named.named_children_of(node)
     }
 
     pub fn root(&self) -> Node<'t> {
