@@ -46,6 +46,24 @@ const FIELDED_KINDS: &[&str] = &[
     "default_parameter", "typed_default_parameter", "import_from_statement", "aliased_import", "lambda", "return_statement",
 ];
 
+extern "C" {
+    /// `src/named_walk.c`: the named nodes of `root`'s subtree written into the lists, as
+    /// [`NamedNodes::walked_by_cursor`] makes them; returns how many, or `usize::MAX`
+    /// when they do not fit in `capacity`.
+    fn memlint_named_walk(
+        root: tree_sitter::ffi::TSNode,
+        fielded: *const bool,
+        kind_count: u32,
+        capacity: usize,
+        nodes: *mut tree_sitter::ffi::TSNode,
+        kinds: *mut u16,
+        ends: *mut u32,
+        parents: *mut u32,
+        fields: *mut u16,
+        starts: *mut usize,
+    ) -> usize;
+}
+
 /// For each kind id: is it one of [`FIELDED_KINDS`]?
 fn fielded_kinds() -> &'static [bool] {
     static KINDS: std::sync::OnceLock<Vec<bool>> = std::sync::OnceLock::new();
@@ -64,6 +82,50 @@ impl<'t> NamedNodes<'t> {
         // Room for every node below the root at once (tree-sitter keeps the count, the
         // anonymous nodes included): grown by doubling, the lists were copied again and
         // again, and fresh pages taken each time.
+        let room = root.descendant_count();
+        let fielded = fielded_kinds();
+        let mut nodes: Vec<Node<'t>> = Vec::with_capacity(room);
+        let mut kinds: Vec<u16> = Vec::with_capacity(room);
+        let mut ends: Vec<u32> = Vec::with_capacity(room);
+        let mut parents: Vec<u32> = Vec::with_capacity(room);
+        let mut fields: Vec<u16> = Vec::with_capacity(room);
+        let mut starts: Vec<usize> = Vec::with_capacity(room);
+        // SAFETY: each list has room for `room` elements, and the walk writes at most that
+        // many (it says so otherwise); `Node` is `TSNode` (`repr(transparent)`), and the
+        // nodes it writes are nodes of `root`'s tree, which outlives `'t`.
+        let count = unsafe {
+            memlint_named_walk(
+                root.into_raw(),
+                fielded.as_ptr(),
+                fielded.len() as u32,
+                room,
+                nodes.as_mut_ptr().cast(),
+                kinds.as_mut_ptr(),
+                ends.as_mut_ptr(),
+                parents.as_mut_ptr(),
+                fields.as_mut_ptr(),
+                starts.as_mut_ptr(),
+            )
+        };
+        if count > room {
+            // Out of room or memory in the walk: the cursor's walk gives the same nodes.
+            return NamedNodes::walked_by_cursor(root);
+        }
+        // SAFETY: the walk wrote the first `count` elements of each list.
+        unsafe {
+            nodes.set_len(count);
+            kinds.set_len(count);
+            ends.set_len(count);
+            parents.set_len(count);
+            fields.set_len(count);
+            starts.set_len(count);
+        }
+        NamedNodes { nodes, kinds, ends, parents, starts, fields, recent: std::array::from_fn(|_| Cell::new((usize::MAX, 0))) }
+    }
+
+    /// [`NamedNodes::of`] through tree-sitter's public cursor: what the walk in
+    /// `named_walk.c` must give (the tests compare them), and its fallback.
+    pub fn walked_by_cursor(root: Node<'t>) -> NamedNodes<'t> {
         let room = root.descendant_count();
         let mut nodes = Vec::with_capacity(room);
         let mut kinds = Vec::with_capacity(room);
@@ -315,6 +377,42 @@ mod tests {
         assert_eq!(flat.parent(0), None);
     }
 
+    /// The walk of `named_walk.c` gives what tree-sitter's cursor gives, from `root` and
+    /// from every node below it as a root of its own: the same nodes (the same handles:
+    /// start, alias, subtree), kinds, ends, parents, fields and starts.
+    fn same_walk_as_the_cursor(root: Node<'_>) {
+        let walked = NamedNodes::of(root);
+        let by_cursor = NamedNodes::walked_by_cursor(root);
+        let raw = |nodes: &NamedNodes<'_>| nodes.nodes.iter().map(|n| n.into_raw()).map(|n| (n.context, n.id as usize)).collect::<Vec<_>>();
+        assert_eq!(raw(&walked), raw(&by_cursor), "nodes under {} at {}", root.kind(), root.start_byte());
+        assert_eq!(walked.kinds, by_cursor.kinds);
+        assert_eq!(walked.ends, by_cursor.ends);
+        assert_eq!(walked.parents, by_cursor.parents);
+        assert_eq!(walked.fields, by_cursor.fields, "fields under {} at {}", root.kind(), root.start_byte());
+        assert_eq!(walked.starts, by_cursor.starts);
+    }
+
+    fn same_walks_as_the_cursor(source: &str) {
+        let tree = crate::parse_with(source, None);
+        let whole = NamedNodes::walked_by_cursor(tree.root_node());
+        for node in &whole.nodes {
+            same_walk_as_the_cursor(*node);
+        }
+    }
+
+    #[test]
+    fn the_walk_is_the_cursors() {
+        same_walks_as_the_cursor("");
+        same_walks_as_the_cursor("x");
+        same_walks_as_the_cursor("def f(a, b=1, *c, d: int = 2, **e) -> g:\n    return [y for y in self.fc(x) if y] + f\"{x!r}\"\n");
+        same_walks_as_the_cursor("from a import (b as c, d)\nx += -y if not a < b <= c else {k: v for k, v in p, q}\nmatch x:\n    case {\"k\": 1, **r}: pass\nprint >> f, x\n");
+        // Comments (extras) between a call's arguments and inside a field.
+        same_walks_as_the_cursor("f(a,  # one\n  b)  # two\nx = (  # three\n  y)\nclass A(  # four\n  B):\n    pass\n");
+        // Broken code: errors and missing nodes.
+        same_walks_as_the_cursor("def f(:\n    return (1 +\nclass\n");
+        same_walks_as_the_cursor("[x for x in]\nfrom import\ny = a +\n");
+    }
+
     #[test]
     fn the_named_children_of_every_node() {
         agrees_with_tree_sitter("");
@@ -350,6 +448,8 @@ mod tests {
         for path in files {
             let source = String::from_utf8_lossy(&std::fs::read(&path).expect("readable")).into_owned();
             agrees_with_tree_sitter(&source);
+            let tree = crate::parse_with(&source, None);
+            same_walk_as_the_cursor(tree.root_node());
         }
     }
 
