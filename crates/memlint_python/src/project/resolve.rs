@@ -75,6 +75,11 @@ pub struct ProjectResolver<'a> {
     /// Of that summary, the star imports alone (what most of the lint's questions of its
     /// own module need), read from the kept tree.
     own_star_imports: std::sync::OnceLock<Vec<String>>,
+    /// The modules found for imports, by importing module and dotted name: a lint asks the
+    /// same again and again, and the loader's own memo first builds a key of the importing
+    /// folder, the name and the `sys.path` folders (the folders cloned from a summary).
+    /// The linted module's own questions are kept only once its folders are known.
+    modules_found: Mutex<rustc_hash::FxHashMap<String, rustc_hash::FxHashMap<String, Option<String>>>>,
     /// The lint's tree is one the loader parsed and made the module's summary from
     /// (before the lint, or for it: [`ModuleLoader::parse_seeding`]): that summary exists.
     own_tree_from_loader: std::sync::atomic::AtomicBool,
@@ -98,6 +103,7 @@ impl<'a> ProjectResolver<'a> {
             own_tree: Mutex::new(None),
             own_summary: std::sync::OnceLock::new(),
             own_star_imports: std::sync::OnceLock::new(),
+            modules_found: Mutex::new(Default::default()),
             own_tree_from_loader: std::sync::atomic::AtomicBool::new(false),
             summary_deferred: std::sync::OnceLock::new(),
             answer_reads: Mutex::new(None),
@@ -141,16 +147,27 @@ impl<'a> ProjectResolver<'a> {
         if m == self.from {
             self.note_answer_read(m);
         }
+        if let Some(found) = self.modules_found.lock().unwrap_or_else(|e| e.into_inner()).get(m).and_then(|f| f.get(dotted)) {
+            return found.clone();
+        }
+        let mut settled = true;
         let dirs = if dotted.starts_with('.') {
             Vec::new()
         } else if m == self.from {
             // Never the linted module's summary: asking for it before its lint would parse
             // the file a second time. Its folders come from its text or tree.
-            self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
+            let own = self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            settled = own.is_some();
+            own.unwrap_or_default()
         } else {
             self.loader.summary(m).map(|s| s.import_dirs.clone()).unwrap_or_default()
         };
-        self.loader.resolve_module_in(m, dotted, &dirs)
+        let found = self.loader.resolve_module_in(m, dotted, &dirs);
+        if settled {
+            let mut modules_found = self.modules_found.lock().unwrap_or_else(|e| e.into_inner());
+            modules_found.entry(m.to_owned()).or_default().insert(dotted.to_owned(), found.clone());
+        }
+        found
     }
 
     fn summary(&self, key: &str) -> Option<Arc<ModuleSummary>> {
@@ -597,6 +614,8 @@ impl ProjectIndex for ProjectResolver<'_> {
     fn seed(&self, walked: &crate::WalkedTree, source: &str) {
         let nodes = walked.nodes();
         *self.own_import_dirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(super::syntax::sys_path_dirs(source, nodes));
+        // The folders just read are the ones the linted module's imports are found through.
+        self.modules_found.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.from);
         if self.seeds && self.from.ends_with(".py") {
             // A summary made from this very tree (the loader's) exists already.
             let from_loader = self.own_tree_from_loader.load(std::sync::atomic::Ordering::Relaxed);
@@ -835,6 +854,47 @@ mod tests {
         assert_eq!(nets.external_call_sites("Encoder.encode"), [(false, false)], "a method, on a name holding an Encoder");
         assert!(nets.external_calls("to_device").is_empty());
         assert_eq!(nets.modules_read(), ["train.py"]);
+    }
+
+    /// A loader that finds `lib` only through a `sys.path` folder, and counts the questions.
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl ModuleLoader for Counting {
+        fn resolve_module(&self, from: &str, dotted: &str) -> Option<String> {
+            self.resolve_module_in(from, dotted, &[])
+        }
+        fn resolve_module_in(&self, _from: &str, dotted: &str, import_dirs: &[String]) -> Option<String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (dotted == "lib" && import_dirs.iter().any(|d| d == "../vendor")).then(|| "../vendor/lib.py".to_owned())
+        }
+        fn summary(&self, _key: &str) -> Option<Arc<ModuleSummary>> {
+            None
+        }
+        fn candidate_callers(&self, _key: &str, _name: &str) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_lint_asks_the_loader_where_an_import_leads_once() {
+        let loader = Counting(Default::default());
+        let asked = || loader.0.load(std::sync::atomic::Ordering::Relaxed);
+        let train = ProjectResolver::new(&loader, "train.py");
+        // Before the lint's folders are known, its own questions are asked every time.
+        assert_eq!(train.resolve_module("train.py", "lib"), None);
+        assert_eq!(train.resolve_module("train.py", "lib"), None);
+        assert_eq!(asked(), 2);
+        // Once they are, the answer goes through them, and is asked once.
+        let script = "import sys\nsys.path.append('../vendor')\nimport lib\n";
+        let tree = crate::WalkedTree::walk(crate::parse_with(script, None));
+        train.seed(&tree, script);
+        assert_eq!(train.resolve_module("train.py", "lib").as_deref(), Some("../vendor/lib.py"));
+        assert_eq!(train.resolve_module("train.py", "lib").as_deref(), Some("../vendor/lib.py"));
+        assert_eq!(asked(), 3);
+        // Another module's question (its folders come from its summary): asked once too.
+        assert_eq!(train.resolve_module("other.py", "lib"), None);
+        assert_eq!(train.resolve_module("other.py", "lib"), None);
+        assert_eq!(asked(), 4);
     }
 
     #[test]
