@@ -46,26 +46,25 @@ typedef struct {
   bool ends_owner;
 } Frame;
 
-static inline Frame frame_for(const TSLanguage *language, Subtree parent, Length position, uint32_t owner, bool fielded,
-                       TSFieldId hidden_field, bool ends_owner) {
-  Frame frame = {
-    .parent = parent,
-    .position = position,
-    .child_index = 0,
-    .structural_child_index = 0,
-    .alias_sequence = ts_language_alias_sequence(language, parent.ptr->production_id),
-    .owner = owner,
-    .fielded = fielded,
-    .hidden_field = hidden_field,
-    .ends_owner = ends_owner,
-  };
+// Starts visiting the children of `parent` (which has some) in `frame`, in place: built
+// elsewhere and copied onto the stack, the frame cost the walk a third of its time.
+static inline void frame_init(Frame *frame, const TSLanguage *language, Subtree parent, Length position, uint32_t owner,
+                              bool fielded, TSFieldId hidden_field, bool ends_owner) {
+  frame->parent = parent;
+  frame->position = position;
+  frame->child_index = 0;
+  frame->structural_child_index = 0;
+  frame->alias_sequence = ts_language_alias_sequence(language, parent.ptr->production_id);
+  frame->owner = owner;
+  frame->fielded = fielded;
+  frame->hidden_field = hidden_field;
+  frame->ends_owner = ends_owner;
   // Only the children of a fielded kind have their fields read.
   if (fielded) {
-    ts_language_field_map(language, parent.ptr->production_id, &frame.field_map, &frame.field_map_end);
+    ts_language_field_map(language, parent.ptr->production_id, &frame->field_map, &frame->field_map_end);
   } else {
-    frame.field_map = frame.field_map_end = NULL;
+    frame->field_map = frame->field_map_end = NULL;
   }
-  return frame;
 }
 
 // Writes the named nodes of `root`'s subtree, `root` first, into the arrays (room for
@@ -105,8 +104,7 @@ size_t memlint_named_walk(
   Frame *stack = ts_malloc(stack_capacity * sizeof(Frame));
   if (!stack) return SIZE_MAX;
   Length root_position = {root.context[0], {root.context[1], root.context[2]}};
-  stack[depth++] = frame_for(language, root_subtree, root_position, 0,
-                             root_kind < kind_count && fielded[root_kind], 0, true);
+  frame_init(&stack[depth++], language, root_subtree, root_position, 0, root_kind < kind_count && fielded[root_kind], 0, true);
 
   while (depth > 0) {
     Frame *frame = &stack[depth - 1];
@@ -148,7 +146,13 @@ size_t memlint_named_walk(
       if (!field) field = frame->hidden_field;
     }
 
-    Frame next;
+    // The frame to visit the child's children in: a visible named node's own, or, for a
+    // hidden node, one that puts its children in its place, under the same owner.
+    Subtree entered = *child;
+    uint32_t owner = frame->owner;
+    bool entered_fielded = frame->fielded;
+    TSFieldId entered_field = extra ? 0 : field;
+    bool named_node = false;
     if (visible) {
       bool named = alias ? ts_language_symbol_metadata(language, alias).named : ts_subtree_named(*child);
       // A visible anonymous node is not entered: `named_children` never reaches below one.
@@ -166,11 +170,12 @@ size_t memlint_named_walk(
       starts[index] = position.bytes;
       ends[index] = (uint32_t)count;
       if (ts_subtree_child_count(*child) == 0) continue;
-      next = frame_for(language, *child, position, (uint32_t)index, kind < kind_count && fielded[kind], 0, true);
-    } else {
-      // A hidden node: its children stand in its place, under the same owner.
-      if (ts_subtree_visible_child_count(*child) == 0) continue;
-      next = frame_for(language, *child, position, frame->owner, frame->fielded, extra ? 0 : field, false);
+      owner = (uint32_t)index;
+      entered_fielded = kind < kind_count && fielded[kind];
+      entered_field = 0;
+      named_node = true;
+    } else if (ts_subtree_visible_child_count(*child) == 0) {
+      continue;
     }
     if (depth == stack_capacity) {
       stack_capacity *= 2;
@@ -181,7 +186,7 @@ size_t memlint_named_walk(
       }
       stack = grown;
     }
-    stack[depth++] = next;
+    frame_init(&stack[depth++], language, entered, position, owner, entered_fielded, entered_field, named_node);
   }
   ts_free(stack);
   return count;
