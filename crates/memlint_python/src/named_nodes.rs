@@ -1,5 +1,5 @@
 //! The named nodes of a subtree in preorder, each with where its own subtree ends: one
-//! cursor walk, after which any walk below the root is index arithmetic.
+//! walk (`named_walk.c`), after which any walk below the root is index arithmetic.
 //!
 //! Why: a pass that walks by `stack.extend(node.named_children(&mut cursor))` resets the
 //! cursor at every node and steps through hidden and anonymous nodes again each time;
@@ -120,6 +120,11 @@ impl<'t> NamedNodes<'t> {
             fields.set_len(count);
             starts.set_len(count);
         }
+        NamedNodes::from_lists(nodes, kinds, ends, parents, starts, fields)
+    }
+
+    /// The lists a walk made, with nothing remembered yet.
+    fn from_lists(nodes: Vec<Node<'t>>, kinds: Vec<u16>, ends: Vec<u32>, parents: Vec<u32>, starts: Vec<usize>, fields: Vec<u16>) -> NamedNodes<'t> {
         NamedNodes { nodes, kinds, ends, parents, starts, fields, recent: std::array::from_fn(|_| Cell::new((usize::MAX, 0))) }
     }
 
@@ -179,7 +184,7 @@ impl<'t> NamedNodes<'t> {
             ends[left] = nodes.len() as u32;
         }
         let starts = nodes.iter().map(|n| n.start_byte()).collect();
-        NamedNodes { nodes, kinds, ends, parents, starts, fields, recent: std::array::from_fn(|_| Cell::new((usize::MAX, 0))) }
+        NamedNodes::from_lists(nodes, kinds, ends, parents, starts, fields)
     }
 
     pub(crate) fn node(&self, index: usize) -> Node<'t> {
@@ -346,9 +351,11 @@ impl Iterator for Children<'_, '_> {
 mod tests {
     use super::*;
 
-    /// Every node's children are its `named_children`, and every named node is found.
+    /// Every node's children are its `named_children`, every named node is found, and the
+    /// walk of the whole tree is the cursor's.
     fn agrees_with_tree_sitter(source: &str) {
         let tree = crate::parse_with(source, None);
+        same_walk_as_the_cursor(tree.root_node());
         let flat = NamedNodes::of(tree.root_node());
         let mut cursor = tree.walk();
         let mut visited = 0;
@@ -448,8 +455,6 @@ mod tests {
         for path in files {
             let source = String::from_utf8_lossy(&std::fs::read(&path).expect("readable")).into_owned();
             agrees_with_tree_sitter(&source);
-            let tree = crate::parse_with(&source, None);
-            same_walk_as_the_cursor(tree.root_node());
         }
     }
 
