@@ -240,11 +240,12 @@ impl<'t> NamedNodes<'t> {
     }
 
     /// The parent of `node`, as tree-sitter's `Node::parent` gives it: read from these
-    /// nodes when `node` is one of them (tree-sitter finds a parent by going down again
-    /// from the root: about 6,300 instructions a call in the summaries of the engine tree).
+    /// nodes when `node` is one of them below their root (tree-sitter finds a parent by
+    /// going down again from the root: about 6,300 instructions a call in the summaries of
+    /// the engine tree). These nodes may be a subtree's, whose root has a parent outside.
     pub(crate) fn parent_of(&self, node: Node<'t>) -> Option<Node<'t>> {
-        match self.index_of(node) {
-            Some(at) => self.parent(at).map(|p| self.given(p)),
+        match self.index_of(node).and_then(|at| self.parent(at)) {
+            Some(parent) => Some(self.given(parent)),
             None => node.parent(),
         }
     }
@@ -408,6 +409,7 @@ mod tests {
         assert_eq!(walked.parents, by_cursor.parents);
         assert_eq!(walked.fields, by_cursor.fields, "fields under {} at {}", root.kind(), root.start_byte());
         assert_eq!(walked.starts, by_cursor.starts);
+        assert_eq!(walked.parent_of(root).map(|p| p.id()), root.parent().map(|p| p.id()), "parent of the walk's root {} at {}", root.kind(), root.start_byte());
     }
 
     fn same_walks_as_the_cursor(source: &str) {
