@@ -263,7 +263,9 @@ pub struct Project {
     /// hashes component by component, and this map is asked at every step of resolution).
     modules: Mutex<FxHashMap<String, Arc<OnceLock<Option<Arc<Module>>>>>>,
     /// The entries of each folder module resolution looked in, read once ([`Project::listing`]).
-    listings: Mutex<FxHashMap<PathBuf, Option<Arc<Listing>>>>,
+    /// Keyed by the folder's bytes, not its `Path`: a `Path` hashes component by
+    /// component, and every `exists` asks this map (247,524 times on the engine tree).
+    listings: Mutex<FxHashMap<std::ffi::OsString, Option<Arc<Listing>>>>,
     /// [`ModuleLoader::resolve_module_in`]'s answers, by the importing file's folder, the
     /// dotted name and the folders the file adds to `sys.path`: the files of a folder
     /// import much the same modules, and each answer tries several paths.
@@ -422,7 +424,7 @@ impl Project {
         // are read again (a created or deleted `__init__.py` changes package roots too).
         let mut listings = lock(&self.listings);
         for folder in path.ancestors().skip(1) {
-            listings.remove(folder);
+            listings.remove(folder.as_os_str());
         }
         drop(listings);
         lock(&self.resolved).clear();
@@ -537,7 +539,7 @@ impl Project {
     /// A folder its parent does not list as a folder is not read at all: most candidate
     /// paths lie in folders that do not exist.
     fn listing(&self, folder: &Path) -> Option<Arc<Listing>> {
-        if let Some(listing) = lock(&self.listings).get(folder) {
+        if let Some(listing) = lock(&self.listings).get(folder.as_os_str()) {
             return listing.clone();
         }
         let listed_by_parent = match (folder.parent(), folder.file_name()) {
@@ -551,7 +553,7 @@ impl Project {
             let readable = if folder.as_os_str().is_empty() { Path::new(".") } else { folder };
             std::fs::read_dir(readable).ok().map(|entries| Arc::new(read_listing(entries)))
         };
-        lock(&self.listings).insert(folder.to_owned(), listing.clone());
+        lock(&self.listings).insert(folder.as_os_str().to_owned(), listing.clone());
         listing
     }
 
@@ -1458,7 +1460,7 @@ mod tests {
         #[cfg(unix)]
         assert!(project.exists(&root.join("pkg/linked.py")), "a link to a file is a file");
         // A folder its parent does not list is never read.
-        assert_eq!(lock(&project.listings).get(root.join("torch").as_path()), Some(&None));
+        assert_eq!(lock(&project.listings).get(root.join("torch").as_os_str()), Some(&None));
         // Created later, in a new folder: found once the project is told.
         std::fs::create_dir_all(root.join("torch")).unwrap();
         write(root, "torch/__init__.py", "");

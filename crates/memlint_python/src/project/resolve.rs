@@ -246,14 +246,16 @@ impl<'a> ProjectResolver<'a> {
         let rest = &qualified[dots..];
         let parts: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('.').collect() };
         let min = if dots > 0 { 0 } else { 1 };
+        // The first `k` parts with the dots before them, as written: a prefix of `qualified`
+        // (asked for every prefix of every name resolved, so not built anew).
+        let prefix = |k: usize| &qualified[..dots + parts[..k].iter().map(|p| p.len()).sum::<usize>() + k.saturating_sub(1)];
         for k in (min..=parts.len()).rev() {
-            let module = format!("{}{}", &qualified[..dots], parts[..k].join("."));
-            let Some(key) = self.resolve_module(from, &module) else { continue };
+            let module = prefix(k);
+            let Some(key) = self.resolve_module(from, module) else { continue };
             // `pkg.Name` where `pkg/__init__.py` does `from .Name import Name`: the package's
             // attribute is the class it bound, not the submodule of the same name.
             if k == parts.len() && k >= 1 && (k >= 2 || dots > 0) {
-                let parent = format!("{}{}", &qualified[..dots], parts[..k - 1].join("."));
-                if let Some(parent_key) = self.resolve_module(from, &parent) {
+                if let Some(parent_key) = self.resolve_module(from, prefix(k - 1)) {
                     if parent_key != key {
                         if let Some(bound) = self.lookup_in_module(&parent_key, parts[k - 1], &mut seen.clone()) {
                             if !matches!(bound, Target::Module(_)) {
