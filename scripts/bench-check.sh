@@ -19,7 +19,7 @@ if [[ -z "${MEMLINT:-}" ]]; then
     MEMLINT="$ROOT/target/release/memlint"
 fi
 
-trap 'rm -f "${FINDING_FILES:-}" "${PASSED_FILES:-}" "${PROJECT_PARSED_FILES:-}"; [[ -z "${GENERATED_TREE:-}" ]] || rm -rf "$GENERATED_TREE"' EXIT
+trap 'rm -f "${FINDING_FILES:-}" "${PASSED_FILES:-}" "${PROJECT_PARSED_FILES:-}" "${PARSE_TIMES_PROJECT:-}" "${PARSE_TIMES_NO_PROJECT:-}"; [[ -z "${GENERATED_TREE:-}" ]] || rm -rf "$GENERATED_TREE"' EXIT
 if [[ -z "$TREE" ]]; then
     TREE=$(mktemp -d)
     GENERATED_TREE=$TREE
@@ -100,11 +100,28 @@ WITH_FINDINGS=${#FINDING_PATHS[@]}
 # floor and the project pass against --no-project, in the same run).
 HAVE_RUFF=0
 command -v ruff > /dev/null && HAVE_RUFF=1
+# The two timed runs of memlint also time each parse (MEMLINT_PARSE_TIMES: each text's
+# hash, length and nanoseconds): tree-sitter's time on the texts both runs parsed, with the
+# project over without, tells whether the project pass slows the parse itself down or only
+# adds its own work. 0 when the build does not write them.
+PARSE_TIMES_PROJECT=$(mktemp)
+PARSE_TIMES_NO_PROJECT=$(mktemp)
+same_texts_ratio() {
+    awk -F'\t' 'NR == FNR { if (!($1 in timed)) timed[$1] = $3; next }
+        ($1 in timed) && !($1 in seen) { seen[$1] = 1; a += timed[$1]; b += $3; n++ }
+        END { if (b > 0) printf "%.4f %d\n", a / b, n; else print "0 0" }' "$PARSE_TIMES_PROJECT" "$PARSE_TIMES_NO_PROJECT"
+}
 rounds=$(for _ in $(seq "$RUNS"); do
     rf=0
     [[ $HAVE_RUFF -eq 0 ]] || rf=$(seconds "${RUFF_CHECK[@]}")
-    echo "$(seconds "${MEMLINT_CHECK[@]}") $rf $(seconds "${PARSE_ALONE[@]}") $(seconds "${MEMLINT_NO_PROJECT[@]}") $(seconds "${PARSE_FLOOR[@]}") $(seconds "${MEMLINT_ORACLE[@]}") $(seconds "${PARSE_PASSED[@]}") $(seconds "${PARSE_PROJECT[@]}")"
+    : > "$PARSE_TIMES_PROJECT"
+    : > "$PARSE_TIMES_NO_PROJECT"
+    ml=$(seconds env MEMLINT_PARSE_TIMES="$PARSE_TIMES_PROJECT" "${MEMLINT_CHECK[@]}")
+    pa=$(seconds "${PARSE_ALONE[@]}")
+    np=$(seconds env MEMLINT_PARSE_TIMES="$PARSE_TIMES_NO_PROJECT" "${MEMLINT_NO_PROJECT[@]}")
+    echo "$ml $rf $pa $np $(seconds "${PARSE_FLOOR[@]}") $(seconds "${MEMLINT_ORACLE[@]}") $(seconds "${PARSE_PASSED[@]}") $(seconds "${PARSE_PROJECT[@]}") $(same_texts_ratio)"
 done)
+rm -f "$PARSE_TIMES_PROJECT" "$PARSE_TIMES_NO_PROJECT"
 ml=$(echo "$rounds" | awk '{print $1}' | median)
 parse=$(echo "$rounds" | awk '{print $3}' | median)
 no_project=$(echo "$rounds" | awk '{print $4}' | median)
@@ -158,6 +175,11 @@ printf 'project pass: memlint check takes %.0f%% more than --no-project (median 
 printf 'tree-sitter parse of the %s files memlint check parsed (the project pass parses %s more, for lints and summaries): %.3f s, %.0f%% over the %s files without the project; that extra parse is %.0f%% of --no-project (median of %s rounds)\n' \
     "$PROJECT_PARSED" "$((PROJECT_PARSED - PASSED))" "$(echo "$rounds" | awk '{print $8}' | median)" \
     "$(echo "$rounds" | awk '{print ($8 / $7 - 1) * 100}' | median)" "$PASSED" "$(echo "$rounds" | awk '{print ($8 - $7) / $4 * 100}' | median)" "$RUNS"
+same_texts=$(echo "$rounds" | awk '{print $10}' | median)
+if [[ "$same_texts" != 0 ]]; then
+    printf 'tree-sitter on the %s texts both runs parsed, with the project / without (the parse itself slowed beside the project pass, or not): %.3f (median of %s rounds)\n' \
+        "$same_texts" "$(echo "$rounds" | awk '{print $9}' | median)" "$RUNS"
+fi
 if [[ -n "$PROJECT_STATS" ]]; then
     read -r parses parsed_bytes <<< "$PROJECT_STATS"
     printf 'memlint check ran %s parses of %s bytes, %.1f%% more than the %s bytes of the %s files it parsed\n' \

@@ -218,6 +218,11 @@ pub fn run(args: CheckArgs) -> u8 {
 
 /// One `memlint check` over `args` (with `--watch`, once per change).
 pub fn run_once(args: &CheckArgs) -> u8 {
+    // For scripts/bench-check.sh: how long tree-sitter took on each text this run parsed.
+    let parse_times_file = std::env::var_os("MEMLINT_PARSE_TIMES");
+    if parse_times_file.is_some() {
+        memlint_python::time_parses();
+    }
     if let Some(path) = &args.snapshot {
         if let Err(status) = crate::snapshot::load_for_findings(path, args.snapshot_source.as_deref()) {
             return status;
@@ -317,6 +322,12 @@ pub fn run_once(args: &CheckArgs) -> u8 {
         let paths: String = p.files_parsed().iter().map(|f| format!("{}\n", f.display())).collect();
         if let Err(e) = std::fs::write(&list, paths) {
             eprintln!("warning: MEMLINT_PARSED_FILES: could not write {}: {e}", Path::new(&list).display());
+        }
+    }
+    if let Some(file) = &parse_times_file {
+        let lines: String = memlint_python::parse_times().iter().map(|t| format!("{:016x}\t{}\t{}\n", t.text_hash, t.bytes, t.nanos)).collect();
+        if let Err(e) = std::fs::write(file, lines) {
+            eprintln!("warning: MEMLINT_PARSE_TIMES: could not write {}: {e}", Path::new(file).display());
         }
     }
     if project.as_ref().map(Project::limit_reached).unwrap_or(false) {

@@ -178,18 +178,53 @@ pub fn parses_so_far() -> (u64, u64) {
     (PARSES.0.load(Ordering::Relaxed), PARSES.1.load(Ordering::Relaxed))
 }
 
+/// One parse timed ([`time_parses`]): its text's hash, length, and how long tree-sitter
+/// took on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseTime {
+    pub text_hash: u64,
+    pub bytes: usize,
+    pub nanos: u64,
+}
+
+/// Are parses timed? Read at every parse: one relaxed load when they are not.
+static TIMING_PARSES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static PARSE_TIMES: std::sync::Mutex<Vec<ParseTime>> = std::sync::Mutex::new(Vec::new());
+
+/// Times every parse from now on ([`parse_times`] gives them). For benchmarks:
+/// `scripts/bench-check.sh` compares the time tree-sitter takes on the same files with the
+/// project pass and without it, in the same round (`MEMLINT_PARSE_TIMES`), to tell the
+/// project's own work from parsing slowed down beside it.
+pub fn time_parses() {
+    TIMING_PARSES.store(true, Ordering::Relaxed);
+}
+
+/// The parses timed since [`time_parses`], in the order they ended.
+pub fn parse_times() -> Vec<ParseTime> {
+    PARSE_TIMES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Parse `source`, reusing `old_tree` (already edited with `Tree::edit`) for an
 /// incremental re-parse.
 pub fn parse_with(source: &str, old_tree: Option<&Tree>) -> Tree {
     PARSES.0.fetch_add(1, Ordering::Relaxed);
     PARSES.1.fetch_add(source.len() as u64, Ordering::Relaxed);
-    with_parser(|parser| {
+    let started = TIMING_PARSES.load(Ordering::Relaxed).then(std::time::Instant::now);
+    let tree = with_parser(|parser| {
         parser.set_included_ranges(&[]).expect("no ranges are always valid");
         // `parse` only returns None on cancellation or without a language; neither applies.
         parser
             .parse(source, old_tree)
             .expect("parsing without a timeout or cancellation flag always yields a tree")
-    })
+    });
+    if let Some(started) = started {
+        let nanos = started.elapsed().as_nanos() as u64;
+        let mut hasher = rustc_hash::FxHasher::default();
+        std::hash::Hash::hash(source, &mut hasher);
+        let time = ParseTime { text_hash: std::hash::Hasher::finish(&hasher), bytes: source.len(), nanos };
+        PARSE_TIMES.lock().unwrap_or_else(|e| e.into_inner()).push(time);
+    }
+    tree
 }
 
 /// Runs `f` with this thread's parser (a parser keeps its buffers from one file to the
@@ -296,6 +331,27 @@ pub fn syntax_errors(tree: &Tree, source: &str) -> Vec<SyntaxError> {
 #[cfg(test)]
 mod tests {
     use super::{parse, NodeExt};
+
+    #[test]
+    fn timed_parses_record_each_text_its_length_and_time() {
+        let text = "def timed_parse_example(x):\n    return x * 2\n";
+        let hash = |t: &str| {
+            let mut hasher = rustc_hash::FxHasher::default();
+            std::hash::Hash::hash(t, &mut hasher);
+            std::hash::Hasher::finish(&hasher)
+        };
+        // Other tests parse meanwhile: only this text's parses are looked for.
+        let parses_of_text = || super::parse_times().into_iter().filter(|t| t.text_hash == hash(text)).collect::<Vec<_>>();
+        assert!(parses_of_text().is_empty(), "nothing is timed before time_parses");
+        parse(text);
+        assert!(parses_of_text().is_empty(), "nothing is timed before time_parses");
+        super::time_parses();
+        parse(text);
+        parse(text);
+        let timed = parses_of_text();
+        assert_eq!(timed.len(), 2);
+        assert!(timed.iter().all(|t| t.bytes == text.len() && t.nanos > 0));
+    }
 
     #[test]
     fn kind_names_and_fields_agree_with_tree_sitter() {
