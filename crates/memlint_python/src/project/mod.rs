@@ -37,5 +37,5 @@ pub(crate) use definitions::{class_summary_in, returned_parameter};
 pub(crate) use syntax::parameter_free_stores;
 pub use index::{symbol_matters, ModuleLoader, NoProject, ProjectIndex, Returned, Symbol, SymbolAnswer};
 pub use resolve::ProjectResolver;
-pub use scan::{imported_modules, scan_imports, ScannedImport};
+pub use scan::{scan_imports, ScannedImport};
 pub use summary::{forward_runs_submodules_without_grad, join_import, method_runs_forward, ClassSummary, FunctionSummary, ImportedCall, ModuleSummary, PretrainedCall, StoreKind, StoredArgument};

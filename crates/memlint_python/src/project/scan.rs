@@ -1,6 +1,5 @@
-//! The imports of a source text by a scan of its lines, no parse ([`scan_imports`],
-//! [`imported_modules`]): what the linter asks the project about before it lets its
-//! pre-filter skip rules.
+//! The imports of a source text by a scan of its lines, no parse ([`scan_imports`]): what
+//! the linter asks the project about before it lets its pre-filter skip rules.
 //!
 //! Asks only [`join_import`] (the qualified name an import binds, as the summary spells
 //! it); knows nothing of trees or other modules.
@@ -131,28 +130,6 @@ fn locals_in<'s>(list: &str, source: &'s str) -> Vec<(String, &'s str)> {
         .collect()
 }
 
-/// The modules a source text imports, as spelled (`nets`, `.models`, `..pkg.m`, `.`):
-/// a line scan for `import` statements, no parse. The linter asks the project whether any
-/// of them is the project's before it lets the pre-filter skip rules.
-pub fn imported_modules(source: &str) -> Vec<&str> {
-    let mut modules = Vec::new();
-    for line in source.lines() {
-        let line = line.trim_start();
-        if let Some(rest) = line.strip_prefix("from ") {
-            if let Some(module) = rest.split_whitespace().next() {
-                modules.push(module);
-            }
-        } else if let Some(rest) = line.strip_prefix("import ") {
-            for part in rest.split(',') {
-                if let Some(module) = part.split_whitespace().next() {
-                    modules.push(module.trim_end_matches(['(', ')', ';', '\\']));
-                }
-            }
-        }
-    }
-    modules
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,11 +217,5 @@ mod tests {
             }
         }
         assert!(read > 40, "only {read} Python files found under tests/ and crates/");
-    }
-
-    #[test]
-    fn imported_modules_as_spelled() {
-        assert_eq!(imported_modules(SOURCE), ["os", "torch.nn", "pkg.sub", ".models", "nets", "."]);
-        assert!(imported_modules("x = 1\n").is_empty());
     }
 }
