@@ -415,15 +415,18 @@ impl Project {
     /// Forgets what was read of `path` (it changed on disk), and of which files mention
     /// what. The files of the project may have changed too: `files` replaces them when given.
     pub fn invalidate(&self, path: &Path, files: Option<Vec<PathBuf>>) {
+        let key = Project::key(path);
         {
             let mut modules = lock(&self.modules);
-            modules.remove(&Project::key(path));
+            modules.remove(&key);
             modules.remove(path.to_string_lossy().as_ref());
         }
         // The file, or a folder above it, may be new or gone: the listings of its folders
-        // are read again (a created or deleted `__init__.py` changes package roots too).
+        // are read again (a created or deleted `__init__.py` changes package roots too),
+        // spelled as given and as its key spells them (relative to the current folder,
+        // which is how resolution from the run's modules reads them).
         let mut listings = lock(&self.listings);
-        for folder in path.ancestors().skip(1) {
+        for folder in path.ancestors().skip(1).chain(Path::new(&key).ancestors().skip(1)) {
             listings.remove(folder.as_os_str());
         }
         drop(listings);
@@ -432,7 +435,7 @@ impl Project {
         self.files_fingerprint.forget();
         // An answer may rest on any module, through re-exports and bases.
         lock(&self.symbol_answers).clear();
-        lock(&self.hashes).remove(&Project::key(path));
+        lock(&self.hashes).remove(&key);
         if let Some(files) = files {
             *lock(&self.files) = Arc::new(files);
         }
@@ -1472,6 +1475,26 @@ mod tests {
         let relative = Path::new("Cargo.toml");
         assert_eq!(project.exists(relative), cwd.join(relative).is_file());
         assert!(!project.exists(Path::new("no-such-folder/x.py")));
+    }
+
+    #[test]
+    fn a_file_created_under_the_current_folder_is_found_once_told_by_its_absolute_path() {
+        // Module keys under the current folder are relative to it (`Project::key`), so
+        // resolution reads the listings of relative folders; an editor tells of a new file
+        // by its absolute path.
+        let cwd = std::env::current_dir().unwrap().canonicalize().unwrap();
+        let dir = tempfile::tempdir_in(&cwd).unwrap();
+        let absolute = dir.path().to_owned();
+        std::fs::create_dir_all(absolute.join("pkg")).unwrap();
+        write(&absolute, "pkg/__init__.py", "");
+        let new_file = PathBuf::from(Project::key(&absolute.join("pkg/new.py")));
+        assert!(new_file.is_relative(), "keyed relative to the current folder: {}", new_file.display());
+        let project = Project::new(vec![absolute.clone()], Vec::new());
+        assert!(!project.exists(&new_file));
+        write(&absolute, "pkg/new.py", "");
+        assert!(!project.exists(&new_file), "the listings are kept");
+        project.invalidate(&absolute.join("pkg/new.py"), None);
+        assert!(project.exists(&new_file), "the listing of the file's folder, as its key spells it, is read again");
     }
 
     #[test]
