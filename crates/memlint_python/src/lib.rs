@@ -187,6 +187,13 @@ pub struct ParseTime {
     pub nanos: u64,
 }
 
+/// The hash a timed parse keys its text by ([`ParseTime::text_hash`]).
+fn text_hash(text: &str) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    std::hash::Hash::hash(text, &mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}
+
 /// Are parses timed? Read at every parse: one relaxed load when they are not.
 static TIMING_PARSES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static PARSE_TIMES: std::sync::Mutex<Vec<ParseTime>> = std::sync::Mutex::new(Vec::new());
@@ -219,9 +226,7 @@ pub fn parse_with(source: &str, old_tree: Option<&Tree>) -> Tree {
     });
     if let Some(started) = started {
         let nanos = started.elapsed().as_nanos() as u64;
-        let mut hasher = rustc_hash::FxHasher::default();
-        std::hash::Hash::hash(source, &mut hasher);
-        let time = ParseTime { text_hash: std::hash::Hasher::finish(&hasher), bytes: source.len(), nanos };
+        let time = ParseTime { text_hash: text_hash(source), bytes: source.len(), nanos };
         PARSE_TIMES.lock().unwrap_or_else(|e| e.into_inner()).push(time);
     }
     tree
@@ -335,13 +340,8 @@ mod tests {
     #[test]
     fn timed_parses_record_each_text_its_length_and_time() {
         let text = "def timed_parse_example(x):\n    return x * 2\n";
-        let hash = |t: &str| {
-            let mut hasher = rustc_hash::FxHasher::default();
-            std::hash::Hash::hash(t, &mut hasher);
-            std::hash::Hasher::finish(&hasher)
-        };
         // Other tests parse meanwhile: only this text's parses are looked for.
-        let parses_of_text = || super::parse_times().into_iter().filter(|t| t.text_hash == hash(text)).collect::<Vec<_>>();
+        let parses_of_text = || super::parse_times().into_iter().filter(|t| t.text_hash == super::text_hash(text)).collect::<Vec<_>>();
         assert!(parses_of_text().is_empty(), "nothing is timed before time_parses");
         parse(text);
         assert!(parses_of_text().is_empty(), "nothing is timed before time_parses");
