@@ -357,8 +357,10 @@ fn a_module_no_other_file_imports_is_not_summarized_unless_asked() {
     // plot.py imports nothing of the project and no other file imports it, so its lint
     // makes no summary of it ("plot" written outside an import statement, in a comment of
     // train.py, does not count). Its own questions (what its star import of torch.nn
-    // brings) are answered from its tree, not from a summary parsed for them. train.py
-    // imports models.py: both are summarized (a lint may ask what train.py calls).
+    // brings) are answered from its tree, not from a summary parsed for them. Nor is
+    // train.py, which imports models.py but which no file imports: what it calls is asked
+    // only when a lint asks who calls a function of models.py (none does here). models.py
+    // is summarized.
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
     write("models.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        return self.fc(x)\n");
@@ -376,11 +378,42 @@ fn a_module_no_other_file_imports_is_not_summarized_unless_asked() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stdout.contains("plot.py:7:7: MEM001"), "{stdout}");
     let line = stderr.lines().find(|l| l.starts_with("project:")).unwrap_or_else(|| panic!("no project statistics in: {stderr}"));
-    assert!(line.starts_with("project: 2 modules summarized for 3 files checked (0 read and parsed for their summary alone"), "{line}");
-    assert!(line.contains("; 1 lints made no summary of a module no other file imports); 3 parses of "), "{line}");
+    assert!(line.starts_with("project: 1 modules summarized for 3 files checked (0 read and parsed for their summary alone"), "{line}");
+    assert!(line.contains("; 2 lints made no summary of a module no other file imports); 3 parses of "), "{line}");
     // Its lint parsed it all the same: the benchmark's list of parsed files has all three.
     let listed = std::fs::read_to_string(&parsed).expect("the list is written");
     let mut names: Vec<&str> = listed.lines().map(|l| l.rsplit('/').next().unwrap_or(l)).collect();
     names.sort();
     assert_eq!(names, ["models.py", "plot.py", "train.py"], "{listed}");
+}
+
+#[test]
+fn a_caller_whose_lint_made_no_summary_is_read_when_asked_who_calls() {
+    // a_main.py calls `score` only under `torch.no_grad()`; no file imports it, so its
+    // lint (the first, on one thread; `empty_cache` lets it parse the file) makes no
+    // summary of it. evaluation.py's lint then
+    // asks who calls `score`: a_main.py is read and parsed again for its summary (and
+    // evaluation.py was parsed for the summary a_main.py's lint asked for, its tree
+    // handed on to its own lint), and `score` is not flagged, as when the caller's summary
+    // came from its lint.
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write("evaluation.py", "def score(net, loader):\n    net.eval()\n    hits = 0\n    for x, y in loader:\n        out = net(x)\n        hits += (out.argmax(1) == y).sum().item()\n    return hits\n");
+    write("a_main.py", "import torch\n\nfrom evaluation import score\n\n\ndef main(net, val_loader):\n    with torch.no_grad():\n        print(score(net, val_loader))\n    torch.cuda.empty_cache()\n");
+    let output = memlint()
+        .current_dir(dir.path())
+        .env("MEMLINT_PROJECT_STATS", "1")
+        .env("RAYON_NUM_THREADS", "1")
+        .args(["check", "--no-cache", "--output-format", "concise", "."])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    let line = stderr.lines().find(|l| l.starts_with("project:")).unwrap_or_else(|| panic!("no project statistics in: {stderr}"));
+    assert!(line.starts_with("project: 2 modules summarized for 2 files checked (2 read and parsed for their summary alone, of which 1 trees"), "{line}");
+    assert!(line.contains("; 1 lints made no summary of a module no other file imports); 3 parses of "), "{line}");
+    // Alone, `score` is flagged: the caller's summary is what clears it.
+    let alone = memlint().current_dir(dir.path()).args(["check", "--no-cache", "--no-project", "--output-format", "concise", "."]).output().unwrap();
+    assert!(String::from_utf8_lossy(&alone.stdout).contains("evaluation.py:5:15: MEM001"), "{}", String::from_utf8_lossy(&alone.stdout));
 }

@@ -187,9 +187,10 @@ pub trait ModuleLoader: Sync {
     fn linted(&self, _key: &str, _summary_deferred: bool) {}
     /// May a module other than `key` ask for `key`'s summary? A loader that knows which
     /// files write which words can say no for a module whose name no other file writes in
-    /// an import statement: few questions reach it. Its lint then makes its summary only
-    /// if it asks for it itself. A wrong no costs a parse (the summary is read from the
-    /// file when asked), never a finding.
+    /// an import statement: few questions reach it (who calls a function of a module it
+    /// imports is one, rarely asked). Its lint then makes its summary only if it asks for
+    /// it itself. A wrong no costs a parse (the summary is read from the file when asked),
+    /// never a finding.
     fn may_be_asked(&self, _key: &str) -> bool {
         true
     }
