@@ -37,14 +37,15 @@ pub(super) struct CallCollector {
     defined: rustc_hash::FxHashSet<String>,
 }
 
-/// Of one function body (or the module): does it run a backward pass, which words appear
-/// in what it returns or yields and in what it stores on attributes or items (nested
-/// definitions and class bodies left out), and the calls recorded in it whose result is
-/// kept if a name they are assigned to is one of those words, decided when the walk
-/// leaves the scope (a `return` may come after the call).
+/// Of one function body (or the module): does it run a backward pass, where the texts are
+/// that it returns or yields or stores on attributes or items (nested definitions and
+/// class bodies left out), and the calls recorded in it whose result is kept if a name
+/// they are assigned to is a word of those texts, decided when the walk leaves the scope
+/// (a `return` may come after the call). The words are read only then, and only for a
+/// scope with such a call: most have none.
 struct Scope {
     backward: bool,
-    kept_words: rustc_hash::FxHashSet<String>,
+    kept_texts: Vec<std::ops::Range<usize>>,
     /// How many class bodies around the walk's place are inside this scope: what is
     /// returned or stored there is not this scope's.
     class_depth: usize,
@@ -75,15 +76,24 @@ impl CallCollector {
     /// The walk enters `scope` (a function definition, or the module).
     pub(super) fn enter_scope(&mut self, source: &str, scope: Node<'_>) {
         let body = scope.field("body").unwrap_or(scope);
-        self.scopes.push(Scope { backward: runs_backward(source, body), kept_words: Default::default(), class_depth: 0, pending: Vec::new() });
+        self.scopes.push(Scope { backward: runs_backward(source, body), kept_texts: Vec::new(), class_depth: 0, pending: Vec::new() });
     }
 
     /// The walk leaves the innermost scope: the results of the calls recorded in it are
     /// decided.
-    pub(super) fn exit_scope(&mut self) {
+    pub(super) fn exit_scope(&mut self, source: &str) {
         let Some(scope) = self.scopes.pop() else { return };
+        if scope.pending.is_empty() {
+            return;
+        }
+        let kept_words: rustc_hash::FxHashSet<&str> = scope
+            .kept_texts
+            .iter()
+            .flat_map(|range| source[range.clone()].split(|c: char| !c.is_alphanumeric() && c != '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
         for (recorded, names) in scope.pending {
-            self.set_kept(recorded, names.iter().any(|name| scope.kept_words.contains(name)));
+            self.set_kept(recorded, names.iter().any(|name| kept_words.contains(name.as_str())));
         }
     }
 
@@ -94,23 +104,17 @@ impl CallCollector {
         }
     }
 
-    /// `node`, met by the walk in the innermost scope: what it returns, yields or stores
-    /// (outside class bodies) is kept.
-    fn note_kept(&mut self, source: &str, node: Node<'_>) {
+    /// The text of `node`, met by the walk in the innermost scope (outside class bodies), is
+    /// kept: what it returns or yields, or what an assignment to an attribute or item
+    /// stores (`assigned`: the assignment's left and right sides).
+    fn note_kept(&mut self, node: Node<'_>, assigned: Option<(Option<Node<'_>>, Option<Node<'_>>)>) {
         let Some(scope) = self.scopes.last_mut().filter(|s| s.class_depth == 0) else { return };
-        let words = match node.kind_name() {
-            "return_statement" | "yield" => text(source, node),
-            "assignment" => match (node.field("left"), node.field("right")) {
-                (Some(left), Some(right)) if matches!(left.kind_name(), "attribute" | "subscript") => text(source, right),
-                _ => return,
-            },
-            _ => return,
+        let kept = match assigned {
+            None => node,
+            Some((Some(left), Some(right))) if matches!(left.kind_name(), "attribute" | "subscript") => right,
+            Some(_) => return,
         };
-        for w in words.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()) {
-            if !scope.kept_words.contains(w) {
-                scope.kept_words.insert(w.to_owned());
-            }
-        }
+        scope.kept_texts.push(kept.byte_range());
     }
 
     fn enter_class(&mut self) {
@@ -140,9 +144,9 @@ impl CallCollector {
         self.set_kept(recorded, kept);
     }
 
-    pub(super) fn finish(mut self) -> Vec<ImportedCall> {
+    pub(super) fn finish(mut self, source: &str) -> Vec<ImportedCall> {
         while !self.scopes.is_empty() {
-            self.exit_scope();
+            self.exit_scope(source);
         }
         for (receiver, method, grad_disabled, result_kept) in std::mem::take(&mut self.receiver_calls) {
             match self.instances.get(&receiver) {
@@ -174,21 +178,29 @@ impl ModuleSummary {
     /// `root` (what a call's result is kept by is looked for no higher).
     fn collect_calls_at<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, root: usize, disabled: bool, out: &mut CallCollector) {
         for child in nodes.children(at) {
-            if self.collect_calls_of_definition(source, nodes, child, disabled, out) {
+            let step = Step::of(nodes.kind_id(child));
+            if step == Step::Definition {
+                self.collect_calls_of_definition(source, nodes, child, disabled, out);
                 continue;
             }
             let node = nodes.node(child);
-            let kind = nodes.kind(child);
-            match kind {
-                "call" => self.record_call(source, nodes, child, root, disabled, out),
-                "assignment" => {
-                    self.record_instance(source, node, out);
-                    out.note_kept(source, node);
+            match step {
+                Step::Call => self.record_call(source, nodes, child, root, disabled, out),
+                Step::Assignment => {
+                    // Read from the walk: tree-sitter finds a field by stepping through
+                    // the node's children.
+                    let field = |name| match nodes.field_at(child, name) {
+                        Some(found) => found.map(|at| nodes.node(at)),
+                        None => node.field(name),
+                    };
+                    let (left, right) = (field("left"), field("right"));
+                    self.record_instance(source, left, right, out);
+                    out.note_kept(node, Some((left, right)));
                 }
-                "return_statement" | "yield" => out.note_kept(source, node),
+                Step::Kept => out.note_kept(node, None),
                 _ => {}
             }
-            let class = kind == "class_definition";
+            let class = step == Step::Class;
             if class {
                 out.enter_class();
             }
@@ -199,11 +211,11 @@ impl ModuleSummary {
         }
     }
 
-    /// Definitions and `with` blocks change the gradient context of what they contain:
-    /// collects their calls and returns true; false for any other node. Out of
-    /// [`Self::collect_calls_at`] so that its recursion's frame stays small.
+    /// Definitions and `with` blocks ([`Step::Definition`]) change the gradient context of
+    /// what they contain: collects their calls. Out of [`Self::collect_calls_at`] so that
+    /// its recursion's frame stays small.
     #[inline(never)]
-    fn collect_calls_of_definition<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, disabled: bool, out: &mut CallCollector) -> bool {
+    fn collect_calls_of_definition<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, disabled: bool, out: &mut CallCollector) {
         let child = nodes.node(at);
         match nodes.kind(at) {
             "decorated_definition" => {
@@ -220,22 +232,20 @@ impl ModuleSummary {
                         }
                         self.collect_calls(source, nodes, body, inner, out);
                         if function {
-                            out.exit_scope();
+                            out.exit_scope(source);
                         } else {
                             out.exit_class();
                         }
                     }
                 }
-                true
             }
             "function_definition" => {
                 // A function runs where it is called: not under the `with` around its def.
                 if let Some(body) = nodes.field_of(child, "body").and_then(|b| nodes.child_with_id(at, b)) {
                     out.enter_scope(source, child);
                     self.collect_calls(source, nodes, body, false, out);
-                    out.exit_scope();
+                    out.exit_scope(source);
                 }
-                true
             }
             "with_statement" => {
                 // Its items (those of its `with_clause`, as `with_items_disabling_grad`
@@ -249,9 +259,8 @@ impl ModuleSummary {
                 if let Some(body) = nodes.field_of(child, "body").and_then(|b| nodes.child_with_id(at, b)) {
                     self.collect_calls(source, nodes, body, disabled || off, out);
                 }
-                true
             }
-            _ => false,
+            _ => {}
         }
     }
 
@@ -307,9 +316,10 @@ impl ModuleSummary {
     }
 
     /// `ddpm = DDPM(...)` (also `DDPM(...).to(device)`, `.cuda()`, `.eval()`): the name
-    /// holds an instance of an imported class, for the method calls on it.
-    fn record_instance<'t>(&self, source: &str, assignment: Node<'t>, out: &mut CallCollector) {
-        let (Some(left), Some(value)) = (assignment.field("left"), assignment.field("right")) else { return };
+    /// holds an instance of an imported class, for the method calls on it (`left` and
+    /// `value`: the assignment's sides).
+    fn record_instance<'t>(&self, source: &str, left: Option<Node<'t>>, value: Option<Node<'t>>, out: &mut CallCollector) {
+        let (Some(left), Some(value)) = (left, value) else { return };
         let name = match left.kind_name() {
             "identifier" => text(source, left).to_owned(),
             // `self.model = Net()`: the attribute, for `self.model.sample(...)` in the class.
@@ -324,6 +334,42 @@ impl ModuleSummary {
         if !classes.contains(&class) && classes.len() < 8 {
             classes.push(class);
         }
+    }
+}
+
+/// What the walk of a module's calls does at a node, by its kind: read from a table by kind
+/// id (matching the kind's name at each of the millions of nodes of a large tree cost more
+/// than the rest of the step).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// A `decorated_definition`, `function_definition` or `with_statement`: what it holds
+    /// runs in a gradient context of its own.
+    Definition,
+    Call,
+    Assignment,
+    /// A `return_statement` or `yield`: its text is kept.
+    Kept,
+    Class,
+    Other,
+}
+
+impl Step {
+    fn of(kind_id: u16) -> Step {
+        static STEPS: std::sync::OnceLock<Vec<Step>> = std::sync::OnceLock::new();
+        let steps = STEPS.get_or_init(|| {
+            let language = crate::language();
+            (0..language.node_kind_count() as u16)
+                .map(|id| match crate::kind_name_of(id).unwrap_or("") {
+                    "decorated_definition" | "function_definition" | "with_statement" => Step::Definition,
+                    "call" => Step::Call,
+                    "assignment" => Step::Assignment,
+                    "return_statement" | "yield" => Step::Kept,
+                    "class_definition" => Step::Class,
+                    _ => Step::Other,
+                })
+                .collect()
+        });
+        steps.get(kind_id as usize).copied().unwrap_or(Step::Other)
     }
 }
 

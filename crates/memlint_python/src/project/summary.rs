@@ -292,7 +292,7 @@ impl ModuleSummary {
         let mut collector = CallCollector::for_module(&summary);
         collector.enter_scope(source, root);
         summary.collect_calls(source, nodes, 0, false, &mut collector);
-        summary.calls = collector.finish();
+        summary.calls = collector.finish(source);
         summary.import_dirs = super::syntax::sys_path_dirs(source, nodes);
         summary
     }
