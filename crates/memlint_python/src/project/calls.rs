@@ -337,9 +337,8 @@ impl ModuleSummary {
     }
 }
 
-/// What the walk of a module's calls does at a node, by its kind: read from a table by kind
-/// id (matching the kind's name at each of the millions of nodes of a large tree cost more
-/// than the rest of the step).
+/// What the walk of a module's calls does at a node, by its kind (read from a table:
+/// `kind_table`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Step {
     /// A `decorated_definition`, `function_definition` or `with_statement`: what it holds
@@ -357,17 +356,14 @@ impl Step {
     fn of(kind_id: u16) -> Step {
         static STEPS: std::sync::OnceLock<Vec<Step>> = std::sync::OnceLock::new();
         let steps = STEPS.get_or_init(|| {
-            let language = crate::language();
-            (0..language.node_kind_count() as u16)
-                .map(|id| match crate::kind_name_of(id).unwrap_or("") {
-                    "decorated_definition" | "function_definition" | "with_statement" => Step::Definition,
-                    "call" => Step::Call,
-                    "assignment" => Step::Assignment,
-                    "return_statement" | "yield" => Step::Kept,
-                    "class_definition" => Step::Class,
-                    _ => Step::Other,
-                })
-                .collect()
+            crate::kind_table(|kind| match kind {
+                "decorated_definition" | "function_definition" | "with_statement" => Step::Definition,
+                "call" => Step::Call,
+                "assignment" => Step::Assignment,
+                "return_statement" | "yield" => Step::Kept,
+                "class_definition" => Step::Class,
+                _ => Step::Other,
+            })
         });
         steps.get(kind_id as usize).copied().unwrap_or(Step::Other)
     }

@@ -85,12 +85,28 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
 
 /// `self.X = Callee(...)` (through methods that return the module) under the node at `at`.
 fn attribute_calls(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Vec<(String, String)>) {
+    // Every node of every method: its kind read from a table (`kind_table`).
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Seen {
+        /// A nested definition or lambda: its body is not this method's.
+        Definition,
+        Assignment,
+        Other,
+    }
+    static SEEN: std::sync::OnceLock<Vec<Seen>> = std::sync::OnceLock::new();
+    let seen = SEEN.get_or_init(|| {
+        crate::kind_table(|kind| match kind {
+            "function_definition" | "class_definition" | "lambda" => Seen::Definition,
+            "assignment" => Seen::Assignment,
+            _ => Seen::Other,
+        })
+    });
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
-        let n = nodes.node(i);
-        match nodes.kind(i) {
-            "function_definition" | "class_definition" | "lambda" => continue,
-            "assignment" => {
+        match seen.get(nodes.kind_id(i) as usize).copied().unwrap_or(Seen::Other) {
+            Seen::Definition => continue,
+            Seen::Assignment => {
+                let n = nodes.node(i);
                 if let (Some(left), Some(right)) = (nodes.field_of(n, "left"), nodes.field_of(n, "right")) {
                     if left.kind_name() == "attribute" && nodes.field_of(left, "object").is_some_and(|o| text(source, o) == "self") {
                         if let (Some(attr), Some(callee)) = (nodes.field_of(left, "attribute"), returned_callee_of(source)(right)) {
@@ -101,7 +117,7 @@ fn attribute_calls(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Ve
                     }
                 }
             }
-            _ => {}
+            Seen::Other => {}
         }
         stack.extend(nodes.children(i));
     }

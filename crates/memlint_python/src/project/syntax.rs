@@ -68,27 +68,42 @@ pub(super) fn decorator_disables_grad(source: &str, decorator: Node<'_>) -> bool
 /// `nn.Parameter`, registers a parameter or a module, or stores a value that is neither a
 /// constant, its own attribute, an argument with a constant default, nor a call).
 pub(crate) fn parameter_free_stores(source: &str, nodes: &NamedNodes<'_>, at: usize) -> Option<Vec<String>> {
+    // Every node of every class body: its kind read from a table (`kind_table`).
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Seen {
+        Identifier,
+        Assignment,
+        Other,
+    }
+    static SEEN: std::sync::OnceLock<Vec<Seen>> = std::sync::OnceLock::new();
+    let seen = SEEN.get_or_init(|| {
+        crate::kind_table(|kind| match kind {
+            "identifier" => Seen::Identifier,
+            "assignment" | "augmented_assignment" => Seen::Assignment,
+            _ => Seen::Other,
+        })
+    });
     let mut callees = Vec::new();
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
-        let n = nodes.node(i);
-        match nodes.kind(i) {
-            "identifier" => {
+        match seen.get(nodes.kind_id(i) as usize).copied().unwrap_or(Seen::Other) {
+            Seen::Identifier => {
                 if matches!(
-                    text(source, n),
+                    text(source, nodes.node(i)),
                     "Parameter" | "ParameterList" | "ParameterDict" | "register_parameter" | "add_module" | "register_module" | "setattr" | "__setattr__" | "__dict__"
                 ) {
                     return None;
                 }
             }
-            "assignment" | "augmented_assignment" => {
+            Seen::Assignment => {
+                let n = nodes.node(i);
                 let stores_on_self = nodes.field_of(n, "left").is_some_and(|left| names_self_attribute(source, left));
                 if stores_on_self {
                     let value = nodes.field_of(n, "right")?;
                     stored_value_callees(source, value, &mut callees)?;
                 }
             }
-            _ => {}
+            Seen::Other => {}
         }
         stack.extend(nodes.children(i));
     }
