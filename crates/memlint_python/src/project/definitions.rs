@@ -126,13 +126,30 @@ fn attribute_calls(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Ve
 /// The calls under the node at `at` that may load a pretrained network: `from_pretrained`,
 /// a call given `pretrained=` or `weights=`, a `load` (`torch.hub.load`).
 fn pretrained_calls_in(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Vec<PretrainedCall>) {
+    // Every node of an `__init__`: its kind read from a table (`kind_table`).
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Seen {
+        /// A nested definition or lambda: its body is not this method's.
+        Definition,
+        Call,
+        Other,
+    }
+    static SEEN: std::sync::OnceLock<Vec<Seen>> = std::sync::OnceLock::new();
+    let seen = SEEN.get_or_init(|| {
+        crate::kind_table(|kind| match kind {
+            "function_definition" | "class_definition" | "lambda" => Seen::Definition,
+            "call" => Seen::Call,
+            _ => Seen::Other,
+        })
+    });
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
-        let n = nodes.node(i);
-        if matches!(nodes.kind(i), "function_definition" | "class_definition" | "lambda") && i != at {
+        let kind = seen.get(nodes.kind_id(i) as usize).copied().unwrap_or(Seen::Other);
+        if kind == Seen::Definition && i != at {
             continue;
         }
-        if n.kind_name() == "call" {
+        if kind == Seen::Call {
+            let n = nodes.node(i);
             if let Some(callee) = nodes.field_of(n, "function").and_then(|f| dotted(source, f)) {
                 let keywords: Vec<(String, String)> = n
                     .field("arguments")
@@ -252,12 +269,30 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
             _ => None,
         }
     };
+    // Every node of every method: its kind read from a table (`kind_table`).
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Seen {
+        /// A nested definition or lambda: its body is not this method's.
+        Definition,
+        With,
+        Call,
+        Other,
+    }
+    static SEEN: std::sync::OnceLock<Vec<Seen>> = std::sync::OnceLock::new();
+    let seen = SEEN.get_or_init(|| {
+        crate::kind_table(|kind| match kind {
+            "function_definition" | "class_definition" | "lambda" => Seen::Definition,
+            "with_statement" => Seen::With,
+            "call" => Seen::Call,
+            _ => Seen::Other,
+        })
+    });
     let mut stack: Vec<(usize, bool)> = vec![(body, false)];
     while let Some((i, off)) = stack.pop() {
         let n = nodes.node(i);
-        match nodes.kind(i) {
-            "function_definition" | "class_definition" | "lambda" => continue,
-            "with_statement" => {
+        match seen.get(nodes.kind_id(i) as usize).copied().unwrap_or(Seen::Other) {
+            Seen::Definition => continue,
+            Seen::With => {
                 // The items of its `with_clause`, then its body (as `with_items_disabling_grad`
                 // gives them).
                 let (_, disables) = with_items_disabling_grad(source, n);
@@ -269,7 +304,7 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
                 }
                 continue;
             }
-            "call" => {
+            Seen::Call => {
                 let mut used: Vec<String> = Vec::new();
                 if let Some(callee) = nodes.field_of(n, "function") {
                     if let Some(called) = self_attribute(callee) {
@@ -293,7 +328,7 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
                     }
                 }
             }
-            _ => {}
+            Seen::Other => {}
         }
         stack.extend(nodes.children(i).map(|c| (c, off)));
     }
