@@ -352,6 +352,21 @@ fn the_files_a_run_parsed_are_listed_once_each_for_the_benchmark() {
     assert_eq!(names, ["examples/train.py", "models/__init__.py", "models/base.py", "models/dgm.py"], "{listed}");
 }
 
+/// `memlint check --no-cache` (concise) of folder `dir` with the project's statistics on
+/// and `env` set: its exit status, its standard output, and the statistics line.
+fn check_with_statistics(dir: &Path, env: &[(&str, &std::ffi::OsStr)]) -> (Option<i32>, String, String) {
+    let mut command = memlint();
+    command.current_dir(dir).env("MEMLINT_PROJECT_STATS", "1").args(["check", "--no-cache", "--output-format", "concise", "."]);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let line = stderr.lines().find(|l| l.starts_with("project:")).unwrap_or_else(|| panic!("no project statistics in: {stderr}")).to_owned();
+    (output.status.code(), stdout, line)
+}
+
 #[test]
 fn a_module_no_other_file_imports_is_not_summarized_unless_asked() {
     // plot.py imports nothing of the project and no other file imports it, so its lint
@@ -367,17 +382,8 @@ fn a_module_no_other_file_imports_is_not_summarized_unless_asked() {
     write("train.py", "# curves: see plot.py\nimport torch\nfrom models import Net\n\nnet = Net()\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\nfor x in range(3):\n    loss = net(torch.randn(2, 4)).sum()\n    loss.backward()\n    opt.step()\n");
     write("plot.py", "import torch\nfrom torch.nn import *\n\nnet = Linear(4, 2)\nnet.eval()\nx = torch.randn(3, 4)\nprint(net(x).argmax(1))\n");
     let parsed = dir.path().join("parsed.txt");
-    let output = memlint()
-        .current_dir(dir.path())
-        .env("MEMLINT_PROJECT_STATS", "1")
-        .env("MEMLINT_PARSED_FILES", &parsed)
-        .args(["check", "--no-cache", "--output-format", "concise", "."])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (_, stdout, line) = check_with_statistics(dir.path(), &[("MEMLINT_PARSED_FILES", parsed.as_os_str())]);
     assert!(stdout.contains("plot.py:7:7: MEM001"), "{stdout}");
-    let line = stderr.lines().find(|l| l.starts_with("project:")).unwrap_or_else(|| panic!("no project statistics in: {stderr}"));
     assert!(line.starts_with("project: 1 modules summarized for 3 files checked (0 read and parsed for their summary alone"), "{line}");
     assert!(line.contains("; 2 lints made no summary of a module no other file imports); 3 parses of "), "{line}");
     // Its lint parsed it all the same: the benchmark's list of parsed files has all three.
@@ -391,26 +397,16 @@ fn a_module_no_other_file_imports_is_not_summarized_unless_asked() {
 fn a_caller_whose_lint_made_no_summary_is_read_when_asked_who_calls() {
     // a_main.py calls `score` only under `torch.no_grad()`; no file imports it, so its
     // lint (the first, on one thread; `empty_cache` lets it parse the file) makes no
-    // summary of it. evaluation.py's lint then
-    // asks who calls `score`: a_main.py is read and parsed again for its summary (and
-    // evaluation.py was parsed for the summary a_main.py's lint asked for, its tree
-    // handed on to its own lint), and `score` is not flagged, as when the caller's summary
-    // came from its lint.
+    // summary of it. evaluation.py's lint then asks who calls `score`: a_main.py is read
+    // and parsed again for its summary (and evaluation.py was parsed for the summary
+    // a_main.py's lint asked for, its tree handed on to its own lint), and `score` is not
+    // flagged, as when the caller's summary came from its lint.
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
     write("evaluation.py", "def score(net, loader):\n    net.eval()\n    hits = 0\n    for x, y in loader:\n        out = net(x)\n        hits += (out.argmax(1) == y).sum().item()\n    return hits\n");
     write("a_main.py", "import torch\n\nfrom evaluation import score\n\n\ndef main(net, val_loader):\n    with torch.no_grad():\n        print(score(net, val_loader))\n    torch.cuda.empty_cache()\n");
-    let output = memlint()
-        .current_dir(dir.path())
-        .env("MEMLINT_PROJECT_STATS", "1")
-        .env("RAYON_NUM_THREADS", "1")
-        .args(["check", "--no-cache", "--output-format", "concise", "."])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
-    let line = stderr.lines().find(|l| l.starts_with("project:")).unwrap_or_else(|| panic!("no project statistics in: {stderr}"));
+    let (status, stdout, line) = check_with_statistics(dir.path(), &[("RAYON_NUM_THREADS", "1".as_ref())]);
+    assert_eq!(status, Some(0), "{stdout}{line}");
     assert!(line.starts_with("project: 2 modules summarized for 2 files checked (2 read and parsed for their summary alone, of which 1 trees"), "{line}");
     assert!(line.contains("; 1 lints made no summary of a module no other file imports); 3 parses of "), "{line}");
     // Alone, `score` is flagged: the caller's summary is what clears it.

@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
 use super::summary::{ImportedCall, ModuleSummary};
-use super::syntax::{decorator_disables_grad, dotted, returned_callee_of, runs_backward, text, with_items_disabling_grad};
+use super::syntax::{decorator_disables_grad, dotted, returned_callee_of, runs_backward, text, with_items_disabling_grad, NodeKind};
 use crate::named_nodes::NamedNodes;
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
@@ -178,15 +178,15 @@ impl ModuleSummary {
     /// `root` (what a call's result is kept by is looked for no higher).
     fn collect_calls_at<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, root: usize, disabled: bool, out: &mut CallCollector) {
         for child in nodes.children(at) {
-            let step = Step::of(nodes.kind_id(child));
-            if step == Step::Definition {
+            let kind = NodeKind::at(nodes, child);
+            if matches!(kind, NodeKind::DecoratedDefinition | NodeKind::FunctionDefinition | NodeKind::With) {
                 self.collect_calls_of_definition(source, nodes, child, disabled, out);
                 continue;
             }
             let node = nodes.node(child);
-            match step {
-                Step::Call => self.record_call(source, nodes, child, root, disabled, out),
-                Step::Assignment => {
+            match kind {
+                NodeKind::Call => self.record_call(source, nodes, child, root, disabled, out),
+                NodeKind::Assignment => {
                     // Read from the walk: tree-sitter finds a field by stepping through
                     // the node's children.
                     let field = |name| match nodes.field_at(child, name) {
@@ -197,10 +197,10 @@ impl ModuleSummary {
                     self.record_instance(source, left, right, out);
                     out.note_kept(node, Some((left, right)));
                 }
-                Step::Kept => out.note_kept(node, None),
+                NodeKind::Return | NodeKind::Yield => out.note_kept(node, None),
                 _ => {}
             }
-            let class = step == Step::Class;
+            let class = kind == NodeKind::ClassDefinition;
             if class {
                 out.enter_class();
             }
@@ -211,8 +211,8 @@ impl ModuleSummary {
         }
     }
 
-    /// Definitions and `with` blocks ([`Step::Definition`]) change the gradient context of
-    /// what they contain: collects their calls. Out of [`Self::collect_calls_at`] so that
+    /// Definitions and `with` blocks change the gradient context of what they contain:
+    /// collects their calls. Out of [`Self::collect_calls_at`] so that
     /// its recursion's frame stays small.
     #[inline(never)]
     fn collect_calls_of_definition<'t>(&self, source: &str, nodes: &NamedNodes<'t>, at: usize, disabled: bool, out: &mut CallCollector) {
@@ -334,38 +334,6 @@ impl ModuleSummary {
         if !classes.contains(&class) && classes.len() < 8 {
             classes.push(class);
         }
-    }
-}
-
-/// What the walk of a module's calls does at a node, by its kind (read from a table:
-/// `kind_table`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Step {
-    /// A `decorated_definition`, `function_definition` or `with_statement`: what it holds
-    /// runs in a gradient context of its own.
-    Definition,
-    Call,
-    Assignment,
-    /// A `return_statement` or `yield`: its text is kept.
-    Kept,
-    Class,
-    Other,
-}
-
-impl Step {
-    fn of(kind_id: u16) -> Step {
-        static STEPS: std::sync::OnceLock<Vec<Step>> = std::sync::OnceLock::new();
-        let steps = STEPS.get_or_init(|| {
-            crate::kind_table(|kind| match kind {
-                "decorated_definition" | "function_definition" | "with_statement" => Step::Definition,
-                "call" => Step::Call,
-                "assignment" => Step::Assignment,
-                "return_statement" | "yield" => Step::Kept,
-                "class_definition" => Step::Class,
-                _ => Step::Other,
-            })
-        });
-        steps.get(kind_id as usize).copied().unwrap_or(Step::Other)
     }
 }
 

@@ -14,7 +14,7 @@ use rustc_hash::FxHashSet as HashSet;
 use tree_sitter::Node;
 
 use super::summary::{ClassSummary, FunctionSummary, PretrainedCall, StoreKind, StoredArgument, PRETRAINED_KEYWORDS};
-use super::syntax::{decorator_disables_grad, dotted, parameter_free_stores, returned_callee_of, runs_backward, text, with_items_disabling_grad};
+use super::syntax::{decorator_disables_grad, dotted, parameter_free_stores, returned_callee_of, runs_backward, text, with_items_disabling_grad, NodeKind};
 use crate::named_nodes::NamedNodes;
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
@@ -85,27 +85,11 @@ pub(crate) fn class_summary_in<'t>(source: &str, class: Node<'t>, nodes: &NamedN
 
 /// `self.X = Callee(...)` (through methods that return the module) under the node at `at`.
 fn attribute_calls(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Vec<(String, String)>) {
-    // Every node of every method: its kind read from a table (`kind_table`).
-    #[derive(Clone, Copy, PartialEq, Eq)]
-    enum Seen {
-        /// A nested definition or lambda: its body is not this method's.
-        Definition,
-        Assignment,
-        Other,
-    }
-    static SEEN: std::sync::OnceLock<Vec<Seen>> = std::sync::OnceLock::new();
-    let seen = SEEN.get_or_init(|| {
-        crate::kind_table(|kind| match kind {
-            "function_definition" | "class_definition" | "lambda" => Seen::Definition,
-            "assignment" => Seen::Assignment,
-            _ => Seen::Other,
-        })
-    });
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
-        match seen.get(nodes.kind_id(i) as usize).copied().unwrap_or(Seen::Other) {
-            Seen::Definition => continue,
-            Seen::Assignment => {
+        match NodeKind::at(nodes, i) {
+            kind if kind.is_nested_scope() => continue,
+            NodeKind::Assignment => {
                 let n = nodes.node(i);
                 if let (Some(left), Some(right)) = (nodes.field_of(n, "left"), nodes.field_of(n, "right")) {
                     if left.kind_name() == "attribute" && nodes.field_of(left, "object").is_some_and(|o| text(source, o) == "self") {
@@ -117,7 +101,7 @@ fn attribute_calls(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Ve
                     }
                 }
             }
-            Seen::Other => {}
+            _ => {}
         }
         stack.extend(nodes.children(i));
     }
@@ -126,29 +110,13 @@ fn attribute_calls(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Ve
 /// The calls under the node at `at` that may load a pretrained network: `from_pretrained`,
 /// a call given `pretrained=` or `weights=`, a `load` (`torch.hub.load`).
 fn pretrained_calls_in(source: &str, nodes: &NamedNodes<'_>, at: usize, out: &mut Vec<PretrainedCall>) {
-    // Every node of an `__init__`: its kind read from a table (`kind_table`).
-    #[derive(Clone, Copy, PartialEq, Eq)]
-    enum Seen {
-        /// A nested definition or lambda: its body is not this method's.
-        Definition,
-        Call,
-        Other,
-    }
-    static SEEN: std::sync::OnceLock<Vec<Seen>> = std::sync::OnceLock::new();
-    let seen = SEEN.get_or_init(|| {
-        crate::kind_table(|kind| match kind {
-            "function_definition" | "class_definition" | "lambda" => Seen::Definition,
-            "call" => Seen::Call,
-            _ => Seen::Other,
-        })
-    });
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
-        let kind = seen.get(nodes.kind_id(i) as usize).copied().unwrap_or(Seen::Other);
-        if kind == Seen::Definition && i != at {
+        let kind = NodeKind::at(nodes, i);
+        if kind.is_nested_scope() && i != at {
             continue;
         }
-        if kind == Seen::Call {
+        if kind == NodeKind::Call {
             let n = nodes.node(i);
             if let Some(callee) = nodes.field_of(n, "function").and_then(|f| dotted(source, f)) {
                 let keywords: Vec<(String, String)> = n
@@ -269,30 +237,12 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
             _ => None,
         }
     };
-    // Every node of every method: its kind read from a table (`kind_table`).
-    #[derive(Clone, Copy, PartialEq, Eq)]
-    enum Seen {
-        /// A nested definition or lambda: its body is not this method's.
-        Definition,
-        With,
-        Call,
-        Other,
-    }
-    static SEEN: std::sync::OnceLock<Vec<Seen>> = std::sync::OnceLock::new();
-    let seen = SEEN.get_or_init(|| {
-        crate::kind_table(|kind| match kind {
-            "function_definition" | "class_definition" | "lambda" => Seen::Definition,
-            "with_statement" => Seen::With,
-            "call" => Seen::Call,
-            _ => Seen::Other,
-        })
-    });
     let mut stack: Vec<(usize, bool)> = vec![(body, false)];
     while let Some((i, off)) = stack.pop() {
         let n = nodes.node(i);
-        match seen.get(nodes.kind_id(i) as usize).copied().unwrap_or(Seen::Other) {
-            Seen::Definition => continue,
-            Seen::With => {
+        match NodeKind::at(nodes, i) {
+            kind if kind.is_nested_scope() => continue,
+            NodeKind::With => {
                 // The items of its `with_clause`, then its body (as `with_items_disabling_grad`
                 // gives them).
                 let (_, disables) = with_items_disabling_grad(source, n);
@@ -304,7 +254,7 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
                 }
                 continue;
             }
-            Seen::Call => {
+            NodeKind::Call => {
                 let mut used: Vec<String> = Vec::new();
                 if let Some(callee) = nodes.field_of(n, "function") {
                     if let Some(called) = self_attribute(callee) {
@@ -328,7 +278,7 @@ fn self_uses_at(source: &str, nodes: &NamedNodes<'_>, body: usize) -> (Vec<Strin
                     }
                 }
             }
-            Seen::Other => {}
+            _ => {}
         }
         stack.extend(nodes.children(i).map(|c| (c, off)));
     }

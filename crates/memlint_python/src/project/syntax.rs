@@ -13,6 +13,54 @@ pub(super) use crate::semantic::dotted;
 use crate::semantic::{named_children, unparenthesize};
 use crate::NodeExt;
 
+/// What the summaries' walks over every node of a body tell apart: a node's kind, read
+/// from one table by kind id (`kind_table`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum NodeKind {
+    FunctionDefinition,
+    DecoratedDefinition,
+    ClassDefinition,
+    Lambda,
+    With,
+    Call,
+    Assignment,
+    AugmentedAssignment,
+    Return,
+    Yield,
+    Identifier,
+    Other,
+}
+
+impl NodeKind {
+    /// The kind of the node at `index` of `nodes`.
+    pub(super) fn at(nodes: &NamedNodes<'_>, index: usize) -> NodeKind {
+        static KINDS: std::sync::OnceLock<Vec<NodeKind>> = std::sync::OnceLock::new();
+        let kinds = KINDS.get_or_init(|| {
+            crate::kind_table(|kind| match kind {
+                "function_definition" => NodeKind::FunctionDefinition,
+                "decorated_definition" => NodeKind::DecoratedDefinition,
+                "class_definition" => NodeKind::ClassDefinition,
+                "lambda" => NodeKind::Lambda,
+                "with_statement" => NodeKind::With,
+                "call" => NodeKind::Call,
+                "assignment" => NodeKind::Assignment,
+                "augmented_assignment" => NodeKind::AugmentedAssignment,
+                "return_statement" => NodeKind::Return,
+                "yield" => NodeKind::Yield,
+                "identifier" => NodeKind::Identifier,
+                _ => NodeKind::Other,
+            })
+        });
+        kinds.get(nodes.kind_id(index) as usize).copied().unwrap_or(NodeKind::Other)
+    }
+
+    /// A nested scope (a function or class definition, a lambda): what its body does is
+    /// not the enclosing function's.
+    pub(super) fn is_nested_scope(self) -> bool {
+        matches!(self, NodeKind::FunctionDefinition | NodeKind::ClassDefinition | NodeKind::Lambda)
+    }
+}
+
 pub(super) fn text<'s>(source: &'s str, node: Node<'_>) -> &'s str {
     &source[node.byte_range()]
 }
@@ -68,26 +116,11 @@ pub(super) fn decorator_disables_grad(source: &str, decorator: Node<'_>) -> bool
 /// `nn.Parameter`, registers a parameter or a module, or stores a value that is neither a
 /// constant, its own attribute, an argument with a constant default, nor a call).
 pub(crate) fn parameter_free_stores(source: &str, nodes: &NamedNodes<'_>, at: usize) -> Option<Vec<String>> {
-    // Every node of every class body: its kind read from a table (`kind_table`).
-    #[derive(Clone, Copy, PartialEq, Eq)]
-    enum Seen {
-        Identifier,
-        Assignment,
-        Other,
-    }
-    static SEEN: std::sync::OnceLock<Vec<Seen>> = std::sync::OnceLock::new();
-    let seen = SEEN.get_or_init(|| {
-        crate::kind_table(|kind| match kind {
-            "identifier" => Seen::Identifier,
-            "assignment" | "augmented_assignment" => Seen::Assignment,
-            _ => Seen::Other,
-        })
-    });
     let mut callees = Vec::new();
     let mut stack = vec![at];
     while let Some(i) = stack.pop() {
-        match seen.get(nodes.kind_id(i) as usize).copied().unwrap_or(Seen::Other) {
-            Seen::Identifier => {
+        match NodeKind::at(nodes, i) {
+            NodeKind::Identifier => {
                 if matches!(
                     text(source, nodes.node(i)),
                     "Parameter" | "ParameterList" | "ParameterDict" | "register_parameter" | "add_module" | "register_module" | "setattr" | "__setattr__" | "__dict__"
@@ -95,7 +128,7 @@ pub(crate) fn parameter_free_stores(source: &str, nodes: &NamedNodes<'_>, at: us
                     return None;
                 }
             }
-            Seen::Assignment => {
+            NodeKind::Assignment | NodeKind::AugmentedAssignment => {
                 let n = nodes.node(i);
                 let stores_on_self = nodes.field_of(n, "left").is_some_and(|left| names_self_attribute(source, left));
                 if stores_on_self {
@@ -103,7 +136,7 @@ pub(crate) fn parameter_free_stores(source: &str, nodes: &NamedNodes<'_>, at: us
                     stored_value_callees(source, value, &mut callees)?;
                 }
             }
-            Seen::Other => {}
+            _ => {}
         }
         stack.extend(nodes.children(i));
     }
