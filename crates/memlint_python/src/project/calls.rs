@@ -37,12 +37,12 @@ pub(super) struct CallCollector {
     defined: rustc_hash::FxHashSet<String>,
 }
 
-/// Of one function body (or the module): does it run a backward pass, where the texts are
-/// that it returns or yields or stores on attributes or items (nested definitions and
-/// class bodies left out), and the calls recorded in it whose result is kept if a name
-/// they are assigned to is a word of those texts, decided when the walk leaves the scope
-/// (a `return` may come after the call). The words are read only then, and only for a
-/// scope with such a call: most have none.
+/// Of one function body (or the module): does it run a backward pass, the places of the
+/// texts it returns, yields or stores on attributes or items (nested definitions and class
+/// bodies left out), and the calls recorded in it whose result is kept if a name they are
+/// assigned to is a word of those texts, decided when the walk leaves the scope (a
+/// `return` may come after the call). The words are read only then, and only for a scope
+/// with such a call: most have none.
 struct Scope {
     backward: bool,
     kept_texts: Vec<std::ops::Range<usize>>,

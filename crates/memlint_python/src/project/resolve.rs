@@ -185,7 +185,7 @@ impl<'a> ProjectResolver<'a> {
         }
     }
 
-    /// Does the lint of `source` make no summary of its module? Not when the summary
+    /// Does this lint make no summary of its module? Not when the summary
     /// exists already (the lint's tree is the loader's); else when no other module is
     /// likely to import it ([`ModuleLoader::may_be_asked`]). A module that imports the
     /// project's modules may still be asked what it calls (who calls a function of a
