@@ -352,6 +352,15 @@ fn the_files_a_run_parsed_are_listed_once_each_for_the_benchmark() {
     assert_eq!(names, ["examples/train.py", "models/__init__.py", "models/base.py", "models/dgm.py"], "{listed}");
 }
 
+/// A fresh folder holding `files` (name, text).
+fn folder_of(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
 /// `memlint check --no-cache` (concise) of folder `dir` with the project's statistics on
 /// and `env` set: its exit status, its standard output, and the statistics line.
 fn check_with_statistics(dir: &Path, env: &[(&str, &std::ffi::OsStr)]) -> (Option<i32>, String, String) {
@@ -376,11 +385,11 @@ fn a_module_no_other_file_imports_is_not_summarized_unless_asked() {
     // train.py, which imports models.py but which no file imports: what it calls is asked
     // only when a lint asks who calls a function of models.py (none does here). models.py
     // is summarized.
-    let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
-    write("models.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        return self.fc(x)\n");
-    write("train.py", "# curves: see plot.py\nimport torch\nfrom models import Net\n\nnet = Net()\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\nfor x in range(3):\n    loss = net(torch.randn(2, 4)).sum()\n    loss.backward()\n    opt.step()\n");
-    write("plot.py", "import torch\nfrom torch.nn import *\n\nnet = Linear(4, 2)\nnet.eval()\nx = torch.randn(3, 4)\nprint(net(x).argmax(1))\n");
+    let dir = folder_of(&[
+        ("models.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        return self.fc(x)\n"),
+        ("train.py", "# curves: see plot.py\nimport torch\nfrom models import Net\n\nnet = Net()\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\nfor x in range(3):\n    loss = net(torch.randn(2, 4)).sum()\n    loss.backward()\n    opt.step()\n"),
+        ("plot.py", "import torch\nfrom torch.nn import *\n\nnet = Linear(4, 2)\nnet.eval()\nx = torch.randn(3, 4)\nprint(net(x).argmax(1))\n"),
+    ]);
     let parsed = dir.path().join("parsed.txt");
     let (_, stdout, line) = check_with_statistics(dir.path(), &[("MEMLINT_PARSED_FILES", parsed.as_os_str())]);
     assert!(stdout.contains("plot.py:7:7: MEM001"), "{stdout}");
@@ -401,10 +410,10 @@ fn a_caller_whose_lint_made_no_summary_is_read_when_asked_who_calls() {
     // and parsed again for its summary (and evaluation.py was parsed for the summary
     // a_main.py's lint asked for, its tree handed on to its own lint), and `score` is not
     // flagged, as when the caller's summary came from its lint.
-    let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
-    write("evaluation.py", "def score(net, loader):\n    net.eval()\n    hits = 0\n    for x, y in loader:\n        out = net(x)\n        hits += (out.argmax(1) == y).sum().item()\n    return hits\n");
-    write("a_main.py", "import torch\n\nfrom evaluation import score\n\n\ndef main(net, val_loader):\n    with torch.no_grad():\n        print(score(net, val_loader))\n    torch.cuda.empty_cache()\n");
+    let dir = folder_of(&[
+        ("evaluation.py", "def score(net, loader):\n    net.eval()\n    hits = 0\n    for x, y in loader:\n        out = net(x)\n        hits += (out.argmax(1) == y).sum().item()\n    return hits\n"),
+        ("a_main.py", "import torch\n\nfrom evaluation import score\n\n\ndef main(net, val_loader):\n    with torch.no_grad():\n        print(score(net, val_loader))\n    torch.cuda.empty_cache()\n"),
+    ]);
     let (status, stdout, line) = check_with_statistics(dir.path(), &[("RAYON_NUM_THREADS", "1".as_ref())]);
     assert_eq!(status, Some(0), "{stdout}{line}");
     assert!(line.starts_with("project: 2 modules summarized for 2 files checked (2 read and parsed for their summary alone, of which 1 trees"), "{line}");
