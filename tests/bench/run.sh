@@ -4,7 +4,8 @@
 # no difference on the fixtures and the bundled examples, and that it does find one when
 # an entry point drops a finding), the scaling example, scripts/fetch-engine-tree.sh on
 # local git snapshots, the single-file figure of scripts/bench-check.sh, and
-# scripts/bench-output.sh, scripts/bench-rerun.sh and scripts/bench-compare.sh.
+# scripts/bench-output.sh, scripts/bench-rerun.sh, scripts/bench-compare.sh and
+# scripts/bench-instructions.sh (valgrind, installed when missing).
 # Debug builds: these check behaviour and output, not speed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -186,5 +187,26 @@ done
 grep -q "tree: tests/examples, 2 alternating rounds" "$TMP/compare.txt" || fail "bench-compare.sh: no tree line"
 status=0; scripts/bench-compare.sh "$MEMLINT" "$TMP/none" tests/examples > /dev/null 2> "$TMP/err" || status=$?
 [[ $status -eq 2 ]] && grep -q "is not an executable" "$TMP/err" || fail "bench-compare.sh with a missing build: status $status, $(cat "$TMP/err")"
+
+step "bench-instructions.sh: instructions, and with --cache simulated misses, of two builds"
+if ! command -v valgrind > /dev/null; then
+    echo "valgrind is not installed: installing it (apt-get install valgrind)"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind > /dev/null
+fi
+mkdir -p "$TMP/one"
+cp tests/examples/train_classifier.py "$TMP/one/"
+scripts/bench-instructions.sh "$MEMLINT" "$TMP/one" | tee "$TMP/instructions.txt"
+grep -qE " check: [0-9,]+ instructions$" "$TMP/instructions.txt" || fail "bench-instructions.sh: no count for check"
+grep -qE ": the project pass, [+-][0-9.]+% instructions against --no-project$" "$TMP/instructions.txt" || fail "bench-instructions.sh: no project pass"
+! grep -q "misses" "$TMP/instructions.txt" || fail "bench-instructions.sh: misses without --cache"
+scripts/bench-instructions.sh --cache "$MEMLINT" "$MEMLINT" "$TMP/one" | tee "$TMP/cache.txt"
+grep -qE "^simulated: D1 [0-9]+,[0-9]+,[0-9]+, L2 [0-9]+,[0-9]+,[0-9]+ " "$TMP/cache.txt" || fail "bench-instructions.sh --cache: no simulated caches"
+for event in instructions "mispredicted branches" "D1 misses" "L2 misses"; do
+    [[ $(grep -cE " check( --no-project)?: [0-9,]+ $event$" "$TMP/cache.txt") -eq 4 ]] || fail "bench-instructions.sh --cache: not 4 counts of $event"
+    [[ $(grep -cE "^B against A, check( --no-project)?: [+-][0-9.]+% $event$" "$TMP/cache.txt") -eq 2 ]] || fail "bench-instructions.sh --cache: no change of $event"
+done
+status=0; scripts/bench-instructions.sh --cache "$TMP/one" > /dev/null 2> "$TMP/err" || status=$?
+[[ $status -eq 2 ]] && grep -q "usage" "$TMP/err" || fail "bench-instructions.sh without a build: status $status, $(cat "$TMP/err")"
 
 echo "benchmark tools: all tests passed"
